@@ -1,0 +1,1 @@
+# contrib: owned by that component; appends to the variables in Makefile.am.

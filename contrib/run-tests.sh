@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Build from a clean tree and run every test. With --sanitizers, build with
+# ASan + UBSan in build/asan and run `make check`; otherwise build with
+# -Werror in build/ci and run `make distcheck` (which builds again from the
+# tarball and runs `make check` there). Prints "N passed, N failed, N skipped".
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+jobs=$(nproc)
+[ -x configure ] || autoreconf -fi >/dev/null
+
+summarize() {  # sum automake's test-suite.log counters
+	local logs=("$@") pass=0 fail=0 skip=0 n
+	for l in "${logs[@]}"; do
+		[ -f "$l" ] || continue
+		n=$(sed -n 's/^# PASS: *//p' "$l" | head -1); pass=$((pass + ${n:-0}))
+		n=$(sed -n 's/^# FAIL: *//p' "$l" | head -1); fail=$((fail + ${n:-0}))
+		n=$(sed -n 's/^# ERROR: *//p' "$l" | head -1); fail=$((fail + ${n:-0}))
+		n=$(sed -n 's/^# SKIP: *//p' "$l" | head -1); skip=$((skip + ${n:-0}))
+	done
+	echo "$pass passed, $fail failed, $skip skipped"
+}
+
+if [ "${1:-}" = --sanitizers ]; then
+	rm -rf build/asan && mkdir -p build/asan && cd build/asan
+	"$top"/configure --enable-sanitizers --enable-werror >/dev/null
+	make -j"$jobs" >/dev/null
+	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+	rc=0; make -j"$jobs" check >check.out 2>&1 || rc=$?
+	grep -E '^(PASS|FAIL|SKIP|ERROR|XFAIL|XPASS):' check.out || true
+	[ $rc = 0 ] || { cat test-suite.log; }
+	echo "sanitizers: $(summarize test-suite.log)"
+	exit $rc
+fi
+
+rm -rf build/ci && mkdir -p build/ci && cd build/ci
+"$top"/configure --enable-werror >/dev/null
+make -j"$jobs" >/dev/null
+rc=0; make -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror >check.out 2>&1 || rc=$?
+grep -E '^(PASS|FAIL|SKIP|ERROR|XFAIL|XPASS):' check.out || true
+log=$(find . -path '*/_build/*' -name test-suite.log | head -1)
+[ $rc = 0 ] || { tail -50 check.out; [ -n "$log" ] && cat "$log"; }
+summarize ${log:-check.out}
+exit $rc

@@ -1,0 +1,1 @@
+# cuda: owned by that component; appends to the variables in Makefile.am.

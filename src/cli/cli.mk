@@ -1,0 +1,1 @@
+# src/cli: owned by that component; appends to the variables in Makefile.am.

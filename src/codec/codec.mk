@@ -1,0 +1,1 @@
+# src/codec: owned by that component; appends to the variables in Makefile.am.

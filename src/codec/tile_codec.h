@@ -1,0 +1,85 @@
+/*
+ * tile_codec.h - encoding and decoding one tile payload.
+ *
+ * A tile is a run of whole elements of one tensor (at most the file's tile
+ * size in bytes). Its payload is self-describing given the tensor's layout
+ * and the file's frequency tables; docs/FORMAT.md "Tile payload" is the
+ * normative layout:
+ *
+ *   u8 nplanes, u8 reserved[3]
+ *   nplanes x plane descriptor (12 bytes):
+ *       u8 mode (WC_PLANE_RAW/CONST/RANS/ZSTD), u8 value (CONST byte),
+ *       u16 reserved, u32 table (frequency table index, RANS only, else
+ *       0xFFFFFFFF), u32 size (body bytes)
+ *   bodies in plane order, each starting 4-byte aligned (zero padding)
+ *
+ * Each plane is coded by whichever mode is smallest; plane decoders are
+ * chosen through a table of functions indexed by mode.
+ */
+#ifndef WC_TILE_CODEC_H
+#define WC_TILE_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codec/planes.h"
+#include "codec/rans.h"
+#include "core/wc_error.h"
+
+enum wc_plane_mode {
+	WC_PLANE_RAW = 0,   /* body = the plane's bytes */
+	WC_PLANE_CONST = 1, /* body empty; every byte equals `value` */
+	WC_PLANE_RANS = 2,  /* body = rANS chunks (rans.h) with table `table` */
+	WC_PLANE_ZSTD = 3,  /* body = one zstd frame of the plane (RFC 8878) */
+	WC_PLANE_MODES
+};
+
+#define WC_TILE_HEADER_BYTES(nplanes) (4u + 12u * (nplanes))
+#define WC_NO_TABLE 0xFFFFFFFFu
+
+/* Per-plane encoding choices made by the container writer. */
+typedef struct wc_plane_plan {
+	const wc_freqtab *table; /* tensor-plane table, or NULL: never rANS */
+	uint32_t table_id;       /* its index in the file's table array */
+	int allow_zstd;          /* try zstd too (integer and byte layouts) */
+} wc_plane_plan;
+
+/* Upper bound of an encoded payload for nbytes of input. */
+size_t wc_tile_encode_bound(wc_layout l, size_t nbytes, uint32_t chunk_symbols);
+
+/* Encode nbytes (a multiple of l.elem_size) into a payload, choosing per
+ * plane the smallest of CONST, RANS (if plan[p].table), ZSTD (if allowed) and
+ * RAW. plan has l.nplanes entries. Errors: WC_E_INVAL (bad size, symbol
+ * missing from a table), WC_E_RANGE (cap too small), WC_E_NOMEM.
+ * Optionally reports the bytes of each plane's body in plane_bytes. */
+wc_err wc_tile_encode(wc_layout l, const uint8_t *data, size_t nbytes,
+		      const wc_plane_plan *plan, uint32_t chunk_symbols,
+		      uint8_t *out, size_t cap, size_t *out_len, uint64_t *plane_bytes);
+
+/* Decode a payload of payload_len bytes into exactly nbytes at out.
+ * tables/ntables: the file's frequency tables (a RANS plane's table index is
+ * checked against ntables). Validates every size and offset it reads.
+ * Errors: WC_E_CORRUPT with a reason for any inconsistency; WC_E_NOMEM.
+ * Thread-safe; uses about 16 KiB of stack-or-thread-local scratch per call
+ * plus nbytes of plane scratch. */
+wc_err wc_tile_decode(wc_layout l, const uint8_t *payload, size_t payload_len,
+		      const wc_freqtab *tables, uint32_t ntables, uint32_t chunk_symbols,
+		      uint8_t *out, size_t nbytes);
+
+/* Parsed view of a payload's plane descriptors, for backends that decode the
+ * planes themselves (the CUDA plugin). body points into the payload. */
+typedef struct wc_plane_view {
+	uint8_t mode, value;
+	uint32_t table;
+	uint32_t size;
+	const uint8_t *body;
+} wc_plane_view;
+
+/* Parse and validate the header of a payload for a tensor of layout l whose
+ * tile decodes to nbytes: nplanes == l.nplanes, modes known, bodies in
+ * bounds, RAW sizes == nbytes / elem_size, table < ntables for RANS.
+ * Errors: WC_E_CORRUPT. */
+wc_err wc_tile_parse(wc_layout l, const uint8_t *payload, size_t payload_len,
+		     size_t nbytes, uint32_t ntables, wc_plane_view views[WC_MAX_PLANES]);
+
+#endif /* WC_TILE_CODEC_H */

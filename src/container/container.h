@@ -1,0 +1,134 @@
+/*
+ * container.h - reading and writing .wcodec files (docs/FORMAT.md).
+ *
+ * A .wcodec file holds one safetensors file losslessly: the original header
+ * bytes verbatim (the "prefix": 8-byte length + JSON header, padding
+ * included), then every tensor's bytes cut into tiles that are coded
+ * independently (tile_codec.h). The "virtual file" is the original
+ * safetensors file: prefix followed by the data section.
+ *
+ * Readers validate every offset and size against the file size and the
+ * limits in docs/FORMAT.md before use; a wc_container that opened
+ * successfully never indexes outside its tables.
+ */
+#ifndef WC_CONTAINER_H
+#define WC_CONTAINER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codec/planes.h"
+#include "codec/rans.h"
+#include "core/wc_error.h"
+
+#define WC_MAGIC "WCODEC\r\n" /* 8 bytes; \r\n catches text-mode mangling */
+#define WC_FORMAT_VERSION 1u
+#define WC_TILE_SIZE_DEFAULT (1u << 20)  /* decoded bytes per tile */
+#define WC_TILE_SIZE_MIN (4u << 10)
+#define WC_TILE_SIZE_MAX (64u << 20)
+
+typedef struct wc_tile_info {
+	uint64_t voff;   /* offset of the tile's first byte in the virtual file */
+	uint64_t coff;   /* offset of its payload in the .wcodec file */
+	uint32_t csize;  /* payload bytes */
+	uint32_t dsize;  /* decoded bytes (multiple of the tensor's elem_size) */
+	uint32_t tensor; /* index into the tensor table */
+	uint32_t flags;  /* reserved, 0 */
+	uint64_t chash;  /* XXH3-64 (libxxhash, seed 0) of the payload */
+	uint64_t dhash;  /* XXH3-64 (seed 0) of the decoded bytes */
+} wc_tile_info;
+
+typedef struct wc_plane_stats {
+	double entropy_bits;  /* order-0 entropy of the tensor-plane, bits/symbol */
+	uint64_t coded_bytes; /* bytes of this plane's bodies over all tiles */
+	uint32_t table;       /* frequency table index, or WC_NO_TABLE */
+} wc_plane_stats;
+
+typedef struct wc_tensor_info {
+	const char *name;
+	const char *dtype;     /* safetensors dtype name, as in the header */
+	uint32_t ndim;
+	const uint64_t *shape; /* ndim entries */
+	uint64_t begin, end;   /* byte range in the virtual file */
+	wc_layout layout;
+	uint32_t first_tile, ntiles;
+	wc_plane_stats planes[WC_MAX_PLANES];
+} wc_tensor_info;
+
+typedef struct wc_container wc_container;
+
+/* Open and validate a .wcodec file: header, JSON metadata, frequency tables
+ * and tile index (not the payloads). The container is reference-counted
+ * (starts at 1) and safe to share between threads.
+ * Errors: WC_E_IO (open/read), WC_E_FORMAT (anything malformed, with the
+ * reason via wc_last_detail()), WC_E_UNSUPPORTED (newer version), WC_E_NOMEM. */
+wc_err wc_container_open(const char *path, wc_container **out);
+void wc_container_retain(wc_container *c);
+void wc_container_release(wc_container *c); /* closes at zero */
+
+/* Unique id for this open instance (never reused in the process): cache key. */
+uint64_t wc_container_id(const wc_container *c);
+
+uint64_t wc_container_virtual_size(const wc_container *c); /* bytes */
+uint64_t wc_container_file_size(const wc_container *c);    /* bytes on disk */
+uint32_t wc_container_tile_size(const wc_container *c);    /* nominal decoded tile bytes */
+uint32_t wc_container_chunk_symbols(const wc_container *c);
+
+/* The prefix: the first *len bytes of the virtual file (safetensors header). */
+const uint8_t *wc_container_prefix(const wc_container *c, size_t *len);
+
+uint32_t wc_container_ntensors(const wc_container *c);
+const wc_tensor_info *wc_container_tensor(const wc_container *c, uint32_t i);
+/* Index of a tensor by name; WC_E_NOTFOUND if absent. */
+wc_err wc_container_find_tensor(const wc_container *c, const char *name, uint32_t *index);
+
+uint32_t wc_container_ntiles(const wc_container *c);
+const wc_tile_info *wc_container_tile(const wc_container *c, uint32_t i);
+/* Tiles are sorted by voff and cover [prefix_len, virtual_size) exactly.
+ * Index of the tile holding virtual offset voff, O(log ntiles), no allocation.
+ * Errors: WC_E_RANGE if voff is in the prefix or past the end. */
+wc_err wc_container_find_tile(const wc_container *c, uint64_t voff, uint32_t *tile);
+
+const wc_freqtab *wc_container_tables(const wc_container *c, uint32_t *ntables);
+
+/* Read tile i's payload (csize bytes) into buf and check its chash.
+ * Errors: WC_E_IO, WC_E_CORRUPT (hash mismatch, with a reason). */
+wc_err wc_container_read_payload(const wc_container *c, uint32_t i, uint8_t *buf);
+
+/* Decode tile i's payload on the calling thread into out (dsize bytes) and
+ * check its dhash. Errors: WC_E_CORRUPT, WC_E_NOMEM. */
+wc_err wc_container_decode_tile(const wc_container *c, uint32_t i, const uint8_t *payload,
+				uint8_t *out);
+
+/* Read the virtual file's bytes [off, off+len) into buf by reading and
+ * decoding on the calling thread (no cache): for tools and tests.
+ * Errors as above; WC_E_RANGE past the end. */
+wc_err wc_container_pread(const wc_container *c, uint8_t *buf, size_t len, uint64_t off);
+
+/* ---- writing -------------------------------------------------------- */
+
+typedef struct wc_pack_opts {
+	uint32_t tile_size;     /* decoded bytes per tile; 0 = WC_TILE_SIZE_DEFAULT */
+	uint32_t chunk_symbols; /* rANS chunk; 0 = WC_RANS_CHUNK_DEFAULT */
+	unsigned threads;       /* encoder threads; 0 = online CPUs */
+	/* Called from one thread with bytes of input done so far; may be NULL. */
+	void (*progress)(void *ctx, uint64_t done, uint64_t total);
+	void *progress_ctx;
+} wc_pack_opts;
+
+typedef struct wc_pack_stats {
+	uint64_t input_bytes, output_bytes;
+	uint64_t data_bytes;         /* safetensors data section */
+	uint64_t coded_data_bytes;   /* sum of tile payloads */
+	double entropy_bound_bytes;  /* sum over tensor-planes of entropy * n / 8 */
+} wc_pack_stats;
+
+/* Pack the safetensors file at in_path into out_path. Writes
+ * "out_path.tmp.XXXXXX" in the same directory, fsyncs, renames it over
+ * out_path; on any failure the temporary file is removed and out_path is
+ * untouched. Errors: WC_E_FORMAT naming what is wrong with a malformed
+ * safetensors input, WC_E_IO, WC_E_NOMEM, WC_E_INVAL (options). */
+wc_err wc_pack_safetensors(const char *in_path, const char *out_path,
+			   const wc_pack_opts *opts, wc_pack_stats *stats);
+
+#endif /* WC_CONTAINER_H */

@@ -1,0 +1,1 @@
+# src/container: owned by that component; appends to the variables in Makefile.am.

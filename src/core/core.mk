@@ -1,0 +1,8 @@
+# Core: the one error type and logging.
+libwcodec_la_SOURCES += src/core/error.c
+pkginclude_HEADERS += src/core/wc_error.h
+check_PROGRAMS += tests/test_error
+TESTS += tests/test_error
+tests_test_error_SOURCES = tests/test_error.c
+tests_test_error_CFLAGS = $(TEST_CFLAGS)
+tests_test_error_LDADD = $(TEST_LIBS)

@@ -1,0 +1,89 @@
+/*
+ * backend.h - decode backends: where tile payloads become tensor bytes.
+ *
+ * Two implementations behind this one interface: the CPU backend (a thread
+ * pool; backend_cpu.c) and the CUDA backend (cuda/, a plugin dlopen()ed at
+ * run time so one binary runs with or without a GPU). On the same payload
+ * both produce the same bytes; every job's output is checked against its
+ * dhash before the backend reports WC_OK for it.
+ */
+#ifndef WC_BACKEND_H
+#define WC_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codec/planes.h"
+#include "codec/rans.h"
+#include "core/wc_error.h"
+
+/* One tile to decode. Everything the decode needs, nothing of the container. */
+typedef struct wc_tile_job {
+	wc_layout layout;
+	uint32_t chunk_symbols;
+	const uint8_t *payload;   /* host memory, payload_size bytes, chash checked */
+	uint32_t payload_size;
+	const wc_freqtab *tables; /* the file's tables (stable while the container lives) */
+	uint32_t ntables;
+	uint64_t table_key;       /* identifies `tables` for backends that cache them: the container id */
+	uint8_t *out;             /* host memory, out_size bytes */
+	uint32_t out_size;
+	uint64_t dhash;           /* expected XXH3-64 of the decoded bytes */
+	wc_err status;            /* set by the backend for this job */
+} wc_tile_job;
+
+typedef struct wc_backend wc_backend;
+
+typedef struct wc_backend_ops {
+	const char *name; /* "cpu", "cuda" */
+	/* Decode jobs[0..n) synchronously; safe to call from several threads.
+	 * Sets every job's status. Returns WC_OK if each job was attempted;
+	 * WC_E_BACKEND if the device failed as a whole (then no job's output
+	 * may be trusted and the caller decodes the batch on the CPU). */
+	wc_err (*decode)(wc_backend *be, wc_tile_job *jobs, size_t n);
+	void (*destroy)(wc_backend *be);
+} wc_backend_ops;
+
+struct wc_backend {
+	const wc_backend_ops *ops;
+	uint32_t max_batch;   /* tiles per decode call the backend prefers */
+	uint32_t concurrency; /* decode calls worth running at once (dispatch threads) */
+};
+
+typedef struct wc_backend_opts {
+	unsigned threads;          /* CPU threads; 0 = online CPUs */
+	int gpu;                   /* CUDA device ordinal */
+	uint64_t gpu_memory_limit; /* device bytes the CUDA backend may hold; 0 = its default */
+} wc_backend_opts;
+
+/* Create a backend by name:
+ *   "cpu"  - the thread pool;
+ *   "cuda" - load the plugin (WC_PLUGIN_DIR or $WCODEC_PLUGIN_DIR) and open
+ *            the GPU; WC_E_NOTFOUND/WC_E_BACKEND with a reason if unusable;
+ *   "auto" - "cuda" if it opens, else "cpu"; logs which one it chose and why.
+ * Errors: WC_E_INVAL (unknown name), as above, WC_E_NOMEM. */
+wc_err wc_backend_create(const char *name, const wc_backend_opts *opts, wc_backend **out);
+void wc_backend_destroy(wc_backend *be);
+
+/* Decode a batch with be, falling back to the CPU: if be's decode returns
+ * WC_E_BACKEND the failure is logged and the batch is decoded by the CPU
+ * backend on the calling thread. A job whose payload is corrupt ends with
+ * WC_E_CORRUPT from either backend. Returns WC_OK unless the fallback itself
+ * failed to start (WC_E_NOMEM). */
+wc_err wc_backend_decode(wc_backend *be, wc_tile_job *jobs, size_t n);
+
+/* Decode one job on the calling thread with the reference CPU decoder
+ * (wc_tile_decode + dhash check); sets and returns job->status. */
+wc_err wc_decode_job_cpu(wc_tile_job *job);
+
+/* The CPU backend directly. */
+wc_err wc_backend_cpu_create(unsigned threads, wc_backend **out);
+
+/* The symbol the CUDA plugin exports (cuda/plugin.cu):
+ *   wc_err wcodec_cuda_backend_create(const wc_backend_opts *, wc_backend **);
+ */
+#define WC_CUDA_PLUGIN_NAME "wcodec-cuda.so"
+#define WC_CUDA_PLUGIN_SYMBOL "wcodec_cuda_backend_create"
+typedef wc_err (*wc_backend_create_fn)(const wc_backend_opts *opts, wc_backend **out);
+
+#endif /* WC_BACKEND_H */

@@ -1,0 +1,68 @@
+/*
+ * cache.h - the decoded-tile cache: byte-budgeted LRU, refcounted entries,
+ * one decode shared by concurrent readers, batched dispatch to a backend.
+ *
+ * Design after DwarFS's block cache and squashfuse's cache: an entry is
+ * refcounted; eviction drops only the cache's reference, so bytes a reader
+ * still holds are freed when it releases them. A miss is queued; dispatch
+ * threads (backend->concurrency of them) take up to backend->max_batch queued
+ * tiles at a time, read their payloads and decode them as one batch, so a
+ * GPU receives a reader's miss together with prefetches and other readers'
+ * misses. Readers of a tile being decoded wait for that decode.
+ *
+ * Budget: decoded bytes of all entries, referenced or not, are kept at or
+ * below budget_bytes except while more than the budget is referenced by
+ * readers at once. Tile buffers are mmap()ed so freed memory leaves the RSS.
+ */
+#ifndef WC_CACHE_H
+#define WC_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "container/container.h"
+#include "core/wc_error.h"
+#include "engine/backend.h"
+
+typedef struct wc_cache wc_cache;
+
+/* A decoded tile held by a reader: data is valid until wc_cache_release(). */
+typedef struct wc_tile_ref {
+	const uint8_t *data;
+	uint32_t size;
+} wc_tile_ref;
+
+typedef struct wc_cache_opts {
+	uint64_t budget_bytes;  /* decoded bytes kept; 0 = 1 GiB */
+	wc_backend *backend;    /* not owned */
+	uint32_t max_prefetch;  /* prefetched tiles in flight at most; 0 = 8 */
+} wc_cache_opts;
+
+typedef struct wc_cache_stats {
+	uint64_t hits, misses, decodes, decode_errors, evictions;
+	uint64_t prefetches, batches, batch_tiles;
+	uint64_t bytes_cached;
+} wc_cache_stats;
+
+wc_err wc_cache_create(const wc_cache_opts *opts, wc_cache **out);
+/* Waits for queued decodes, frees every entry. No reference may be held. */
+void wc_cache_destroy(wc_cache *cache);
+
+/* Get tile `tile` of c decoded; blocks until it is. The container is retained
+ * while a decode of it is queued. Errors: the decode's (WC_E_IO,
+ * WC_E_CORRUPT with a reason logged once per tile), WC_E_RANGE (bad index),
+ * WC_E_NOMEM. Failed decodes are not cached. */
+wc_err wc_cache_get(wc_cache *cache, wc_container *c, uint32_t tile, wc_tile_ref **out);
+void wc_cache_release(wc_cache *cache, wc_tile_ref *ref);
+
+/* Queue decodes of tiles [first, first+count) not cached or in flight, up to
+ * max_prefetch in flight; returns at once. Prefetched entries enter the LRU
+ * at its cold end until a reader uses them. */
+void wc_cache_prefetch(wc_cache *cache, wc_container *c, uint32_t first, uint32_t count);
+
+/* Drop every unreferenced entry of container id `id` (a file being closed). */
+void wc_cache_drop_container(wc_cache *cache, uint64_t id);
+
+void wc_cache_get_stats(wc_cache *cache, wc_cache_stats *out);
+
+#endif /* WC_CACHE_H */

@@ -1,0 +1,1 @@
+# src/fuse: owned by that component; appends to the variables in Makefile.am.
