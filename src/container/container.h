@@ -20,6 +20,7 @@
 #include "codec/planes.h"
 #include "codec/rans.h"
 #include "core/wc_error.h"
+#include "engine/tile_source.h"
 
 #define WC_MAGIC "WCODEC\r\n" /* 8 bytes; \r\n catches text-mode mangling */
 #define WC_FORMAT_VERSION 1u
@@ -68,6 +69,10 @@ void wc_container_release(wc_container *c); /* closes at zero */
 
 /* Unique id for this open instance (never reused in the process): cache key. */
 uint64_t wc_container_id(const wc_container *c);
+
+/* The container as a tile source for the cache (engine/tile_source.h); its
+ * retain/release are wc_container_retain/release. Valid while c lives. */
+wc_tile_source *wc_container_source(wc_container *c);
 
 uint64_t wc_container_virtual_size(const wc_container *c); /* bytes */
 uint64_t wc_container_file_size(const wc_container *c);    /* bytes on disk */

@@ -17,8 +17,15 @@
 #include "codec/rans.h"
 #include "core/wc_error.h"
 
+/* What a job decodes. WC_JOB_PLANES: a tile payload (tile_codec.h) to tensor
+ * bytes. Other kinds (.qvq image tiles) extend this enum and the fields at
+ * the end of wc_tile_job; a backend that cannot do a kind decodes it with
+ * wc_decode_job_cpu(). */
+typedef enum wc_job_kind { WC_JOB_PLANES = 0 } wc_job_kind;
+
 /* One tile to decode. Everything the decode needs, nothing of the container. */
 typedef struct wc_tile_job {
+	uint32_t kind;            /* wc_job_kind */
 	wc_layout layout;
 	uint32_t chunk_symbols;
 	const uint8_t *payload;   /* host memory, payload_size bytes, chash checked */

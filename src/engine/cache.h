@@ -20,9 +20,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "container/container.h"
 #include "core/wc_error.h"
 #include "engine/backend.h"
+#include "engine/tile_source.h"
 
 typedef struct wc_cache wc_cache;
 
@@ -48,20 +48,21 @@ wc_err wc_cache_create(const wc_cache_opts *opts, wc_cache **out);
 /* Waits for queued decodes, frees every entry. No reference may be held. */
 void wc_cache_destroy(wc_cache *cache);
 
-/* Get tile `tile` of c decoded; blocks until it is. The container is retained
- * while a decode of it is queued. Errors: the decode's (WC_E_IO,
+/* Get tile `tile` of src decoded; blocks until it is. The source is retained
+ * while a decode of it is queued. (A .wcodec container's source is
+ * wc_container_source(c), container.h.) Errors: the decode's (WC_E_IO,
  * WC_E_CORRUPT with a reason logged once per tile), WC_E_RANGE (bad index),
  * WC_E_NOMEM. Failed decodes are not cached. */
-wc_err wc_cache_get(wc_cache *cache, wc_container *c, uint32_t tile, wc_tile_ref **out);
+wc_err wc_cache_get(wc_cache *cache, wc_tile_source *src, uint32_t tile, wc_tile_ref **out);
 void wc_cache_release(wc_cache *cache, wc_tile_ref *ref);
 
 /* Queue decodes of tiles [first, first+count) not cached or in flight, up to
  * max_prefetch in flight; returns at once. Prefetched entries enter the LRU
  * at its cold end until a reader uses them. */
-void wc_cache_prefetch(wc_cache *cache, wc_container *c, uint32_t first, uint32_t count);
+void wc_cache_prefetch(wc_cache *cache, wc_tile_source *src, uint32_t first, uint32_t count);
 
-/* Drop every unreferenced entry of container id `id` (a file being closed). */
-void wc_cache_drop_container(wc_cache *cache, uint64_t id);
+/* Drop every unreferenced entry of source id `id` (a file being closed). */
+void wc_cache_drop_source(wc_cache *cache, uint64_t id);
 
 void wc_cache_get_stats(wc_cache *cache, wc_cache_stats *out);
 
