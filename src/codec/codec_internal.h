@@ -77,6 +77,16 @@ static inline uint32_t wc_rans_chunk_end(const wc_rans_body *b, size_t k)
 wc_err wc_rans_decode_chunk(const uint8_t *chunk, size_t bytes, const wc_rans_dtab *dt,
 			    uint8_t *out, size_t m);
 
+/* The AVX2 round loop (rans_decode_avx2.c): decodes up to `rounds` full
+ * rounds while at least 32 words remain, updating states x and word index
+ * *p_io; returns the rounds done. Call only if wc_rans_have_avx2(). */
+size_t wc_rans_rounds_avx2(uint32_t x[WC_RANS_LANES], const uint32_t *tab, const uint8_t *w, size_t nw,
+			   size_t *p_io, uint8_t *out, size_t rounds);
+int wc_rans_have_avx2(void);
+
+/* Testing hook: non-zero forces the portable scalar decoder. */
+extern int wc_rans_force_scalar;
+
 /* Re-record the calling thread's failure reason prefixed with a formatted
  * context ("plane 1: <reason>"); returns e. */
 wc_err wc_fail_context(wc_err e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

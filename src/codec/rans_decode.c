@@ -69,20 +69,50 @@ static inline int step_checked(uint32_t *x, const wc_rans_dtab *dt, const uint8_
 /*
  * The fast path decodes a whole round without bounds checks while at least
  * 32 words remain (a round reads at most one word per lane): each lane reads
- * the next word unconditionally and advances by the renormalisation flag,
- * which compiles to cmov/adc instead of an unpredictable branch.
+ * the next word unconditionally and selects with a mask, advancing by the
+ * renormalisation flag. Written with masks rather than ?: because the
+ * compiler turns ?: into a branch, which mispredicts on every other symbol.
  */
+#if defined(__x86_64__) && defined(__GNUC__)
+/* if (v < 2^16) { v = n; p++; } as cmp + cmov + adc: as plain C the
+ * compiler emits a branch, which mispredicts on about every other symbol. */
+#define RENORM(v, n, p)                                                       \
+	__asm__("cmpl $0x10000, %0\n\tcmovbl %2, %0\n\tadcq $0, %1"            \
+		: "+r"(v), "+r"(p)                                            \
+		: "r"(n)                                                      \
+		: "cc")
+#else
+#define RENORM(v, n, p)                                                       \
+	do {                                                                  \
+		uint32_t c_ = (v) < WC_RANS_STATE_LOW;                        \
+		(v) = c_ ? (n) : (v);                                         \
+		(p) += c_;                                                    \
+	} while (0)
+#endif
+
 #define LANE_FAST(l)                                                              \
 	do {                                                                      \
 		uint32_t v_ = x[l];                                               \
 		uint32_t e_ = tab[v_ & (WC_RANS_PROB_SCALE - 1)];                 \
 		o[l] = (uint8_t)e_;                                               \
 		v_ = ((e_ >> 8) & 0xfff) * (v_ >> WC_RANS_PROB_BITS) + (e_ >> 20); \
-		uint32_t wv_ = wc_ld16(wp);                                       \
-		int c_ = v_ < WC_RANS_STATE_LOW;                                  \
-		x[l] = c_ ? (v_ << 16) | wv_ : v_;                                \
-		wp += 2 * c_;                                                     \
+		uint32_t n_ = (v_ << 16) | wc_ld16(w + 2 * p);                    \
+		RENORM(v_, n_, p);                                                \
+		x[l] = v_;                                                        \
 	} while (0)
+
+int wc_rans_force_scalar;
+
+static int use_avx2(void)
+{
+	static int have = -1; /* racing first calls store the same value */
+	int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
+	if (h < 0) {
+		h = wc_rans_have_avx2();
+		__atomic_store_n(&have, h, __ATOMIC_RELAXED);
+	}
+	return h && !__atomic_load_n(&wc_rans_force_scalar, __ATOMIC_RELAXED);
+}
 
 wc_err wc_rans_decode_chunk(const uint8_t *chunk, size_t bytes, const wc_rans_dtab *dt,
 			    uint8_t *out, size_t m)
@@ -97,9 +127,10 @@ wc_err wc_rans_decode_chunk(const uint8_t *chunk, size_t bytes, const wc_rans_dt
 	size_t nw = (bytes - 4 * WC_RANS_LANES) / 2; /* word slots, pad included */
 	const uint32_t *tab = dt->entry;
 	size_t full = m / WC_RANS_LANES;
-	size_t r = 0;
-	const uint8_t *wp = w;
-	for (; r < full && nw - (size_t)(wp - w) / 2 >= WC_RANS_LANES; r++) {
+	size_t r = 0, p = 0;
+	if (use_avx2())
+		r = wc_rans_rounds_avx2(x, tab, w, nw, &p, out, full);
+	for (; r < full && nw - p >= WC_RANS_LANES; r++) {
 		uint8_t *o = out + r * WC_RANS_LANES;
 		LANE_FAST(0);  LANE_FAST(1);  LANE_FAST(2);  LANE_FAST(3);
 		LANE_FAST(4);  LANE_FAST(5);  LANE_FAST(6);  LANE_FAST(7);
@@ -110,7 +141,6 @@ wc_err wc_rans_decode_chunk(const uint8_t *chunk, size_t bytes, const wc_rans_dt
 		LANE_FAST(24); LANE_FAST(25); LANE_FAST(26); LANE_FAST(27);
 		LANE_FAST(28); LANE_FAST(29); LANE_FAST(30); LANE_FAST(31);
 	}
-	size_t p = (size_t)(wp - w) / 2;
 	for (size_t j = r * WC_RANS_LANES; j < m; j++) {
 		if (step_checked(&x[j % WC_RANS_LANES], dt, w, &p, nw, out + j))
 			return wc_fail(WC_E_CORRUPT, "rANS: symbol %zu reads past the chunk's %zu words", j, nw);
