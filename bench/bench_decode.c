@@ -8,7 +8,7 @@
  * decoded output (median of several runs, plane merge included).
  *
  *   bench/bench_decode [-d BF16|F16|F32] [-m MiB] [-t tile KiB] [-c chunk_symbols]
- *                      [-r runs] [-z (allow zstd)]
+ *                      [-r runs] [-z (allow zstd)] [-s (portable scalar rANS, no AVX2)]
  */
 #include <getopt.h>
 #include <math.h>
@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "codec/codec_internal.h" /* wc_rans_force_scalar */
 #include "codec/tile_codec.h"
 
 static double now(void)
@@ -77,7 +78,7 @@ int main(int argc, char **argv)
 	size_t mib = 64, tile_kib = 1024;
 	uint32_t chunk = WC_RANS_CHUNK_DEFAULT;
 	int runs = 5, zstd = 0, opt;
-	while ((opt = getopt(argc, argv, "d:m:t:c:r:zh")) != -1) {
+	while ((opt = getopt(argc, argv, "d:m:t:c:r:zsh")) != -1) {
 		switch (opt) {
 		case 'd': dtype = optarg; break;
 		case 'm': mib = strtoul(optarg, NULL, 10); break;
@@ -85,9 +86,10 @@ int main(int argc, char **argv)
 		case 'c': chunk = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'r': runs = atoi(optarg); break;
 		case 'z': zstd = 1; break;
+		case 's': wc_rans_force_scalar = 1; break;
 		default:
 			fprintf(stderr, "usage: %s [-d BF16|F16|F32] [-m MiB] [-t tile KiB] [-c chunk_symbols] "
-					"[-r runs] [-z]\n", argv[0]);
+					"[-r runs] [-z] [-s (scalar rANS)]\n", argv[0]);
 			return opt == 'h' ? 0 : 2;
 		}
 	}
@@ -154,6 +156,7 @@ int main(int argc, char **argv)
 		total += len[k];
 	}
 
+	memset(back, 0, nbytes); /* fault the pages in before timing */
 	double *dec_s = malloc(runs * sizeof *dec_s);
 	for (int r = 0; r < runs; r++) {
 		t0 = now();
@@ -174,8 +177,9 @@ int main(int argc, char **argv)
 	}
 	qsort(dec_s, runs, sizeof *dec_s, cmp_double);
 
-	printf("dtype %s, %zu MiB, %zu KiB tiles, chunk %u symbols, layout %s\n", dtype, mib, tile_kib,
-	       chunk, wc_layout_name(l));
+	printf("dtype %s, %zu MiB, %zu KiB tiles, chunk %u symbols, layout %s, rANS decoder %s\n", dtype,
+	       mib, tile_kib, chunk, wc_layout_name(l),
+	       wc_rans_have_avx2() && !wc_rans_force_scalar ? "avx2" : "scalar");
 	for (unsigned p = 0; p < l.nplanes; p++) {
 		printf("  plane %u: entropy %.4f bits, coded %.4f bits/symbol (%+.3f%%), modes", p,
 		       plane_entropy[p], 8.0 * (double)plane_total[p] / (double)n,
