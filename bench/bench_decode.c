@@ -5,7 +5,8 @@
  * frequency table per plane from the whole tensor (as the packer does),
  * encodes it in tiles, and reports: encode MB/s (input bytes), payload size
  * against the order-0 entropy of the planes, and single-thread decode GB/s of
- * decoded output (median of several runs, plane merge included).
+ * decoded output (median of several runs, plane merge included). Times are
+ * the thread's CPU time, so a busy machine distorts them less.
  *
  *   bench/bench_decode [-d BF16|F16|F32] [-m MiB] [-t tile KiB] [-c chunk_symbols]
  *                      [-r runs] [-z (allow zstd)] [-s (portable scalar rANS, no AVX2)]
@@ -20,10 +21,12 @@
 #include "codec/codec_internal.h" /* wc_rans_force_scalar */
 #include "codec/tile_codec.h"
 
+/* Thread CPU time: on a shared machine, time slices given to other
+ * processes do not count against the codec (cache pollution still does). */
 static double now(void)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 

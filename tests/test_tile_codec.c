@@ -163,6 +163,38 @@ START_TEST(mode_choice)
 }
 END_TEST
 
+/* A plane rANS would shrink by under 1/128 stays RAW (decodes at memcpy speed). */
+START_TEST(near_random_plane_stays_raw)
+{
+	wc_layout l = wc_layout_for_dtype("U8");
+	size_t n = 1 << 18, len;
+	uint8_t *buf = malloc(n);
+	uint64_t seed = 4;
+	for (size_t i = 0; i < n; i++) /* 250 equiprobable values: 7.966 bits, 0.4% below RAW */
+		buf[i] = (uint8_t)(tu_next(&seed) % 250);
+	planset ps;
+	make_plan(l, buf, n, 1, 0, &ps);
+	uint64_t pb[WC_MAX_PLANES];
+	uint8_t *payload = roundtrip(l, buf, n, &ps, 65536, &len, pb);
+	size_t rans_len;
+	ck_assert_int_eq(wc_rans_encoded_size(buf, n, &ps.tabs[0], 65536, &rans_len), WC_OK);
+	ck_assert_uint_lt(rans_len, n); /* rANS is smaller ... */
+	wc_plane_view v[WC_MAX_PLANES];
+	ck_assert_int_eq(wc_tile_parse(l, payload, len, n, 1, v), WC_OK);
+	ck_assert_uint_eq(v[0].mode, WC_PLANE_RAW); /* ... but not by enough */
+	free(payload);
+	/* 128 values (7 bits): 12% smaller, so rANS. */
+	for (size_t i = 0; i < n; i++)
+		buf[i] &= 127;
+	make_plan(l, buf, n, 1, 0, &ps);
+	payload = roundtrip(l, buf, n, &ps, 65536, &len, pb);
+	ck_assert_int_eq(wc_tile_parse(l, payload, len, n, 1, v), WC_OK);
+	ck_assert_uint_eq(v[0].mode, WC_PLANE_RANS);
+	free(payload);
+	free(buf);
+}
+END_TEST
+
 START_TEST(encode_errors)
 {
 	wc_layout l = wc_layout_for_dtype("BF16");
@@ -352,6 +384,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, roundtrip_every_layout, 0, 2 * (int)(sizeof dtypes / sizeof dtypes[0]));
 	tcase_add_test(tc, mode_choice);
+	tcase_add_test(tc, near_random_plane_stays_raw);
 	tcase_add_test(tc, encode_errors);
 	tcase_add_test(tc, corrupt_truncated_payloads);
 	tcase_add_test(tc, corrupt_headers_and_descriptors);

@@ -71,31 +71,35 @@ static inline uint32_t wc_rans_chunk_end(const wc_rans_body *b, size_t k)
 	return wc_ld32(b->end_arr + 4 * k);
 }
 
-/* Decode the m symbols of one chunk of `bytes` bytes (already size-checked by
- * wc_rans_body_parse). Errors: WC_E_CORRUPT (bad initial state, a read past
- * the chunk's words, final states != 2^16, words left over). */
-wc_err wc_rans_decode_chunk(const uint8_t *chunk, size_t bytes, const wc_rans_dtab *dt,
-			    uint8_t *out, size_t m);
-
-/* One chunk being decoded: 32 lane states, the word cursor, output. */
+/* One chunk being decoded: 32 lane states, the word cursor, and where
+ * decoded rounds go (round r is written at out + (r - rbase) * 32, so a
+ * caller can decode a chunk in blocks of rounds into a small buffer). */
 typedef struct wc_rans_lanes {
 	uint32_t x[WC_RANS_LANES];
 	const uint8_t *w; /* the chunk's words */
 	size_t nw, p;     /* word slots in the chunk (pad included), next word */
-	uint8_t *out;
 	size_t m, r;      /* symbols in the chunk, rounds decoded */
+	uint8_t *out;
+	size_t rbase;
+	size_t k;         /* chunk index, for error reasons */
 } wc_rans_lanes;
 
-/* Decode chunks [k0, k1) of a parsed body into out (symbol k0*C first).
- * Errors: WC_E_CORRUPT. */
-wc_err wc_rans_decode_chunks(const wc_rans_body *b, size_t k0, size_t k1, const wc_rans_dtab *dt,
-			     uint32_t chunk_symbols, size_t nsym, uint8_t *out);
+/* Start decoding chunk k of a parsed body (checks the initial states). The
+ * caller sets out and rbase. Errors: WC_E_CORRUPT. */
+wc_err wc_rans_lanes_init(wc_rans_lanes *c, const wc_rans_body *b, size_t k, uint32_t chunk_symbols,
+			 size_t nsym);
 
-/* AVX2 round loops (rans_decode_avx2.c): full rounds while at least 32 words
- * remain, of one chunk or of two chunks interleaved (until either stops).
- * Call only if wc_rans_have_avx2(). */
-void wc_rans_rounds_avx2(wc_rans_lanes *c, const uint32_t *tab);
-void wc_rans_rounds2_avx2(wc_rans_lanes *a, wc_rans_lanes *b, const uint32_t *tab);
+/* Decode a chunk up to round rend (at most ceil(m / 32); the last round may
+ * be partial). Errors: WC_E_CORRUPT when a lane needs a word past its chunk. */
+wc_err wc_rans_lanes_decode(wc_rans_lanes *c, const wc_rans_dtab *dt, size_t rend);
+
+/* After the last round: every state 2^16, every word consumed (one zero pad
+ * word allowed). Errors: WC_E_CORRUPT. */
+wc_err wc_rans_lanes_end(const wc_rans_lanes *c);
+
+/* AVX2 round loop (rans_decode_avx2.c): full rounds up to rend while at
+ * least 32 words remain. Call only if wc_rans_have_avx2(). */
+void wc_rans_rounds_avx2(wc_rans_lanes *c, const uint32_t *tab, size_t rend);
 int wc_rans_have_avx2(void);
 
 /* Testing hook: non-zero forces the portable scalar decoder. */

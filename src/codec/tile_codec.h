@@ -13,8 +13,9 @@
  *       0xFFFFFFFF), u32 size (body bytes)
  *   bodies in plane order, each starting 4-byte aligned (zero padding)
  *
- * Each plane is coded by whichever mode is smallest; plane decoders are
- * chosen through a table of functions indexed by mode.
+ * Each plane is coded by whichever mode is smallest (RAW unless another
+ * saves over 1/128); plane decoders are chosen through a table of functions
+ * indexed by mode.
  */
 #ifndef WC_TILE_CODEC_H
 #define WC_TILE_CODEC_H
@@ -49,7 +50,9 @@ size_t wc_tile_encode_bound(wc_layout l, size_t nbytes, uint32_t chunk_symbols);
 
 /* Encode nbytes (a multiple of l.elem_size) into a payload, choosing per
  * plane the smallest of CONST, RANS (if plan[p].table), ZSTD (if allowed) and
- * RAW. plan has l.nplanes entries. Errors: WC_E_INVAL (bad size, symbol
+ * RAW, except that RANS or ZSTD must be smaller than RAW by more than 1/128
+ * of the plane (near-random planes stay RAW, which decodes at memcpy speed).
+ * plan has l.nplanes entries. Errors: WC_E_INVAL (bad size, symbol
  * missing from a table), WC_E_RANGE (cap too small), WC_E_NOMEM.
  * Optionally reports the bytes of each plane's body in plane_bytes. */
 wc_err wc_tile_encode(wc_layout l, const uint8_t *data, size_t nbytes,
