@@ -1,6 +1,7 @@
 /* test_tile_codec.c - tile payloads: round trips for every layout and plane
  * mode, the per-plane mode choice, and rejection of damaged payloads. */
 #include <check.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -359,6 +360,84 @@ START_TEST(corrupt_entropy_bodies)
 }
 END_TEST
 
+/* The per-thread decoding-table cache must follow table contents: two
+ * tensors with different tables at the same table index and plane decode
+ * alternately, and tables edited in place between calls. */
+START_TEST(dtab_cache_follows_tables)
+{
+	wc_layout l = wc_layout_for_dtype("BF16");
+	size_t n = 20000, nbytes = 2 * n;
+	uint8_t *a = malloc(nbytes), *b = malloc(nbytes), *out = malloc(nbytes);
+	tu_weights_bf16(a, n, 0.02, 1);
+	tu_weights_bf16(b, n, 2.0, 2); /* other exponents entirely */
+	planset pa, pb;
+	make_plan(l, a, nbytes, 1, 0, &pa);
+	make_plan(l, b, nbytes, 1, 0, &pb);
+	uint64_t sizes[WC_MAX_PLANES];
+	size_t la, lb;
+	uint8_t *qa = roundtrip(l, a, nbytes, &pa, 1024, &la, sizes);
+	uint8_t *qb = roundtrip(l, b, nbytes, &pb, 1024, &lb, sizes);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(wc_tile_decode(l, qa, la, pa.tabs, 2, 1024, out, nbytes), WC_OK);
+		ck_assert(memcmp(out, a, nbytes) == 0);
+		ck_assert_int_eq(wc_tile_decode(l, qb, lb, pb.tabs, 2, 1024, out, nbytes), WC_OK);
+		ck_assert(memcmp(out, b, nbytes) == 0);
+	}
+	/* Same address, new contents: tile a's table overwritten by b's. */
+	wc_freqtab keep = pa.tabs[0];
+	pa.tabs[0] = pb.tabs[0];
+	ck_assert_int_eq(wc_tile_decode(l, qb, lb, pa.tabs, 2, 1024, out, nbytes), WC_OK);
+	ck_assert(memcmp(out, b, nbytes) == 0);
+	pa.tabs[0] = keep;
+	ck_assert_int_eq(wc_tile_decode(l, qa, la, pa.tabs, 2, 1024, out, nbytes), WC_OK);
+	ck_assert(memcmp(out, a, nbytes) == 0);
+	free(qa);
+	free(qb);
+	free(a);
+	free(b);
+	free(out);
+}
+END_TEST
+
+/* Many threads decoding different tiles at once (per-thread scratch). */
+typedef struct job {
+	const sample *s;
+	int ok;
+} job;
+
+static void *decode_many(void *arg)
+{
+	job *j = arg;
+	uint8_t *out = malloc(j->s->nbytes);
+	j->ok = 1;
+	for (int i = 0; i < 50 && j->ok; i++)
+		j->ok = wc_tile_decode(j->s->l, j->s->payload, j->s->len, j->s->ps.tabs, j->s->l.nplanes, 256,
+				       out, j->s->nbytes) == WC_OK &&
+			memcmp(out, j->s->data, j->s->nbytes) == 0;
+	free(out);
+	return NULL;
+}
+
+START_TEST(concurrent_decoders)
+{
+	sample s[2];
+	make_sample(&s[0], "BF16", 30000);
+	make_sample(&s[1], "I32", 30000);
+	pthread_t t[6];
+	job j[6];
+	for (int i = 0; i < 6; i++) {
+		j[i] = (job){&s[i % 2], 0};
+		ck_assert_int_eq(pthread_create(&t[i], NULL, decode_many, &j[i]), 0);
+	}
+	for (int i = 0; i < 6; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_msg(j[i].ok, "thread %d decoded wrong bytes or failed", i);
+	}
+	free_sample(&s[0]);
+	free_sample(&s[1]);
+}
+END_TEST
+
 START_TEST(parse_views)
 {
 	sample s;
@@ -390,6 +469,8 @@ int main(void)
 	tcase_add_test(tc, corrupt_headers_and_descriptors);
 	tcase_add_loop_test(tc, corrupt_entropy_bodies, 0, 2);
 	tcase_add_test(tc, parse_views);
+	tcase_add_test(tc, dtab_cache_follows_tables);
+	tcase_add_test(tc, concurrent_decoders);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
