@@ -9,7 +9,7 @@
  * the thread's CPU time, so a busy machine distorts them less.
  *
  *   bench/bench_decode [-d BF16|F16|F32] [-m MiB] [-t tile KiB] [-c chunk_symbols]
- *                      [-r runs] [-z (allow zstd)] [-s (portable scalar rANS, no AVX2)]
+ *                      [-r runs] [-z (allow zstd)] [-s (portable scalar rANS) | -a (at most AVX2)]
  */
 #include <getopt.h>
 #include <math.h>
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "codec/codec_internal.h" /* wc_rans_force_scalar */
+#include "codec/codec_internal.h" /* wc_rans_isa_limit */
 #include "codec/tile_codec.h"
 
 /* Thread CPU time: on a shared machine, time slices given to other
@@ -81,7 +81,7 @@ int main(int argc, char **argv)
 	size_t mib = 64, tile_kib = 1024;
 	uint32_t chunk = WC_RANS_CHUNK_DEFAULT;
 	int runs = 5, zstd = 0, opt;
-	while ((opt = getopt(argc, argv, "d:m:t:c:r:zsh")) != -1) {
+	while ((opt = getopt(argc, argv, "d:m:t:c:r:zsah")) != -1) {
 		switch (opt) {
 		case 'd': dtype = optarg; break;
 		case 'm': mib = strtoul(optarg, NULL, 10); break;
@@ -89,10 +89,11 @@ int main(int argc, char **argv)
 		case 'c': chunk = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'r': runs = atoi(optarg); break;
 		case 'z': zstd = 1; break;
-		case 's': wc_rans_force_scalar = 1; break;
+		case 's': wc_rans_isa_limit = WC_RANS_ISA_SCALAR; break;
+		case 'a': wc_rans_isa_limit = WC_RANS_ISA_AVX2; break;
 		default:
 			fprintf(stderr, "usage: %s [-d BF16|F16|F32] [-m MiB] [-t tile KiB] [-c chunk_symbols] "
-					"[-r runs] [-z] [-s (scalar rANS)]\n", argv[0]);
+					"[-r runs] [-z] [-s (scalar rANS) | -a (at most AVX2)]\n", argv[0]);
 			return opt == 'h' ? 0 : 2;
 		}
 	}
@@ -182,7 +183,7 @@ int main(int argc, char **argv)
 
 	printf("dtype %s, %zu MiB, %zu KiB tiles, chunk %u symbols, layout %s, rANS decoder %s\n", dtype,
 	       mib, tile_kib, chunk, wc_layout_name(l),
-	       wc_rans_have_avx2() && !wc_rans_force_scalar ? "avx2" : "scalar");
+	       wc_rans_isa_name(wc_rans_isa()));
 	for (unsigned p = 0; p < l.nplanes; p++) {
 		printf("  plane %u: entropy %.4f bits, coded %.4f bits/symbol (%+.3f%%), modes", p,
 		       plane_entropy[p], 8.0 * (double)plane_total[p] / (double)n,

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec/codec_internal.h" /* wc_rans_force_scalar */
+#include "codec/codec_internal.h" /* wc_rans_isa_limit */
 #include "codec/tile_codec.h"
 #include "codec_testutil.h"
 
@@ -85,11 +85,15 @@ static void gen_data(const char *dtype, int kind, uint8_t *buf, size_t nbytes, u
 
 static const char *const dtypes[] = {"BF16", "F32", "F16", "I32", "U16", "I64", "U8", "BOOL"};
 
-/* _i = dtype * 2 + rANS path (0: AVX2 where available, 1: scalar). */
+/* rANS decoder paths: _i % NPATHS + 1 caps wc_rans_isa_limit (scalar, AVX2,
+ * AVX-512; a path the CPU lacks falls back to the best it has). */
+#define NPATHS 3
+
+/* _i = dtype * NPATHS + path. */
 START_TEST(roundtrip_every_layout)
 {
-	const char *dtype = dtypes[_i / 2];
-	wc_rans_force_scalar = _i % 2;
+	const char *dtype = dtypes[_i / NPATHS];
+	wc_rans_isa_limit = _i % NPATHS + 1;
 	wc_layout l = wc_layout_for_dtype(dtype);
 	const size_t counts[] = {0, 1, 31, 32, 33, 4095, 4096, 4097, 20000};
 	uint8_t *buf = malloc(20000 * 8);
@@ -328,7 +332,7 @@ END_TEST
  * test_rans.c), never silently for the structural fields. */
 START_TEST(corrupt_entropy_bodies)
 {
-	wc_rans_force_scalar = _i;
+	wc_rans_isa_limit = _i + 1;
 	const char *types[] = {"BF16", "I32"};
 	for (int t = 0; t < 2; t++) {
 		sample s;
@@ -461,13 +465,13 @@ int main(void)
 	Suite *s = suite_create("tile_codec");
 	TCase *tc = tcase_create("tile");
 	tcase_set_timeout(tc, 120);
-	tcase_add_loop_test(tc, roundtrip_every_layout, 0, 2 * (int)(sizeof dtypes / sizeof dtypes[0]));
+	tcase_add_loop_test(tc, roundtrip_every_layout, 0, NPATHS * (int)(sizeof dtypes / sizeof dtypes[0]));
 	tcase_add_test(tc, mode_choice);
 	tcase_add_test(tc, near_random_plane_stays_raw);
 	tcase_add_test(tc, encode_errors);
 	tcase_add_test(tc, corrupt_truncated_payloads);
 	tcase_add_test(tc, corrupt_headers_and_descriptors);
-	tcase_add_loop_test(tc, corrupt_entropy_bodies, 0, 2);
+	tcase_add_loop_test(tc, corrupt_entropy_bodies, 0, NPATHS);
 	tcase_add_test(tc, parse_views);
 	tcase_add_test(tc, dtab_cache_follows_tables);
 	tcase_add_test(tc, concurrent_decoders);

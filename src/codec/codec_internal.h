@@ -97,13 +97,21 @@ wc_err wc_rans_lanes_decode(wc_rans_lanes *c, const wc_rans_dtab *dt, size_t ren
  * word allowed). Errors: WC_E_CORRUPT. */
 wc_err wc_rans_lanes_end(const wc_rans_lanes *c);
 
-/* AVX2 round loop (rans_decode_avx2.c): full rounds up to rend while at
- * least 32 words remain. Call only if wc_rans_have_avx2(). */
+/* SIMD round loops (rans_decode_avx2.c, rans_decode_avx512.c): full rounds
+ * up to rend while at least 32 words remain. Call only if wc_rans_isa()
+ * allows them. */
 void wc_rans_rounds_avx2(wc_rans_lanes *c, const uint32_t *tab, size_t rend);
-int wc_rans_have_avx2(void);
+void wc_rans_rounds_avx512(wc_rans_lanes *c, const uint32_t *tab, size_t rend);
 
-/* Testing hook: non-zero forces the portable scalar decoder. */
-extern int wc_rans_force_scalar;
+/* The rANS decoder implementations, in order of speed. */
+enum { WC_RANS_ISA_SCALAR = 1, WC_RANS_ISA_AVX2 = 2, WC_RANS_ISA_AVX512 = 3 };
+/* The best one the CPU runs (checked once, at run time). */
+int wc_rans_cpu_isa(void);
+/* The one in use: the CPU's best, capped by wc_rans_isa_limit if non-zero
+ * (a hook for tests and benchmarks). */
+int wc_rans_isa(void);
+extern int wc_rans_isa_limit;
+const char *wc_rans_isa_name(int isa);
 
 /* Re-record the calling thread's failure reason prefixed with a formatted
  * context ("plane 1: <reason>"); returns e. */

@@ -101,17 +101,39 @@ static inline int step_checked(uint32_t *x, const wc_rans_dtab *dt, const uint8_
 		x[l] = v_;                                                        \
 	} while (0)
 
-int wc_rans_force_scalar;
+int wc_rans_isa_limit;
 
-static int use_avx2(void)
+int wc_rans_cpu_isa(void)
 {
-	static int have = -1; /* racing first calls store the same value */
-	int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
-	if (h < 0) {
-		h = wc_rans_have_avx2();
-		__atomic_store_n(&have, h, __ATOMIC_RELAXED);
+	static int isa; /* 0 until known; racing first calls store the same value */
+	int v = __atomic_load_n(&isa, __ATOMIC_RELAXED);
+	if (!v) {
+		v = WC_RANS_ISA_SCALAR;
+#if defined(__x86_64__) && defined(__GNUC__)
+		__builtin_cpu_init();
+		if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt"))
+			v = WC_RANS_ISA_AVX2;
+		if (v == WC_RANS_ISA_AVX2 && __builtin_cpu_supports("avx512f"))
+			v = WC_RANS_ISA_AVX512;
+#endif
+		__atomic_store_n(&isa, v, __ATOMIC_RELAXED);
 	}
-	return h && !__atomic_load_n(&wc_rans_force_scalar, __ATOMIC_RELAXED);
+	return v;
+}
+
+int wc_rans_isa(void)
+{
+	int v = wc_rans_cpu_isa(), lim = __atomic_load_n(&wc_rans_isa_limit, __ATOMIC_RELAXED);
+	return lim > 0 && lim < v ? lim : v;
+}
+
+const char *wc_rans_isa_name(int isa)
+{
+	switch (isa) {
+	case WC_RANS_ISA_AVX2: return "avx2";
+	case WC_RANS_ISA_AVX512: return "avx512";
+	default: return "scalar";
+	}
 }
 
 wc_err wc_rans_lanes_init(wc_rans_lanes *c, const wc_rans_body *b, size_t k, uint32_t chunk_symbols,
@@ -164,8 +186,11 @@ static wc_err decode_to(wc_rans_lanes *c, const wc_rans_dtab *dt, size_t rend)
 {
 	size_t full = c->m / WC_RANS_LANES;
 	size_t fend = rend < full ? rend : full;
-	if (use_avx2())
-		wc_rans_rounds_avx2(c, dt->entry, fend);
+	switch (wc_rans_isa()) {
+	case WC_RANS_ISA_AVX512: wc_rans_rounds_avx512(c, dt->entry, fend); break;
+	case WC_RANS_ISA_AVX2: wc_rans_rounds_avx2(c, dt->entry, fend); break;
+	default: break;
+	}
 	rounds_scalar(c, dt->entry, fend);
 	size_t jend = rend * WC_RANS_LANES < c->m ? rend * WC_RANS_LANES : c->m;
 	for (size_t j = c->r * WC_RANS_LANES; j < jend; j++) {

@@ -1,6 +1,8 @@
 /* rans_decode_avx2.c - the rANS round loop with AVX2: 32 lanes as four
- * vectors of 8 states. Built for any x86-64 (target attribute, no -mavx2);
- * rans_decode.c calls it only when the CPU reports AVX2. */
+ * vectors of 8 states. A gather reads the decoding table, and a 256-entry
+ * rank table spreads the renormalisation words over the lanes that need
+ * them. Built for any x86-64 (target attribute, no -mavx2); rans_decode.c
+ * calls it only when the CPU reports AVX2. */
 #include "codec/codec_internal.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -82,16 +84,9 @@ __attribute__((target("avx2,popcnt"))) void wc_rans_rounds_avx2(wc_rans_lanes *c
 	c->r = r;
 }
 
-int wc_rans_have_avx2(void)
-{
-	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
-}
 #else
 void wc_rans_rounds_avx2(wc_rans_lanes *c, const uint32_t *tab, size_t rend)
 {
 	(void)c, (void)tab, (void)rend;
 }
-
-int wc_rans_have_avx2(void) { return 0; }
 #endif
