@@ -116,7 +116,7 @@ int main(int argc, char **argv)
 	wc_planes_split(l, data, n, planes);
 	wc_freqtab tabs[WC_MAX_PLANES];
 	wc_plane_plan plan[WC_MAX_PLANES];
-	double entropy_bytes = 0, plane_entropy[WC_MAX_PLANES];
+	double entropy_bytes = 0, plane_entropy[WC_MAX_PLANES], table_bits[WC_MAX_PLANES];
 	for (unsigned p = 0; p < l.nplanes; p++) {
 		uint64_t h[256] = {0};
 		for (size_t i = 0; i < n; i++)
@@ -124,10 +124,15 @@ int main(int argc, char **argv)
 		plane_entropy[p] = wc_entropy_bits(h);
 		entropy_bytes += plane_entropy[p] * (double)n / 8.0;
 		plan[p] = (wc_plane_plan){NULL, p, zstd};
-		if (wc_freq_normalize(h, &tabs[p]) == WC_OK)
+		table_bits[p] = 0; /* ideal cost of coding with the 12-bit table */
+		if (wc_freq_normalize(h, &tabs[p]) == WC_OK) {
 			plan[p].table = &tabs[p];
-		else
+			for (int s = 0; s < 256; s++)
+				if (h[s])
+					table_bits[p] += (double)h[s] * log2(4096.0 / tabs[p].freq[s]) / (double)n;
+		} else {
 			tabs[p] = (wc_freqtab){{2048, 2048}};
+		}
 		free(planes[p]);
 	}
 
@@ -185,8 +190,9 @@ int main(int argc, char **argv)
 	       mib, tile_kib, chunk, wc_layout_name(l),
 	       wc_rans_isa_name(wc_rans_isa()));
 	for (unsigned p = 0; p < l.nplanes; p++) {
-		printf("  plane %u: entropy %.4f bits, coded %.4f bits/symbol (%+.3f%%), modes", p,
-		       plane_entropy[p], 8.0 * (double)plane_total[p] / (double)n,
+		printf("  plane %u: entropy %.4f bits, table cost %+.3f%%, coded %.4f bits/symbol (%+.3f%%), modes",
+		       p, plane_entropy[p], 100.0 * (table_bits[p] / plane_entropy[p] - 1.0),
+		       8.0 * (double)plane_total[p] / (double)n,
 		       100.0 * (8.0 * (double)plane_total[p] / (double)n / plane_entropy[p] - 1.0));
 		for (int m = 0; m < WC_PLANE_MODES; m++)
 			if (mode_count[p][m])

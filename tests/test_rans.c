@@ -509,6 +509,7 @@ START_TEST(corrupt_states_and_leftover_words)
 	uint32_t low = 0xffff;
 	memcpy(enc + 4 + 8, &low, 4);
 	ck_assert_int_eq(wc_rans_decode(enc, len, &dt, 64, dec, n), WC_E_CORRUPT);
+	ck_assert_ptr_nonnull(strstr(wc_last_detail(), "initial state"));
 	memcpy(enc + 4 + 8, saved, 4);
 	/* Four extra zero bytes appended to the chunk: unconsumed words. */
 	uint8_t *more = calloc(1, len + 4);
@@ -518,8 +519,42 @@ START_TEST(corrupt_states_and_leftover_words)
 	end += 4;
 	memcpy(more, &end, 4);
 	ck_assert_int_eq(wc_rans_decode(more, len + 4, &dt, 64, dec, n), WC_E_CORRUPT);
+	ck_assert_ptr_nonnull(strstr(wc_last_detail(), "word slots consumed"));
+	/* A non-zero pad word. */
+	memcpy(more, enc, len);
+	size_t words = (len - 4 - 128) / 2;
+	if (wc_ld16(more + len - 2) == 0 && words % 2 == 0) { /* the last slot is a pad */
+		more[len - 2] = 1;
+		ck_assert_int_eq(wc_rans_decode(more, len, &dt, 64, dec, n), WC_E_CORRUPT);
+	}
 	free(more);
 	ck_assert_int_eq(wc_rans_decode(enc, len, &dt, 64, dec, n), WC_OK);
+	free(enc);
+	free(sym);
+}
+END_TEST
+
+/* A chunk cut short by its last 4 bytes (with chunk_end adjusted) makes
+ * lanes read past its words; on every decoder path. */
+START_TEST(corrupt_read_past_words)
+{
+	wc_rans_isa_limit = _i + 1;
+	wc_freqtab ft;
+	uint8_t *sym;
+	size_t len, n = 3000;
+	uint8_t *enc = encode_sample(n, 4096, &ft, &sym, &len);
+	wc_rans_dtab dt;
+	wc_rans_dtab_build(&ft, &dt);
+	uint8_t *dec = malloc(n), *cut = malloc(len - 4);
+	memcpy(cut, enc, len - 4);
+	uint32_t end;
+	memcpy(&end, cut, 4);
+	end -= 4;
+	memcpy(cut, &end, 4);
+	ck_assert_int_eq(wc_rans_decode(cut, len - 4, &dt, 4096, dec, n), WC_E_CORRUPT);
+	ck_assert_msg(strstr(wc_last_detail(), "past") != NULL, "reason: %s", wc_last_detail());
+	free(cut);
+	free(dec);
 	free(enc);
 	free(sym);
 }
@@ -599,6 +634,7 @@ int main(void)
 	tcase_add_loop_test(tc, corrupt_bit_flips_detected, 0, NPATHS);
 	tcase_add_test(tc, corrupt_truncation_and_bad_chunk_end);
 	tcase_add_test(tc, corrupt_states_and_leftover_words);
+	tcase_add_loop_test(tc, corrupt_read_past_words, 0, NPATHS);
 	tcase_add_test(tc, empty_plane);
 	tcase_add_test(tc, entropy_values);
 	tcase_add_test(tc, compression_close_to_entropy);
