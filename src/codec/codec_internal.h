@@ -119,7 +119,7 @@ wc_err wc_fail_context(wc_err e, const char *fmt, ...) __attribute__((format(pri
 
 /* Per-thread scratch buffer number `slot` of at least `bytes` bytes, kept
  * between calls (freed at thread exit); NULL if out of memory. */
-enum { WC_SCRATCH_PLANES = 0, WC_SCRATCH_STRIPE = 1, WC_SCRATCH_SLOTS = 2 };
+enum { WC_SCRATCH_PLANES = 0, WC_SCRATCH_BLOCKS = 1, WC_SCRATCH_SLOTS = 2 };
 void *wc_scratch_get(int slot, size_t bytes);
 
 /* Per-thread decoding table for a frequency table, rebuilt only when the

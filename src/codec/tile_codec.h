@@ -62,9 +62,13 @@ wc_err wc_tile_encode(wc_layout l, const uint8_t *data, size_t nbytes,
 /* Decode a payload of payload_len bytes into exactly nbytes at out.
  * tables/ntables: the file's frequency tables (a RANS plane's table index is
  * checked against ntables). Validates every size and offset it reads.
- * Errors: WC_E_CORRUPT with a reason for any inconsistency; WC_E_NOMEM.
- * Thread-safe; uses about 16 KiB of stack-or-thread-local scratch per call
- * plus nbytes of plane scratch. */
+ * Errors: WC_E_CORRUPT with a reason for any inconsistency (out may then
+ * hold partial data); WC_E_NOMEM.
+ * Thread-safe. Memory is per thread and kept between calls (freed at thread
+ * exit): decoding tables for the last tables seen (16 KiB each), 2 KiB of
+ * block scratch per plane, and for ZSTD planes n bytes per plane. The rANS
+ * decoder uses AVX-512F or AVX2 when the CPU has them (checked at run time),
+ * else portable scalar code. */
 wc_err wc_tile_decode(wc_layout l, const uint8_t *payload, size_t payload_len,
 		      const wc_freqtab *tables, uint32_t ntables, uint32_t chunk_symbols,
 		      uint8_t *out, size_t nbytes);

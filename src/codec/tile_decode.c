@@ -167,7 +167,7 @@ wc_err wc_tile_decode(wc_layout l, const uint8_t *payload, size_t payload_len,
 	size_t C = any_rans ? chunk_symbols : PLAIN_CHUNK;
 	if (any_zstd && !(t.plane_scratch = wc_scratch_get(WC_SCRATCH_PLANES, l.nplanes * t.n)))
 		return wc_fail(WC_E_NOMEM, "tile: no memory for %zu bytes of planes", nbytes);
-	uint8_t *scratch = wc_scratch_get(WC_SCRATCH_STRIPE, (size_t)l.nplanes * BLOCK_SYMS);
+	uint8_t *scratch = wc_scratch_get(WC_SCRATCH_BLOCKS, (size_t)l.nplanes * BLOCK_SYMS);
 	if (!scratch)
 		return wc_fail(WC_E_NOMEM, "tile: no memory for block scratch");
 
