@@ -212,10 +212,9 @@ END_TEST
 
 /* Rewrite the header's XXH3 check so structural validation is what must
  * catch a modified field. */
-static void fix_check(uint8_t *b, size_t len)
+static void fix_check(uint8_t *b, const wc_file_header *hp)
 {
-	wc_file_header h;
-	ck_assert_int_eq(wc_header_decode(b, len, &h), WC_OK);
+	wc_file_header h = *hp; /* the section offsets of the unmodified file */
 	XXH3_state_t *s = XXH3_createState();
 	XXH3_64bits_reset(s);
 	XXH3_64bits_update(s, b, WC_HEADER_HASH_OFF);
@@ -297,17 +296,17 @@ START_TEST(inconsistent_fields_rejected)
 		{28, 1, WC_E_FORMAT, "tensors"},             /* tensor count */
 		{h.index_off + 0, 1, WC_E_FORMAT, "virtual offset"},
 		{h.index_off + 48 + 8, 1, WC_E_FORMAT, "payload offset"},
-		{h.index_off + 16, 1, WC_E_FORMAT, "tile 0"},   /* csize */
+		{h.index_off + 16, 1, WC_E_FORMAT, "payload offset"}, /* csize: the next tile no longer follows */
 		{h.index_off + 20, 1, WC_E_FORMAT, "tile 0"},   /* dsize */
 		{h.index_off + 24, 1, WC_E_FORMAT, "tile 0"},   /* tensor */
 		{h.index_off + 28, 1, WC_E_FORMAT, "flags"},
-		{h.tables_off + 40, 1, WC_E_FORMAT, "frequency table 0"},
+		{h.tables_off + 40, 1, WC_E_FORMAT, "frequency table"},
 		{h.prefix_off + 8 + 3, 1, WC_E_FORMAT, "prefix"},
 	};
 	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
 		memcpy(m, b, len);
 		m[cases[k].off] = (uint8_t)(m[cases[k].off] + cases[k].delta);
-		fix_check(m, len);
+		fix_check(m, &h);
 		wc_err e = open_bytes(m, len);
 		ck_assert_msg(e == cases[k].want && strstr(wc_last_detail(), cases[k].needle),
 			      "case %zu (offset %zu): %s: %s", k, cases[k].off, wc_strerror(e), wc_last_detail());
@@ -320,11 +319,11 @@ START_TEST(inconsistent_fields_rejected)
 	ck_assert_ptr_nonnull(p);
 	memcpy(m, b, len);
 	m[h.meta_off + (size_t)(p - meta) + 8] ^= 0x01; /* a digit changes */
-	fix_check(m, len);
+	fix_check(m, &h);
 	ck_assert_int_eq(open_bytes(m, len), WC_E_FORMAT);
 	memcpy(m, b, len);
 	m[h.meta_off] = '[';
-	fix_check(m, len);
+	fix_check(m, &h);
 	ck_assert_int_eq(open_bytes(m, len), WC_E_FORMAT);
 	ck_assert_ptr_nonnull(strstr(wc_last_detail(), "metadata"));
 	free(meta);

@@ -166,9 +166,11 @@ static wc_err parse_tensor(const json_t *o, uint32_t i, wc_container *c, uint64_
 	uint64_t first, count;
 	if (get_u64(o, "first_tile", &first) || get_u64(o, "tiles", &count))
 		return META_BAD("tensor %u: \"first_tile\"/\"tiles\" are not non-negative integers", i);
-	if (first != *tcursor || count > c->h.ntiles - first || (count == 0) != (t->end == t->begin))
-		return META_BAD("tensor %u: tiles [%llu, +%llu) do not follow tile %u within %u tiles", i,
-				(unsigned long long)first, (unsigned long long)count, *tcursor, c->h.ntiles);
+	uint64_t want = (t->end - t->begin + c->h.tile_size - 1) / c->h.tile_size;
+	if (first != *tcursor || count != want || count > c->h.ntiles - first)
+		return META_BAD("tensor %u: tiles [%llu, +%llu) are not the %llu tiles after tile %u within %u", i,
+				(unsigned long long)first, (unsigned long long)count, (unsigned long long)want, *tcursor,
+				c->h.ntiles);
 	t->first_tile = (uint32_t)first;
 	t->ntiles = (uint32_t)count;
 	*tcursor += (uint32_t)count;
@@ -276,9 +278,12 @@ static wc_err check_tiles(wc_container *c)
 			if (x->voff != voff)
 				return wc_fail(WC_E_FORMAT, "tile %u: virtual offset %llu, expected %llu", i,
 					       (unsigned long long)x->voff, (unsigned long long)voff);
-			if (x->dsize == 0 || x->dsize > c->h.tile_size || x->dsize % ti->layout.elem_size ||
-			    x->dsize > ti->end - voff)
-				return wc_fail(WC_E_FORMAT, "tile %u: decoded size %u invalid for tensor %u", i, x->dsize, t);
+			/* Tile k of a tensor holds its bytes [k*T, min((k+1)*T, size)). */
+			uint64_t left = ti->end - voff;
+			uint64_t want = left < c->h.tile_size ? left : c->h.tile_size;
+			if (x->dsize != want || x->dsize % ti->layout.elem_size)
+				return wc_fail(WC_E_FORMAT, "tile %u: decoded size %u, expected %llu for tensor %u", i,
+					       x->dsize, (unsigned long long)want, t);
 			if (x->coff != coff)
 				return wc_fail(WC_E_FORMAT, "tile %u: payload offset %llu, expected %llu", i,
 					       (unsigned long long)x->coff, (unsigned long long)coff);
