@@ -703,6 +703,8 @@ wc_err wc_pack_safetensors(const char *in_path, const char *out_path, const wc_p
 		tmp = NULL;
 		goto out;
 	}
+	if (pk.opts->temp_file)
+		pk.opts->temp_file(tmp);
 	mode_t mask = umask(0);
 	umask(mask);
 	fchmod(out_fd, 0666 & ~mask);
@@ -718,6 +720,8 @@ wc_err wc_pack_safetensors(const char *in_path, const char *out_path, const wc_p
 		e = wc_fail(WC_E_IO, "renaming %s to %s: %s", tmp, out_path, strerror(errno));
 		goto out;
 	}
+	if (pk.opts->temp_file)
+		pk.opts->temp_file(NULL);
 	free(tmp);
 	tmp = NULL;
 	/* Make the rename durable: fsync the directory. */
@@ -737,6 +741,8 @@ out:
 		close(out_fd);
 	if (tmp) {
 		unlink(tmp);
+		if (pk.opts->temp_file)
+			pk.opts->temp_file(NULL);
 		free(tmp);
 	}
 	if (map != MAP_FAILED)
