@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <xxhash.h>
+#include <zstd.h>
 
 #include "codec/tile_codec.h"
 #include "container/container.h"
@@ -311,26 +312,102 @@ START_TEST(inconsistent_fields_rejected)
 		ck_assert_msg(e == cases[k].want && strstr(wc_last_detail(), cases[k].needle),
 			      "case %zu (offset %zu): %s: %s", k, cases[k].off, wc_strerror(e), wc_last_detail());
 	}
-	/* Metadata edits: a tile count that disagrees, a non-object. */
-	char *meta = malloc(h.meta_len + 1);
-	memcpy(meta, b + h.meta_off, h.meta_len);
-	meta[h.meta_len] = 0;
-	char *p = strstr(meta, "\"tiles\":");
-	ck_assert_ptr_nonnull(p);
-	memcpy(m, b, len);
-	m[h.meta_off + (size_t)(p - meta) + 8] ^= 0x01; /* a digit changes */
-	fix_check(m, &h);
-	ck_assert_int_eq(open_bytes(m, len), WC_E_FORMAT);
-	memcpy(m, b, len);
-	m[h.meta_off] = '[';
-	fix_check(m, &h);
-	ck_assert_int_eq(open_bytes(m, len), WC_E_FORMAT);
-	ck_assert_ptr_nonnull(strstr(wc_last_detail(), "metadata"));
-	free(meta);
 	free(m);
 	free(b);
 }
 END_TEST
+
+/* The file b (header h) with its metadata replaced by the JSON `json`
+ * (zstd-compressed as the format stores it) and the check recomputed. */
+static uint8_t *with_metadata(const uint8_t *b, const wc_file_header *h, const char *json, size_t *out_len)
+{
+	size_t n = strlen(json), cap = ZSTD_compressBound(n);
+	uint8_t *z = malloc(cap);
+	size_t zl = ZSTD_compress(z, cap, json, n, 3);
+	ck_assert(!ZSTD_isError(zl));
+	*out_len = h->meta_off + zl;
+	uint8_t *m = malloc(*out_len);
+	memcpy(m, b, h->meta_off);
+	memcpy(m + h->meta_off, z, zl);
+	wc_put_u64(m + 120, zl);          /* meta_len */
+	wc_put_u64(m + 128, *out_len);    /* file_size */
+	wc_file_header h2 = *h;
+	h2.meta_len = zl;
+	fix_check(m, &h2);
+	free(z);
+	return m;
+}
+
+static char *metadata_of(const uint8_t *b, const wc_file_header *h)
+{
+	unsigned long long n = ZSTD_getFrameContentSize(b + h->meta_off, h->meta_len);
+	char *js = malloc(n + 1);
+	ck_assert_uint_eq(ZSTD_decompress(js, n, b + h->meta_off, h->meta_len), n);
+	js[n] = 0;
+	return js;
+}
+
+/* Replace the first occurrence of `from` in js by `to`; NULL if absent. */
+static char *edit(const char *js, const char *from, const char *to)
+{
+	const char *p = strstr(js, from);
+	ck_assert_msg(p != NULL, "metadata has no \"%s\"", from);
+	size_t a = (size_t)(p - js), n = strlen(js) - strlen(from) + strlen(to);
+	char *r = malloc(n + 1);
+	memcpy(r, js, a);
+	strcpy(r + a, to);
+	strcat(r, p + strlen(from));
+	return r;
+}
+
+START_TEST(inconsistent_metadata_rejected)
+{
+	size_t len;
+	uint8_t *b = read_file(wc_path, &len);
+	wc_file_header h;
+	ck_assert_int_eq(wc_header_decode(b, len, &h), WC_OK);
+	char *js = metadata_of(b, &h);
+	/* The unmodified JSON, recompressed, still opens. */
+	size_t ml;
+	uint8_t *m = with_metadata(b, &h, js, &ml);
+	ck_assert_int_eq(open_bytes(m, ml), WC_OK);
+	free(m);
+	struct {
+		const char *from, *to, *needle;
+	} cases[] = {
+		{"{\"format\"", "[{\"format\"", "metadata"},               /* not an object */
+		{"\"layout\":\"bf16\"", "\"layout\":\"bf17\"", "layout"},
+		{"\"layout\":\"bf16\"", "\"layout\":\"bytes\"", "planes"}, /* plane count no longer matches */
+		{"\"tiles\":1,", "\"tiles\":2,", "tiles"},
+		{"\"first_tile\":0", "\"first_tile\":1", "tiles"},
+		{"\"table\":0,", "\"table\":99999,", "table"},
+		{"\"entropy\":", "\"entropy\":9,\"x\":", "entropy"},
+		{"\"name\":\"BF16.one\"", "\"name\":\"BF16.two\"", "prefix"},
+		{"\"name\":\"BF16.one\"", "\"name\":\"BF16.scalar\"", "twice"},
+		{"\"dtype\":\"BF16\"", "\"dtype\":\"F16\"", "prefix"},
+		{"\"shape\":[37,129]", "\"shape\":[129,37]", "prefix"},
+		{"\"shape\":[37,129]", "\"shape\":[37,-129]", "shape"},
+		{"\"begin\":", "\"begin\":1,\"x\":", "byte range"},
+	};
+	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+		char *e2 = edit(js, cases[k].from, cases[k].to);
+		m = with_metadata(b, &h, e2, &ml);
+		wc_err e = open_bytes(m, ml);
+		ck_assert_msg(e == WC_E_FORMAT && strstr(wc_last_detail(), cases[k].needle),
+			      "metadata case %zu (%s): %s: %s", k, cases[k].to, wc_strerror(e), wc_last_detail());
+		free(m);
+		free(e2);
+	}
+	/* Metadata that is not a zstd frame. */
+	memcpy(b + h.meta_off, "{}", 2);
+	fix_check(b, &h);
+	ck_assert_int_eq(open_bytes(b, len), WC_E_FORMAT);
+	ck_assert_ptr_nonnull(strstr(wc_last_detail(), "zstd"));
+	free(js);
+	free(b);
+}
+END_TEST
+
 
 /* Random bytes anywhere before the payloads: never a crash, never accepted
  * unless the byte did not change. */
@@ -493,6 +570,7 @@ int main(void)
 	tcase_add_test(tc, truncated_files_rejected);
 	tcase_add_test(tc, corrupted_header_fields_rejected);
 	tcase_add_test(tc, inconsistent_fields_rejected);
+	tcase_add_test(tc, inconsistent_metadata_rejected);
 	tcase_add_test(tc, random_damage_never_crashes);
 	tcase_add_test(tc, damaged_payload_is_corrupt);
 	tcase_add_test(tc, malformed_input_leaves_nothing);

@@ -26,6 +26,7 @@
 
 #include <jansson.h>
 #include <xxhash.h>
+#include <zstd.h>
 
 #include "codec/tile_codec.h"
 #include "config.h"
@@ -367,11 +368,22 @@ static char *metadata_json(const packer *pk, uint64_t prefix_len, size_t *len)
 				 "writer", PACKAGE_NAME " " PACKAGE_VERSION, "tensors", tensors);
 	if (!root)
 		return NULL;
-	char *s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(9));
+	char *s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(6));
 	json_decref(root);
-	if (s)
-		*len = strlen(s);
-	return s;
+	if (!s)
+		return NULL;
+	/* Stored as one zstd frame: the JSON repeats keys per tensor and
+	 * compresses several times, which matters for small models. */
+	size_t n = strlen(s), cap = ZSTD_compressBound(n);
+	char *z = malloc(cap);
+	size_t zl = z ? ZSTD_compress(z, cap, s, n, n < (4u << 20) ? 19 : 3) : 0;
+	free(s);
+	if (!z || ZSTD_isError(zl)) {
+		free(z);
+		return NULL;
+	}
+	*len = zl;
+	return z;
 }
 
 /* ---- pass 3: verification of the written file ----------------------- */
