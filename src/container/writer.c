@@ -162,11 +162,10 @@ static int is_float_dtype(const char *dtype)
 static void *hist_worker(void *arg)
 {
 	packer *pk = arg;
-	uint8_t *scratch = malloc((size_t)pk->tile_size);
 	uint64_t (*local)[256] = malloc(sizeof(uint64_t[WC_MAX_PLANES][256]));
-	if (!scratch || !local) {
+	if (!local) {
 		record_failure(pk, wc_fail(WC_E_NOMEM, "out of memory"));
-		goto out;
+		return NULL;
 	}
 	for (;;) {
 		uint32_t i = atomic_fetch_add(&pk->cursor, 1);
@@ -175,15 +174,8 @@ static void *hist_worker(void *arg)
 		const tile_plan *tp = &pk->tiles[i];
 		tensor_plan *t = &pk->tensors[tp->tensor];
 		unsigned np = t->layout.nplanes;
-		size_t n = tp->dsize / t->layout.elem_size;
-		uint8_t *planes[WC_MAX_PLANES];
-		for (unsigned p = 0; p < np; p++)
-			planes[p] = scratch + p * n;
-		wc_planes_split(t->layout, t->data + tp->offset, n, planes);
 		memset(local, 0, np * sizeof local[0]);
-		for (unsigned p = 0; p < np; p++)
-			for (size_t k = 0; k < n; k++)
-				local[p][planes[p][k]]++;
+		wc_planes_histogram(t->layout, t->data + tp->offset, tp->dsize / t->layout.elem_size, local);
 		pthread_mutex_t *l = &pk->hist_lock[tp->tensor % 64];
 		pthread_mutex_lock(l);
 		for (unsigned p = 0; p < np; p++)
@@ -192,8 +184,6 @@ static void *hist_worker(void *arg)
 		pthread_mutex_unlock(l);
 		report(pk, atomic_fetch_add(&pk->pass_done, tp->dsize) + tp->dsize);
 	}
-out:
-	free(scratch);
 	free(local);
 	return NULL;
 }
