@@ -309,6 +309,71 @@ START_TEST(cuda_without_plugin_fails_cleanly_and_auto_uses_cpu)
 }
 END_TEST
 
+#ifdef FAKE_PLUGIN_DIR
+/* The real dlopen path with tests/fake_cuda_plugin.c as the plugin. */
+START_TEST(cuda_plugin_is_loaded_and_used)
+{
+	setenv("WCODEC_PLUGIN_DIR", FAKE_PLUGIN_DIR, 1);
+	unsetenv("WCODEC_FAKE_PLUGIN_MODE");
+	tile_case tc[NCASES];
+	make_cases(tc);
+	wc_backend *be = NULL;
+	ck_assert_msg(wc_backend_create("cuda", NULL, &be) == WC_OK, "%s", wc_last_detail());
+	ck_assert_str_eq(be->ops->name, "cuda");
+	ck_assert_uint_eq(be->max_batch, 7);
+	ck_assert_uint_eq(be->concurrency, 3);
+	wc_tile_job jobs[NCASES];
+	for (int i = 0; i < NCASES; i++)
+		jobs[i] = job_for(&tc[i]);
+	ck_assert_int_eq(wc_backend_decode(be, jobs, NCASES), WC_OK);
+	for (int i = 0; i < NCASES; i++) {
+		ck_assert_int_eq(jobs[i].status, WC_OK);
+		ck_assert(memcmp(tc[i].out, tc[i].data, tc[i].nbytes) == 0);
+	}
+	/* The device fails mid-run: the batch is redone on the CPU, logged. */
+	setenv("WCODEC_FAKE_PLUGIN_MODE", "fail", 1);
+	for (int i = 0; i < NCASES; i++)
+		jobs[i] = job_for(&tc[i]);
+	capture_start();
+	ck_assert_int_eq(wc_backend_decode(be, jobs, NCASES), WC_OK);
+	wc_log_set_sink(NULL, NULL);
+	ck_assert_msg(strstr(log_text, "device lost"), "log: %s", log_text);
+	for (int i = 0; i < NCASES; i++) {
+		ck_assert_int_eq(jobs[i].status, WC_OK);
+		ck_assert(memcmp(tc[i].out, tc[i].data, tc[i].nbytes) == 0);
+	}
+	wc_backend_destroy(be);
+
+	/* "auto" picks it and says so. */
+	unsetenv("WCODEC_FAKE_PLUGIN_MODE");
+	capture_start();
+	ck_assert_int_eq(wc_backend_create("auto", NULL, &be), WC_OK);
+	wc_log_set_sink(NULL, NULL);
+	ck_assert_str_eq(be->ops->name, "cuda");
+	ck_assert_msg(strstr(log_text, "cuda"), "log: %s", log_text);
+	wc_backend_destroy(be);
+
+	/* No GPU: "cuda" fails with the plugin's reason, "auto" falls back. */
+	setenv("WCODEC_FAKE_PLUGIN_MODE", "nogpu", 1);
+	be = (wc_backend *)1;
+	ck_assert_int_eq(wc_backend_create("cuda", NULL, &be), WC_E_BACKEND);
+	ck_assert_ptr_null(be);
+	ck_assert_msg(strstr(wc_last_detail(), "no CUDA-capable device"), "%s", wc_last_detail());
+	capture_start();
+	ck_assert_int_eq(wc_backend_create("auto", NULL, &be), WC_OK);
+	wc_log_set_sink(NULL, NULL);
+	ck_assert_str_eq(be->ops->name, "cpu");
+	ck_assert_msg(strstr(log_text, "cpu") && strstr(log_text, "no CUDA-capable device"),
+		      "log: %s", log_text);
+	wc_backend_destroy(be);
+	unsetenv("WCODEC_FAKE_PLUGIN_MODE");
+	unsetenv("WCODEC_PLUGIN_DIR");
+	for (int i = 0; i < NCASES; i++)
+		tile_case_free(&tc[i]);
+}
+END_TEST
+#endif
+
 START_TEST(failed_backend_falls_back_to_cpu)
 {
 	tile_case tc[NCASES];
@@ -352,6 +417,9 @@ int main(void)
 	tcase_add_test(tc, cpu_decode_from_several_threads);
 	tcase_add_test(tc, cuda_without_plugin_fails_cleanly_and_auto_uses_cpu);
 	tcase_add_test(tc, failed_backend_falls_back_to_cpu);
+#ifdef FAKE_PLUGIN_DIR
+	tcase_add_test(tc, cuda_plugin_is_loaded_and_used);
+#endif
 	suite_add_tcase(su, tc);
 	SRunner *sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
