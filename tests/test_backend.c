@@ -4,7 +4,9 @@
  * dhash mismatch or a damaged payload as WC_E_CORRUPT with a reason, is safe
  * to call from several threads; "cuda" without a usable plugin fails cleanly
  * and "auto" falls back to "cpu" with a log line; a backend failing as a
- * whole (WC_E_BACKEND) has its batch decoded on the CPU with correct bytes.
+ * whole (WC_E_BACKEND) has its batch decoded on the CPU with correct bytes;
+ * and the tile cache over the CPU backend serves real tiles and reports a
+ * damaged one.
  */
 #include <check.h>
 #include <pthread.h>
@@ -17,6 +19,7 @@
 #include "codec/tile_codec.h"
 #include "codec_testutil.h"
 #include "engine/backend.h"
+#include "engine/cache.h"
 #include "fake_tiles.h"
 
 #define CHUNK 4096u
@@ -408,6 +411,90 @@ START_TEST(failed_backend_falls_back_to_cpu)
 }
 END_TEST
 
+/* ---- the cache over the CPU backend, on real payloads --------------------- */
+
+typedef struct real_source {
+	wc_tile_source base;
+	tile_case *tc;
+	atomic_int refs;
+} real_source;
+
+static uint32_t real_ntiles(const wc_tile_source *s) { (void)s; return NCASES; }
+static uint32_t real_dsize(const wc_tile_source *s, uint32_t t)
+{
+	return (uint32_t)((const real_source *)s)->tc[t].nbytes;
+}
+static uint32_t real_csize(const wc_tile_source *s, uint32_t t)
+{
+	return (uint32_t)((const real_source *)s)->tc[t].len;
+}
+static wc_err real_read(const wc_tile_source *s, uint32_t t, uint8_t *buf)
+{
+	const tile_case *tc = &((const real_source *)s)->tc[t];
+	memcpy(buf, tc->payload, tc->len);
+	return WC_OK;
+}
+static void real_describe(const wc_tile_source *s, uint32_t t, wc_tile_job *j)
+{
+	tile_case *tc = &((const real_source *)s)->tc[t];
+	j->kind = WC_JOB_PLANES;
+	j->layout = tc->layout;
+	j->chunk_symbols = CHUNK;
+	j->tables = tc->tabs;
+	j->ntables = tc->layout.nplanes;
+	j->table_key = s->id;
+	j->dhash = XXH3_64bits(tc->data, tc->nbytes);
+}
+static void real_retain(wc_tile_source *s) { atomic_fetch_add(&((real_source *)s)->refs, 1); }
+static void real_release(wc_tile_source *s) { atomic_fetch_sub(&((real_source *)s)->refs, 1); }
+
+static const wc_tile_source_ops real_ops = {
+	real_ntiles, real_dsize, real_csize, real_read, real_describe, real_retain, real_release,
+};
+
+START_TEST(cache_over_cpu_backend_decodes_real_tiles)
+{
+	tile_case tc[NCASES];
+	make_cases(tc);
+	real_source src = { .base = { &real_ops, 5 }, .tc = tc };
+	atomic_init(&src.refs, 1);
+	wc_backend *be = NULL;
+	ck_assert_int_eq(wc_backend_cpu_create(2, &be), WC_OK);
+	wc_cache *c = NULL;
+	ck_assert_int_eq(wc_cache_create(&(wc_cache_opts){ .budget_bytes = 1u << 20, .backend = be },
+					 &c), WC_OK);
+	wc_cache_prefetch(c, &src.base, 0, NCASES);
+	for (int round = 0; round < 2; round++) {
+		for (uint32_t t = 0; t < NCASES; t++) {
+			wc_tile_ref *r = NULL;
+			ck_assert_msg(wc_cache_get(c, &src.base, t, &r) == WC_OK, "%s", wc_last_detail());
+			ck_assert_uint_eq(r->size, tc[t].nbytes);
+			ck_assert(memcmp(r->data, tc[t].data, tc[t].nbytes) == 0);
+			wc_cache_release(c, r);
+		}
+	}
+	/* A damaged payload is an error with a reason, and is not cached. */
+	wc_cache_drop_source(c, 5);
+	tc[1].payload[tc[1].len - 5] ^= 0x01;
+	wc_tile_ref *r = NULL;
+	capture_start();
+	ck_assert_int_eq(wc_cache_get(c, &src.base, 1, &r), WC_E_CORRUPT);
+	wc_log_set_sink(NULL, NULL);
+	ck_assert_ptr_null(r);
+	ck_assert_msg(strstr(wc_last_detail(), "tile 1 of source 5"), "%s", wc_last_detail());
+	ck_assert_int_eq(log_lines[WC_LOG_ERR], 1);
+	tc[1].payload[tc[1].len - 5] ^= 0x01;
+	ck_assert_int_eq(wc_cache_get(c, &src.base, 1, &r), WC_OK);
+	ck_assert(memcmp(r->data, tc[1].data, tc[1].nbytes) == 0);
+	wc_cache_release(c, r);
+	wc_cache_destroy(c);
+	wc_backend_destroy(be);
+	ck_assert_int_eq(atomic_load(&src.refs), 1);
+	for (int i = 0; i < NCASES; i++)
+		tile_case_free(&tc[i]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("backend");
@@ -417,6 +504,7 @@ int main(void)
 	tcase_add_test(tc, cpu_decode_from_several_threads);
 	tcase_add_test(tc, cuda_without_plugin_fails_cleanly_and_auto_uses_cpu);
 	tcase_add_test(tc, failed_backend_falls_back_to_cpu);
+	tcase_add_test(tc, cache_over_cpu_backend_decodes_real_tiles);
 #ifdef FAKE_PLUGIN_DIR
 	tcase_add_test(tc, cuda_plugin_is_loaded_and_used);
 #endif
