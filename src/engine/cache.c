@@ -11,8 +11,11 @@
  * An entry is on at most one list, linked through prev/next:
  *   the demand queue    QUEUED, a reader waits for it;
  *   the prefetch queue  QUEUED, only wc_cache_prefetch() asked for it;
- *   the LRU             READY and no reader holds it (hot at the head,
- *                       cold at the tail; only these entries are evictable).
+ *   the LRU             READY, used by a reader, and no reader holds it now
+ *                       (hot at the head, cold at the tail);
+ *   the cold FIFO       READY, prefetched, no reader has used it yet: the
+ *                       LRU's cold end, kept apart (see victim()).
+ * Only entries on the LRU or the cold FIFO are evictable.
  * refs counts readers holding the entry or waiting for it. One mutex guards
  * everything; a hit is one hash lookup and a list unlink under it.
  *
@@ -43,7 +46,7 @@
 #define PAYLOAD_ALIGN 16u
 
 enum entry_state { E_QUEUED, E_DECODING, E_READY, E_FAILED };
-enum entry_list { ON_NONE, ON_DEMAND, ON_PREFETCH, ON_LRU };
+enum entry_list { ON_NONE, ON_DEMAND, ON_PREFETCH, ON_LRU, ON_COLD };
 
 typedef struct entry {
 	wc_tile_ref ref;          /* what readers get; first so a ref is the entry */
@@ -65,6 +68,7 @@ typedef struct entry {
 
 typedef struct entry_list_head {
 	entry *head, *tail;
+	size_t n;
 } entry_list_head;
 
 /* A dispatch thread and its scratch, allocated once. */
@@ -87,7 +91,8 @@ struct wc_cache {
 	entry **buckets;
 	size_t nbuckets;     /* power of two */
 	size_t count;        /* entries in the table */
-	entry_list_head demand, prefetch, lru;
+	entry_list_head demand, prefetch, lru, cold;
+	size_t cold_keep; /* unused prefetched entries spared while the LRU has victims */
 	uint64_t budget, bytes;
 	uint32_t max_prefetch, prefetch_in_flight;
 	uint32_t max_batch;
@@ -100,12 +105,22 @@ struct wc_cache {
 
 /* ---- lists --------------------------------------------------------------- */
 
+static entry_list_head *list_of(wc_cache *c, int which)
+{
+	switch (which) {
+	case ON_DEMAND: return &c->demand;
+	case ON_PREFETCH: return &c->prefetch;
+	case ON_COLD: return &c->cold;
+	default: return &c->lru;
+	}
+}
+
 static void list_unlink(wc_cache *c, entry *e)
 {
-	entry_list_head *l = e->list == ON_DEMAND ? &c->demand
-			   : e->list == ON_PREFETCH ? &c->prefetch : &c->lru;
 	if (e->list == ON_NONE)
 		return;
+	entry_list_head *l = list_of(c, e->list);
+	l->n--;
 	if (e->prev)
 		e->prev->next = e->next;
 	else
@@ -118,14 +133,10 @@ static void list_unlink(wc_cache *c, entry *e)
 	e->list = ON_NONE;
 }
 
-static entry_list_head *list_of(wc_cache *c, int which)
-{
-	return which == ON_DEMAND ? &c->demand : which == ON_PREFETCH ? &c->prefetch : &c->lru;
-}
-
 static void list_push_tail(wc_cache *c, entry *e, int which)
 {
 	entry_list_head *l = list_of(c, which);
+	l->n++;
 	e->list = (uint8_t)which;
 	e->next = NULL;
 	e->prev = l->tail;
@@ -139,6 +150,7 @@ static void list_push_tail(wc_cache *c, entry *e, int which)
 static void list_push_head(wc_cache *c, entry *e, int which)
 {
 	entry_list_head *l = list_of(c, which);
+	l->n++;
 	e->list = (uint8_t)which;
 	e->prev = NULL;
 	e->next = l->head;
@@ -274,12 +286,27 @@ static void entry_discard(wc_cache *c, entry *e, entry **dead)
 	*dead = e;
 }
 
-/* Evict from the LRU's cold end until `need` more bytes fit in the budget or
- * nothing evictable is left. Lock held. */
+/* The next entry to evict, or NULL. Prefetched entries no reader has used
+ * yet sit at the cold end, in a FIFO of their own (c->cold): the oldest of
+ * them goes first once there are more than cold_keep, so prefetches that no
+ * reader came for do not push out tiles readers use. Up to cold_keep of them
+ * are spared while the LRU of used tiles has victims: a tile prefetched for a
+ * streaming reader must survive until that reader arrives, else, with the
+ * cache full, each prefetch would evict the one before it. */
+static entry *victim(wc_cache *c)
+{
+	if (c->cold.n > c->cold_keep || !c->lru.tail)
+		return c->cold.tail;
+	return c->lru.tail;
+}
+
+/* Evict until `need` more bytes fit in the budget or nothing evictable is
+ * left. Lock held. */
 static void make_room(wc_cache *c, uint64_t need, entry **dead)
 {
-	while (c->bytes + need > c->budget && c->lru.tail) {
-		entry_discard(c, c->lru.tail, dead);
+	entry *e;
+	while (c->bytes + need > c->budget && (e = victim(c))) {
+		entry_discard(c, e, dead);
 		c->st.evictions++;
 	}
 }
@@ -414,7 +441,7 @@ static void publish_batch(wc_cache *c, dispatcher *d, entry **batch, size_t nb, 
 		if (e->state == E_READY) {
 			c->st.decodes++;
 			if (e->refs == 0) /* prefetched, no reader yet: cold end */
-				list_push_tail(c, e, ON_LRU);
+				list_push_head(c, e, ON_COLD);
 			continue;
 		}
 		/* Failed: out of the table now, so the next get retries; the
@@ -509,6 +536,8 @@ wc_err wc_cache_create(const wc_cache_opts *opts, wc_cache **out)
 	pthread_cond_init(&c->done, NULL);
 	c->budget = opts->budget_bytes ? opts->budget_bytes : DEFAULT_BUDGET;
 	c->max_prefetch = opts->max_prefetch ? opts->max_prefetch : DEFAULT_MAX_PREFETCH;
+	/* Room for several readers' readahead windows of max_prefetch tiles. */
+	c->cold_keep = 4 * (size_t)c->max_prefetch;
 	c->backend = be;
 	c->max_batch = be->max_batch < 1 ? 1 : be->max_batch > 4096 ? 4096 : be->max_batch;
 	unsigned nd = be->concurrency < 1 ? 1 : be->concurrency > 64 ? 64 : be->concurrency;
@@ -686,7 +715,7 @@ void wc_cache_drop_source(wc_cache *c, uint64_t id)
 			next = e->hnext;
 			if (e->id != id || e->refs != 0)
 				continue;
-			if (e->list == ON_LRU || e->list == ON_PREFETCH)
+			if (e->list == ON_LRU || e->list == ON_COLD || e->list == ON_PREFETCH)
 				entry_discard(c, e, &dead);
 		}
 	}
