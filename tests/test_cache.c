@@ -336,6 +336,7 @@ START_TEST(prefetch_is_bounded_and_changes_no_bytes)
 	ck_assert_uint_gt(st.prefetches, 4);
 	ck_assert_uint_gt(st.hits, 0); /* readahead turned misses into hits */
 	ck_assert_uint_eq(st.decodes, 100); /* each tile decoded once */
+	ck_assert_uint_gt(st.batch_tiles, st.batches); /* queued tiles went out in batches */
 	ck_assert_uint_eq(st.decode_errors, 0);
 	wc_cache_destroy(c);
 	ck_assert_int_eq(atomic_load(&s.refs), 1);

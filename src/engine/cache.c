@@ -41,8 +41,14 @@
  * the memory to the OS at once (glibc's malloc may keep large freed chunks
  * in its heap once its dynamic mmap threshold has grown). */
 #define MMAP_MIN_BYTES (64u << 10)
-/* A dispatcher keeps its payload buffer between batches up to this size. */
-#define PAYLOAD_KEEP_BYTES (8u << 20)
+/* A batch stops growing at this many payload bytes (a single larger tile
+ * is a batch of its own), and a dispatcher keeps its payload buffer between
+ * batches up to a little more: re-faulting the buffer for every batch would
+ * cost as much as decoding it, and two dispatchers' buffers (the CPU
+ * backend's concurrency) stay well inside the daemon's RSS allowance of
+ * 64 MiB over the cache budget. */
+#define BATCH_PAYLOAD_MAX (16u << 20)
+#define PAYLOAD_KEEP_BYTES (BATCH_PAYLOAD_MAX + (1u << 20))
 #define PAYLOAD_ALIGN 16u
 
 enum entry_state { E_QUEUED, E_DECODING, E_READY, E_FAILED };
@@ -58,6 +64,7 @@ typedef struct entry {
 	bool in_table;
 	uint32_t refs;            /* readers holding or waiting */
 	uint64_t charge;          /* bytes counted in cache->bytes */
+	uint32_t csize;           /* payload bytes */
 	struct entry *hnext;      /* hash chain; the free list once out of the table */
 	struct entry *prev, *next;
 	wc_tile_source *src;      /* retained while QUEUED or DECODING */
@@ -78,7 +85,6 @@ typedef struct dispatcher {
 	entry **batch;        /* max_batch */
 	wc_tile_job *jobs;    /* max_batch */
 	uint32_t *job_entry;  /* job index -> batch index */
-	uint32_t *csize;      /* payload bytes of each batch entry */
 	wc_tile_source **srcs;
 	uint8_t *payload;     /* mmap()ed payload buffer */
 	size_t payload_cap;
@@ -318,9 +324,10 @@ static void make_room(wc_cache *c, uint64_t need, entry **dead)
 static size_t take_batch(wc_cache *c, entry **batch, entry **dead)
 {
 	size_t nb = 0;
+	uint64_t payload = 0;
 	while (nb < c->max_batch) {
 		entry *e = c->demand.head ? c->demand.head : c->prefetch.head;
-		if (!e)
+		if (!e || (nb && payload + e->csize > BATCH_PAYLOAD_MAX))
 			break;
 		list_unlink(c, e);
 		make_room(c, e->ref.size, dead);
@@ -331,6 +338,7 @@ static size_t take_batch(wc_cache *c, entry **batch, entry **dead)
 		}
 		c->bytes += e->ref.size;
 		e->charge = e->ref.size;
+		payload += e->csize;
 		e->state = E_DECODING;
 		batch[nb++] = e;
 	}
@@ -371,12 +379,8 @@ static void decode_batch(dispatcher *d, entry **batch, size_t nb)
 {
 	wc_cache *c = d->cache;
 	size_t total = 0;
-	uint32_t *csize = d->csize;
-	for (size_t i = 0; i < nb; i++) {
-		entry *e = batch[i];
-		csize[i] = e->src->ops->tile_csize(e->src, e->tile);
-		total += (csize[i] + PAYLOAD_ALIGN - 1) & ~(size_t)(PAYLOAD_ALIGN - 1);
-	}
+	for (size_t i = 0; i < nb; i++)
+		total += (batch[i]->csize + PAYLOAD_ALIGN - 1) & ~(size_t)(PAYLOAD_ALIGN - 1);
 	bool have_payload = payload_reserve(d, total);
 	size_t off = 0, nj = 0;
 	for (size_t i = 0; i < nb; i++) {
@@ -388,7 +392,7 @@ static void decode_batch(dispatcher *d, entry **batch, size_t nb)
 		}
 		e->ref.data = e->buf;
 		uint8_t *p = d->payload + off;
-		off += (csize[i] + PAYLOAD_ALIGN - 1) & ~(size_t)(PAYLOAD_ALIGN - 1);
+		off += (e->csize + PAYLOAD_ALIGN - 1) & ~(size_t)(PAYLOAD_ALIGN - 1);
 		wc_clear_detail();
 		wc_err err = e->src->ops->read_payload(e->src, e->tile, p);
 		if (err != WC_OK) {
@@ -399,7 +403,7 @@ static void decode_batch(dispatcher *d, entry **batch, size_t nb)
 		memset(job, 0, sizeof *job);
 		e->src->ops->describe_job(e->src, e->tile, job);
 		job->payload = p;
-		job->payload_size = csize[i];
+		job->payload_size = e->csize;
 		job->out = e->buf;
 		job->out_size = e->ref.size;
 		job->status = WC_OK;
@@ -498,7 +502,6 @@ static void dispatchers_free(wc_cache *c)
 		free(d->batch);
 		free(d->jobs);
 		free(d->job_entry);
-		free(d->csize);
 		free(d->srcs);
 		if (d->payload)
 			munmap(d->payload, d->payload_cap);
@@ -555,9 +558,8 @@ wc_err wc_cache_create(const wc_cache_opts *opts, wc_cache **out)
 		d->batch = calloc(c->max_batch, sizeof *d->batch);
 		d->jobs = calloc(c->max_batch, sizeof *d->jobs);
 		d->job_entry = calloc(c->max_batch, sizeof *d->job_entry);
-		d->csize = calloc(c->max_batch, sizeof *d->csize);
 		d->srcs = calloc(c->max_batch, sizeof *d->srcs);
-		if (!d->batch || !d->jobs || !d->job_entry || !d->csize || !d->srcs) {
+		if (!d->batch || !d->jobs || !d->job_entry || !d->srcs) {
 			cache_free(c);
 			return wc_fail(WC_E_NOMEM, "tile cache dispatcher");
 		}
@@ -608,6 +610,7 @@ static entry *entry_new(wc_cache *c, wc_tile_source *src, uint32_t tile, int whi
 	e->id = src->id;
 	e->tile = tile;
 	e->ref.size = src->ops->tile_dsize(src, tile);
+	e->csize = src->ops->tile_csize(src, tile);
 	e->state = E_QUEUED;
 	e->src = src;
 	src->ops->retain(src);
