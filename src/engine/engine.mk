@@ -12,8 +12,11 @@ noinst_HEADERS += \
 	src/engine/threadpool.h \
 	tests/fake_tiles.h
 
-check_PROGRAMS += tests/test_cache tests/test_backend
-TESTS += tests/test_cache tests/test_backend
+check_PROGRAMS += tests/test_threadpool tests/test_cache tests/test_backend
+TESTS += tests/test_threadpool tests/test_cache tests/test_backend
+tests_test_threadpool_SOURCES = tests/test_threadpool.c
+tests_test_threadpool_CFLAGS = $(TEST_CFLAGS)
+tests_test_threadpool_LDADD = $(TEST_LIBS)
 tests_test_cache_SOURCES = tests/test_cache.c
 tests_test_cache_CFLAGS = $(TEST_CFLAGS)
 tests_test_cache_LDADD = $(TEST_LIBS)
