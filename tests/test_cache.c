@@ -111,16 +111,27 @@ static void *getter_main(void *arg)
 	return NULL;
 }
 
-/* Start n threads getting one tile at the same moment; wait for them. */
-static void get_concurrently(wc_cache *c, fake_source *s, uint32_t tile, getter *g, int n)
+/* Start n threads getting one tile at the same moment, with fb's decodes
+ * held until all n have asked for it (a get counts its hit or miss before it
+ * waits); wait for them. */
+static void get_concurrently(wc_cache *c, fake_source *s, uint32_t tile, getter *g, int n,
+			     fake_backend *fb)
 {
 	pthread_barrier_t start;
 	pthread_barrier_init(&start, NULL, (unsigned)n);
 	pthread_t th[n];
+	wc_cache_stats st0, st;
+	wc_cache_get_stats(c, &st0);
+	atomic_store(&fb->gate, 1);
 	for (int i = 0; i < n; i++) {
 		g[i] = (getter){ .c = c, .s = s, .start = &start, .tile = tile };
 		pthread_create(&th[i], NULL, getter_main, &g[i]);
 	}
+	do {
+		usleep(1000);
+		wc_cache_get_stats(c, &st);
+	} while (st.hits + st.misses < st0.hits + st0.misses + (uint64_t)n);
+	atomic_store(&fb->gate, 0);
 	for (int i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
 	pthread_barrier_destroy(&start);
@@ -130,12 +141,11 @@ START_TEST(concurrent_getters_share_one_decode)
 {
 	fake_backend fb;
 	fake_backend_init(&fb, 4, 2);
-	fb.delay_us = 50000; /* keep the decode in flight while all 16 arrive */
 	fake_source s;
 	fake_source_init(&s, 7, 99, 10, 128 * KIB, 128 * KIB);
 	wc_cache *c = make_cache(&fb, 64ull << 20, 0);
 	getter g[16];
-	get_concurrently(c, &s, 5, g, 16);
+	get_concurrently(c, &s, 5, g, 16, &fb);
 	for (int i = 0; i < 16; i++) {
 		ck_assert_int_eq(g[i].err, WC_OK);
 		ck_assert_uint_eq(g[i].bad, 0);
@@ -144,7 +154,8 @@ START_TEST(concurrent_getters_share_one_decode)
 	ck_assert_uint_eq(atomic_load(&s.reads), 1);
 	wc_cache_stats st;
 	wc_cache_get_stats(c, &st);
-	ck_assert_uint_eq(st.hits + st.misses, 16);
+	ck_assert_uint_eq(st.hits, 0);
+	ck_assert_uint_eq(st.misses, 16); /* all 16 waited for the one decode */
 	ck_assert_uint_eq(st.decodes, 1);
 	wc_cache_destroy(c);
 	ck_assert_int_eq(atomic_load(&s.refs), 1);
@@ -267,7 +278,6 @@ START_TEST(errors_reach_every_waiter_and_are_not_cached)
 {
 	fake_backend fb;
 	fake_backend_init(&fb, 4, 2);
-	fb.delay_us = 50000;
 	fb.fail_tile = 7;
 	atomic_store(&fb.fail_times, 1);
 	fake_source s;
@@ -276,7 +286,7 @@ START_TEST(errors_reach_every_waiter_and_are_not_cached)
 	log_errors = 0;
 	wc_log_set_sink(capture, NULL);
 	getter g[8];
-	get_concurrently(c, &s, 7, g, 8);
+	get_concurrently(c, &s, 7, g, 8, &fb);
 	wc_log_set_sink(NULL, NULL);
 	for (int i = 0; i < 8; i++) {
 		ck_assert_int_eq(g[i].err, WC_E_CORRUPT);
@@ -293,7 +303,6 @@ START_TEST(errors_reach_every_waiter_and_are_not_cached)
 	ck_assert_uint_eq(st.decode_errors, 1);
 	ck_assert_uint_eq(st.bytes_cached, 0);
 	/* Not cached: the next get decodes again, and now succeeds. */
-	fb.delay_us = 0;
 	get_check(c, &s, 7);
 	ck_assert_uint_eq(atomic_load(&fb.decodes), 2);
 
@@ -317,7 +326,7 @@ START_TEST(prefetch_is_bounded_and_changes_no_bytes)
 {
 	fake_backend fb;
 	fake_backend_init(&fb, 2, 2);
-	fb.delay_us = 100000; /* nothing finishes during the prefetch calls */
+	atomic_store(&fb.gate, 1); /* nothing finishes during the prefetch calls */
 	fake_source s;
 	fake_source_init(&s, 11, 3, 100, 64 * KIB, 1000);
 	wc_cache *c = make_cache(&fb, 64ull << 20, 4);
@@ -326,8 +335,9 @@ START_TEST(prefetch_is_bounded_and_changes_no_bytes)
 	wc_cache_stats st;
 	wc_cache_get_stats(c, &st);
 	ck_assert_uint_eq(st.prefetches, 4);
-	ck_assert_int_le(atomic_load(&s.max_refs), 1 + 4); /* sources retained while queued */
+	ck_assert_int_eq(atomic_load(&s.refs), 1 + 4); /* sources retained while queued */
 	fb.delay_us = 1000;
+	atomic_store(&fb.gate, 0);
 	for (uint32_t t = 0; t < 100; t++) {
 		get_check(c, &s, t);
 		wc_cache_prefetch(c, &s.base, t + 1, 8);
