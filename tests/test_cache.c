@@ -3,12 +3,15 @@
  * tile source and backend (fake_tiles.h): correct bytes on hits and misses,
  * one decode shared by concurrent readers, the byte budget and LRU eviction
  * under load, referenced entries surviving eviction, errors reaching every
- * waiter and not being cached, bounded prefetch, drop_source, and a clean
- * destroy (sources released; leaks are caught by ASan builds).
+ * waiter and not being cached, bounded prefetch, drop_source, the RSS
+ * staying within the budget while streaming, and a clean destroy (sources
+ * released; leaks are caught by ASan builds).
  */
 #include <check.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/cache.h"
@@ -486,6 +489,94 @@ START_TEST(destroy_with_work_queued_releases_everything)
 }
 END_TEST
 
+/* ---- memory: freed tiles leave the RSS ------------------------------------ */
+
+static long rss_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long kib = -1;
+	while (f && fgets(line, sizeof line, f))
+		if (strncmp(line, "VmRSS:", 6) == 0)
+			kib = atol(line + 6);
+	if (f)
+		fclose(f);
+	return kib;
+}
+
+typedef struct rss_reader {
+	wc_cache *c;
+	fake_source *s;
+	uint32_t first;
+	long max_rss_kib;
+	size_t bad;
+} rss_reader;
+
+static void *rss_reader_main(void *arg)
+{
+	rss_reader *r = arg;
+	for (uint32_t k = 0; k < r->s->ntiles; k++) {
+		uint32_t t = (r->first + k) % r->s->ntiles;
+		wc_cache_prefetch(r->c, &r->s->base, t + 1, 4);
+		wc_tile_ref *ref;
+		if (wc_cache_get(r->c, &r->s->base, t, &ref) != WC_OK) {
+			r->bad++;
+			continue;
+		}
+		uint8_t want[64];
+		fake_tile_bytes(r->s->seed, t, want, sizeof want); /* the stream's first bytes */
+		r->bad += memcmp(ref->data, want, sizeof want) != 0;
+		long rss = rss_kib();
+		if (rss > r->max_rss_kib)
+			r->max_rss_kib = rss;
+		wc_cache_release(r->c, ref);
+	}
+	return NULL;
+}
+
+/* Four streaming readers through a cache much smaller than the file: the
+ * process's RSS stays within the budget plus a little (tile buffers are
+ * mmap()ed, so evicted ones leave the RSS at once). Skipped under ASan,
+ * whose allocator quarantine keeps freed memory resident on purpose. */
+START_TEST(rss_stays_within_budget_while_streaming)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	return;
+#endif
+	fake_backend fb;
+	fake_backend_init(&fb, 4, 2);
+	fake_source s;
+	fake_source_init(&s, 41, 9, 192, 1u << 20, 1u << 20); /* 192 MiB */
+	uint64_t budget = 24ull << 20;
+	long base = rss_kib();
+	wc_cache *c = make_cache(&fb, budget, 8);
+	rss_reader r[4];
+	pthread_t th[4];
+	for (int i = 0; i < 4; i++) {
+		r[i] = (rss_reader){ .c = c, .s = &s, .first = (uint32_t)(48 * i) };
+		pthread_create(&th[i], NULL, rss_reader_main, &r[i]);
+	}
+	long peak = 0;
+	for (int i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_uint_eq(r[i].bad, 0);
+		if (r[i].max_rss_kib > peak)
+			peak = r[i].max_rss_kib;
+	}
+	wc_cache_stats st;
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_gt(st.evictions, 100);
+	ck_assert_uint_le(st.bytes_cached, budget);
+	/* Allowance over the budget: payload buffers, thread stacks, malloc arenas. */
+	ck_assert_msg(peak - base <= (long)(budget >> 10) + 16 * 1024,
+		      "RSS grew by %ld KiB for a budget of %llu KiB", peak - base,
+		      (unsigned long long)(budget >> 10));
+	wc_cache_destroy(c);
+	ck_assert_msg(rss_kib() - base <= 8 * 1024, "RSS after destroy: +%ld KiB", rss_kib() - base);
+	ck_assert_int_eq(atomic_load(&s.refs), 1);
+}
+END_TEST
+
 START_TEST(create_rejects_missing_backend)
 {
 	wc_cache_opts o = { 0 };
@@ -509,6 +600,7 @@ int main(void)
 	tcase_add_test(tc, unused_prefetches_are_cold_but_survive_streaming);
 	tcase_add_test(tc, drop_source_drops_only_that_source);
 	tcase_add_test(tc, destroy_with_work_queued_releases_everything);
+	tcase_add_test(tc, rss_stays_within_budget_while_streaming);
 	tcase_add_test(tc, create_rejects_missing_backend);
 	suite_add_tcase(su, tc);
 	SRunner *sr = srunner_create(su);
