@@ -465,6 +465,24 @@ START_TEST(drop_source_drops_only_that_source)
 	ck_assert_uint_eq(atomic_load(&fb.decodes), before + 1);
 	get_check(c, &a, 2); /* was held during the drop: still cached */
 	ck_assert_uint_eq(atomic_load(&fb.decodes), before + 1);
+
+	/* Tiles of a dropped source still decoding or queued are not kept. */
+	wc_cache_get_stats(c, &st);
+	uint64_t bytes = st.bytes_cached, decodes = st.decodes;
+	atomic_store(&fb.gate, 1);
+	fake_source d;
+	fake_source_init(&d, 23, 3, 8, 64 * KIB, 64 * KIB);
+	wc_cache_prefetch(c, &d.base, 0, 8);
+	while (atomic_load(&fb.in_flight) == 0)
+		usleep(1000); /* a batch of d's tiles is decoding (held at the gate) */
+	wc_cache_drop_source(c, 23);
+	atomic_store(&fb.gate, 0);
+	for (int i = 0; i < 5000 && atomic_load(&d.refs) != 1; i++)
+		usleep(1000); /* the cache releases d once its last decode is published */
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_le(st.decodes - decodes, 8);
+	ck_assert_uint_eq(st.bytes_cached, bytes); /* none of d's tiles stayed */
+	ck_assert_int_eq(atomic_load(&d.refs), 1);
 	wc_cache_destroy(c);
 	ck_assert_int_eq(atomic_load(&a.refs), 1);
 	ck_assert_int_eq(atomic_load(&b.refs), 1);
