@@ -70,7 +70,10 @@ void wc_cache_release(wc_cache *cache, wc_tile_ref *ref);
  * tiles readers hold is dropped. */
 void wc_cache_prefetch(wc_cache *cache, wc_tile_source *src, uint32_t first, uint32_t count);
 
-/* Drop every unreferenced entry of source id `id` (a file being closed). */
+/* Drop every unreferenced entry of source id `id` (a file being closed):
+ * decoded tiles, queued prefetches (releasing the source), and tiles being
+ * decoded once their decode ends unless a reader waits for them. Tiles
+ * readers hold stay until released, then age out of the LRU. */
 void wc_cache_drop_source(wc_cache *cache, uint64_t id);
 
 void wc_cache_get_stats(wc_cache *cache, wc_cache_stats *out);
