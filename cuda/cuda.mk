@@ -13,7 +13,7 @@ NVCC_GENCODE = -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code
 	-gencode arch=compute_75,code=compute_75
 CUDA_CPPFLAGS = -I$(CUDA_HOME)/include -I$(srcdir)/cuda
 # cudart linked statically: the plugin loads wherever a driver is, without a toolkit
-CUDA_STATIC_LIBS = -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread
+CUDA_STATIC_LIBS = -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -ldl -lrt -lpthread
 
 # nvcc is not a libtool compiler: compile the kernels into a PIC object and
 # write the libtool object file (.lo) that names it.
@@ -38,10 +38,11 @@ pkginclude_HEADERS += cuda/wcodec_cuda.h
 # make check: bit-exactness against the CPU decoder; exits 77 without a GPU.
 check_PROGRAMS += tests/test_cuda
 TESTS += tests/test_cuda
-tests_test_cuda_SOURCES = tests/test_cuda.c
+tests_test_cuda_SOURCES = tests/test_cuda.c tests/st_builder.c tests/st_builder.h tests/codec_testutil.h
 tests_test_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_cuda_CFLAGS = $(TEST_CFLAGS)
-tests_test_cuda_LDADD = $(TEST_LIBS) -L$(CUDA_HOME)/lib64 -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64 -ldl
+tests_test_cuda_LDADD = $(TEST_LIBS) -lcudart -ldl
+tests_test_cuda_LDFLAGS = $(AM_LDFLAGS) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64
 
 # Benchmark (docs/BENCHMARKS-GPU.md): built from the plugin's sources.
 noinst_PROGRAMS += bench/bench_cuda

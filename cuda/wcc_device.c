@@ -30,6 +30,7 @@ typedef struct lane_job {
 typedef struct wcc_lane {
 	cudaStream_t stream;
 	cudaEvent_t done;
+	cudaEvent_t k0, k1; /* around the kernels, for wcc_ctx_kernel_ms() */
 	uint8_t *h_in, *h_out;
 	uint32_t *h_status;
 	uint8_t *d_in, *d_out, *d_scr;
@@ -69,6 +70,8 @@ struct wcc_ctx {
 	table_entry *tcache;
 	size_t ntc, cap_tc;
 	int full_logged;
+	int timing;       /* record kernel times (benchmarks) */
+	double kernel_ms; /* sum over completed lanes while timing */
 	int dead;
 	wcc_pool *pool;
 };
@@ -91,6 +94,10 @@ static void lane_free_all(wcc_lane *ln)
 		cudaStreamDestroy(ln->stream);
 	if (ln->done)
 		cudaEventDestroy(ln->done);
+	if (ln->k0)
+		cudaEventDestroy(ln->k0);
+	if (ln->k1)
+		cudaEventDestroy(ln->k1);
 	cudaFreeHost(ln->h_in);
 	cudaFreeHost(ln->h_out);
 	cudaFreeHost(ln->h_status);
@@ -113,6 +120,7 @@ static wc_err lane_init(wcc_lane *ln, size_t bytes)
 	ln->cap_in = bytes + bytes / 4 + MIB;
 	if ((e = cudaStreamCreateWithFlags(&ln->stream, cudaStreamNonBlocking)) != cudaSuccess ||
 	    (e = cudaEventCreateWithFlags(&ln->done, cudaEventDisableTiming)) != cudaSuccess ||
+	    (e = cudaEventCreate(&ln->k0)) != cudaSuccess || (e = cudaEventCreate(&ln->k1)) != cudaSuccess ||
 	    (e = cudaHostAlloc((void **)&ln->h_in, ln->cap_in, cudaHostAllocDefault)) != cudaSuccess ||
 	    (e = cudaHostAlloc((void **)&ln->h_out, ln->cap_out, cudaHostAllocDefault)) != cudaSuccess ||
 	    (e = cudaHostAlloc((void **)&ln->h_status, LANE_MAX_JOBS * 4u, cudaHostAllocDefault)) != cudaSuccess ||
@@ -163,8 +171,8 @@ wc_err wcc_ctx_create(const wcc_ctx_opts *opts, wcc_ctx **out)
 	size_t bytes = (size_t)((per_lane > MIB ? per_lane - MIB : 0) * 4u / 13u) & ~(MIB - 1u);
 	if (bytes < 2u * MIB)
 		bytes = 2u * MIB;
-	if (bytes > 1024u * MIB)
-		bytes = 1024u * MIB;
+	if (bytes > 4096u * MIB)
+		bytes = 4096u * MIB;
 	ctx->lane_bytes = bytes;
 
 	wc_err err = WC_OK;
@@ -219,6 +227,22 @@ size_t wcc_ctx_lane_bytes(const wcc_ctx *ctx)
 int wcc_ctx_gpu(const wcc_ctx *ctx)
 {
 	return ctx->gpu;
+}
+
+void wcc_ctx_set_timing(wcc_ctx *ctx, int on)
+{
+	pthread_mutex_lock(&ctx->mu);
+	ctx->timing = on;
+	ctx->kernel_ms = 0;
+	pthread_mutex_unlock(&ctx->mu);
+}
+
+double wcc_ctx_kernel_ms(wcc_ctx *ctx)
+{
+	pthread_mutex_lock(&ctx->mu);
+	double ms = ctx->kernel_ms;
+	pthread_mutex_unlock(&ctx->mu);
+	return ms;
 }
 
 /* ---- frequency tables ------------------------------------------------- */
@@ -549,6 +573,8 @@ static wc_err lane_submit(wcc_ctx *ctx, wcc_lane *ln)
 	if (e != cudaSuccess)
 		return cuda_fail(ctx, "copy to device", e);
 	uint32_t *d_status = (uint32_t *)(ln->d_in + status_off);
+	if (ctx->timing)
+		cudaEventRecord(ln->k0, ln->stream);
 	int le = wcc_launch_rans((const wcc_rans_block *)(ln->d_in + blocks_off), nblocks,
 				 (const wcc_chunk *)(ln->d_in + chunks_off), ctx->d_freqs, d_status, ln->stream);
 	if (le)
@@ -557,6 +583,8 @@ static wc_err lane_submit(wcc_ctx *ctx, wcc_lane *ln)
 			      (const wcc_merge_tile *)(ln->d_in + tiles_off), ln->stream);
 	if (le)
 		return cuda_fail(ctx, "merge kernel launch", (cudaError_t)le);
+	if (ctx->timing)
+		cudaEventRecord(ln->k1, ln->stream);
 	e = cudaMemcpyAsync(ln->h_status, d_status, 4u * ln->njobs, cudaMemcpyDeviceToHost, ln->stream);
 	if (e == cudaSuccess && ln->host_target && ln->used_out)
 		e = cudaMemcpyAsync(ln->h_out, ln->d_out, ln->used_out, cudaMemcpyDeviceToHost, ln->stream);
@@ -616,6 +644,14 @@ static wc_err lane_complete(wcc_ctx *ctx, wcc_lane *ln)
 	if (e != cudaSuccess) {
 		err = cuda_fail(ctx, "decode batch", e);
 	} else {
+		if (ctx->timing) {
+			float ms = 0;
+			if (cudaEventElapsedTime(&ms, ln->k0, ln->k1) == cudaSuccess) {
+				pthread_mutex_lock(&ctx->mu);
+				ctx->kernel_ms += ms;
+				pthread_mutex_unlock(&ctx->mu);
+			}
+		}
 		wcc_pool_for(ctx->pool, ln->njobs, finish_job, ln);
 		for (size_t i = 0; i < ln->njobs; i++) {
 			lane_job *lj = &ln->jobs[i];

@@ -60,4 +60,10 @@ wc_err wcc_decode(wcc_ctx *ctx, wc_tile_job *jobs, size_t n, uint8_t *const *dev
 /* Device ordinal of the context. */
 int wcc_ctx_gpu(const wcc_ctx *ctx);
 
+/* Benchmarks: with timing on, every lane records CUDA events around its two
+ * kernel launches and wcc_ctx_kernel_ms() returns the sum of those kernel
+ * times (milliseconds) over lanes completed since timing was switched on. */
+void wcc_ctx_set_timing(wcc_ctx *ctx, int on);
+double wcc_ctx_kernel_ms(wcc_ctx *ctx);
+
 #endif /* WCC_DEVICE_H */

@@ -72,7 +72,7 @@ __device__ static void build_dtab(const uint16_t *__restrict__ freqs, uint32_t *
 	__syncthreads();
 }
 
-__global__ void __launch_bounds__(RANS_THREADS)
+__global__ void __launch_bounds__(RANS_THREADS, 8)
 wcc_rans_kernel(const wcc_rans_block *__restrict__ blocks, const wcc_chunk *__restrict__ chunks,
 		const uint16_t *__restrict__ freqs, uint32_t *__restrict__ status)
 {
@@ -261,8 +261,13 @@ __device__ __forceinline__ void merge_one(const wcc_merge_tile &t, uint32_t i)
 __global__ void __launch_bounds__(256)
 wcc_merge_kernel(const wcc_merge_seg *__restrict__ segs, const wcc_merge_tile *__restrict__ tiles)
 {
+	/* the tile descriptor in shared memory: plane pointers are indexed by
+	 * run-time plane numbers, which would put a register copy in local memory */
+	__shared__ wcc_merge_tile t;
 	const wcc_merge_seg sg = segs[blockIdx.x];
-	const wcc_merge_tile t = tiles[sg.tile];
+	if (threadIdx.x == 0)
+		t = tiles[sg.tile];
+	__syncthreads();
 	const uint32_t end = sg.begin + sg.count;
 
 	bool vec = (sg.begin & 3u) == 0;
