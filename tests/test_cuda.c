@@ -74,11 +74,13 @@ static void gen_data(unsigned li, enum gen g, uint8_t *d, size_t nbytes, uint64_
 	}
 }
 
+/* Called from main, outside any test: plain checks. */
 static void build_tables(void)
 {
 	for (unsigned li = 0; li < LAYOUTS; li++) {
 		wc_layout l;
-		ck_assert_int_eq(wc_layout_parse(layout_names[li], &l), 0);
+		if (wc_layout_parse(layout_names[li], &l) != 0)
+			abort();
 		size_t n = 1 << 16, nbytes = n * l.elem_size;
 		uint8_t *d = malloc(nbytes), *planes[WC_MAX_PLANES];
 		gen_data(li, GEN_WEIGHTS, d, nbytes, 7 + li);
@@ -90,7 +92,8 @@ static void build_tables(void)
 			tu_hist(planes[p], n, h);
 			for (unsigned s = 0; s < 256; s++)
 				h[s] = h[s] * 64 + 1;
-			ck_assert_int_eq(wc_freq_normalize(h, &g_tabs[li][p]), WC_OK);
+			if (wc_freq_normalize(h, &g_tabs[li][p]) != WC_OK)
+				abort();
 			free(planes[p]);
 		}
 		free(d);
@@ -332,6 +335,43 @@ START_TEST(corruption_detected_device_path)
 }
 END_TEST
 
+/* Page-locked caller buffers go by DMA directly; mixed with pageable ones
+ * in one batch (runs of staged payloads and outputs between them). */
+START_TEST(pinned_and_pageable_buffers_mixed)
+{
+	enum { N = 40 };
+	ttile t[N];
+	for (unsigned i = 0; i < N; i++) {
+		make_tile(&t[i], i % 2 ? 0 : 1, GEN_WEIGHTS, 50000 + 16 * i, 4096, 700 + i);
+		if (i % 3 == 0 || i % 5 == 0) {
+			/* private pages, registered with the driver */
+			size_t pc = (t[i].plen + 4095) & ~(size_t)4095, oc = (t[i].nbytes + 16 + 4095) & ~(size_t)4095;
+			uint8_t *p = aligned_alloc(4096, pc), *o = aligned_alloc(4096, oc);
+			memcpy(p, t[i].payload, t[i].plen);
+			memset(o, 0xee, oc);
+			free(t[i].payload);
+			free(t[i].out);
+			t[i].payload = p;
+			t[i].out = o;
+			t[i].job.payload = p;
+			t[i].job.out = o;
+			if (i % 3 == 0)
+				ck_assert_int_eq(cudaHostRegister(p, pc, cudaHostRegisterDefault), cudaSuccess);
+			if (i % 5 == 0)
+				ck_assert_int_eq(cudaHostRegister(o, oc, cudaHostRegisterDefault), cudaSuccess);
+		}
+	}
+	decode_and_check(t, N);
+	for (unsigned i = 0; i < N; i++) {
+		if (i % 3 == 0)
+			cudaHostUnregister(t[i].payload);
+		if (i % 5 == 0)
+			cudaHostUnregister(t[i].out);
+		free_tile(&t[i]);
+	}
+}
+END_TEST
+
 START_TEST(device_jobs_every_layout)
 {
 	/* device targets, including an unaligned destination */
@@ -458,6 +498,7 @@ int main(void)
 	tcase_add_test(tc, zstd_planes_go_through_the_cpu);
 	tcase_add_test(tc, corruption_detected_host_path);
 	tcase_add_test(tc, corruption_detected_device_path);
+	tcase_add_test(tc, pinned_and_pageable_buffers_mixed);
 	tcase_add_test(tc, device_jobs_every_layout);
 	tcase_add_test(tc, tensors_into_device_memory);
 	suite_add_tcase(s, tc);
