@@ -35,6 +35,7 @@
 
 #include "codec/tile_codec.h"
 #include "wcc_device.h"
+#include "wcc_kernels.h"
 
 #define TILE (1u << 20)
 #define DISTINCT 64u
@@ -190,7 +191,11 @@ int main(int argc, char **argv)
 		uint8_t **dst = malloc(tiles_max * sizeof(*dst));
 		for (unsigned i = 0; i < tiles_max; i++)
 			dst[i] = d_out + (size_t)i * TILE;
-		printf("\n%-8s %-10s %-14s %-14s\n", "tiles", "MiB", "kernel GB/s", "call GB/s");
+		for (int variant = 0; variant < 2; variant++) {
+		wcc_set_variant(variant);
+		printf("\nrANS kernel variant %d (%s)\n%-8s %-10s %-14s %-14s\n", variant,
+		       variant ? "40 registers, 6 blocks/SM" : "32 registers, 8 blocks/SM, default", "tiles", "MiB",
+		       "kernel GB/s", "call GB/s");
 		for (unsigned k = 1; k <= tiles_max; k *= 4) {
 			double kt[5], wt[5];
 			for (int r = 0; r < 5; r++) {
@@ -223,6 +228,8 @@ int main(int argc, char **argv)
 			if (k < tiles_max && k * 4 > tiles_max)
 				k = tiles_max / 4;
 		}
+		}
+		wcc_set_variant(0);
 		cudaFree(d_out);
 		free(dst);
 		wcc_ctx_destroy(ctx);

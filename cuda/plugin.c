@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cuda_runtime_api.h>
+
 #include "wcc_device.h"
 #include "wcodec_cuda.h"
 
@@ -68,4 +70,20 @@ EXPORT wc_err wcodec_cuda_backend_create(const wc_backend_opts *opts, wc_backend
 	cb->base.concurrency = 2;
 	*out = &cb->base;
 	return WC_OK;
+}
+
+EXPORT void *wcodec_cuda_host_alloc(size_t bytes)
+{
+	void *p = NULL;
+	if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
+		cudaGetLastError();
+		return NULL;
+	}
+	return p;
+}
+
+EXPORT void wcodec_cuda_host_free(void *p)
+{
+	if (p)
+		cudaFreeHost(p);
 }

@@ -315,6 +315,7 @@ typedef struct job_plan {
 	size_t n;      /* elements */
 	size_t scr;    /* scratch bytes */
 	int direct;    /* single rANS plane decoded straight into the output */
+	int fused;     /* index of the one rANS plane merged by its warps, or -1 */
 	size_t nsegs;
 } job_plan;
 
@@ -378,13 +379,26 @@ static int plan_job(wcc_ctx *ctx, const wc_tile_job *job, const uint8_t *dev_out
 		pl->nchunks[k] = nc;
 		pl->total_chunks += nc;
 	}
-	if (l.nplanes == 1 && pl->v[0].mode == WC_PLANE_RANS && ((uintptr_t)dev_out & 15u) == 0)
-		pl->direct = 1; /* dev_out is NULL (aligned lane buffer) or an aligned caller address */
-	else
+	/* dev_out is NULL (an aligned lane buffer) or the caller's address */
+	const int aligned = ((uintptr_t)dev_out & 15u) == 0;
+	unsigned nrans = 0;
+	pl->fused = -1;
+	for (unsigned k = 0; k < l.nplanes; k++)
+		if (pl->v[k].mode == WC_PLANE_RANS) {
+			nrans++;
+			pl->fused = (int)k;
+		}
+	if (nrans != 1 || !aligned)
+		pl->fused = -1;
+	if (l.nplanes == 1 && pl->fused == 0) {
+		pl->direct = 1; /* one plane: the symbols are the bytes */
+		pl->fused = -1;
+	} else if (pl->fused < 0) {
 		for (unsigned k = 0; k < l.nplanes; k++)
 			if (pl->v[k].mode == WC_PLANE_RANS)
 				pl->scr += ALIGN16(pl->n);
-	pl->nsegs = pl->direct ? 0 : (pl->n + WCC_MERGE_SEG - 1u) / WCC_MERGE_SEG;
+	}
+	pl->nsegs = pl->direct || pl->fused >= 0 ? 0 : (pl->n + WCC_MERGE_SEG - 1u) / WCC_MERGE_SEG;
 	return 1;
 }
 
@@ -474,11 +488,12 @@ static wc_err lane_add(wcc_lane *ln, wc_tile_job *job, uint8_t *dev_out, const j
 			t.value[k] = v->value;
 		} else { /* RANS */
 			uint8_t *dst = out;
-			if (!pl->direct) {
+			const int fused = (int)k == pl->fused;
+			if (!pl->direct && !fused) {
 				dst = ln->d_scr + ln->used_scr;
 				ln->used_scr += ALIGN16(pl->n);
 			}
-			t.src[k] = dst;
+			t.src[k] = fused ? NULL : dst; /* fused: never read */
 			const uint32_t nc = pl->nchunks[k];
 			const uint8_t *d_data = d_body + 4u * nc;
 			uint32_t start = 0;
@@ -487,11 +502,11 @@ static wc_err lane_add(wcc_lane *ln, wc_tile_job *job, uint8_t *dev_out, const j
 				size_t first = (size_t)c * C;
 				wcc_chunk *ch = &ln->chunks[ln->nchunks];
 				ch->in = d_data + start;
-				ch->out = dst + first;
+				ch->out = fused ? out + first * job->layout.elem_size : dst + first;
 				ch->in_bytes = end - start;
 				ch->nsym = (uint32_t)(pl->n - first < C ? pl->n - first : C);
 				ch->job = j;
-				ch->pad = 0;
+				ch->fuse = fused ? WCC_FUSE(ln->ntiles, k) : 0;
 				ln->chunk_table[ln->nchunks] = pl->base + v->table;
 				ln->nchunks++;
 				start = end;
@@ -506,7 +521,7 @@ static wc_err lane_add(wcc_lane *ln, wc_tile_job *job, uint8_t *dev_out, const j
 		t.nplanes = job->layout.nplanes;
 		const uint32_t ti = (uint32_t)ln->ntiles++;
 		ln->tiles[ti] = t;
-		for (size_t b = 0; b < pl->n; b += WCC_MERGE_SEG) {
+		for (size_t b = 0; pl->fused < 0 && b < pl->n; b += WCC_MERGE_SEG) {
 			wcc_merge_seg *s = &ln->segs[ln->nsegs++];
 			s->tile = ti;
 			s->begin = (uint32_t)b;
@@ -650,7 +665,8 @@ static wc_err lane_submit(wcc_ctx *ctx, wcc_lane *ln)
 	if (ctx->timing)
 		cudaEventRecord(ln->k0, ln->stream);
 	int le = wcc_launch_rans((const wcc_rans_block *)(ln->d_in + blocks_off), nblocks,
-				 (const wcc_chunk *)(ln->d_in + chunks_off), ctx->d_freqs, d_status, ln->stream);
+				 (const wcc_chunk *)(ln->d_in + chunks_off), ctx->d_freqs,
+				 (const wcc_merge_tile *)(ln->d_in + tiles_off), d_status, ln->stream);
 	if (le)
 		return cuda_fail(ctx, "rANS kernel launch", (cudaError_t)le);
 	le = wcc_launch_merge((const wcc_merge_seg *)(ln->d_in + segs_off), (uint32_t)ln->nsegs,

@@ -72,13 +72,138 @@ __device__ static void build_dtab(const uint16_t *__restrict__ freqs, uint32_t *
 	__syncthreads();
 }
 
-__global__ void __launch_bounds__(RANS_THREADS, 8)
+/* ---- merge ---------------------------------------------------------------- */
+
+/* Plane k's bytes i..i+3 (load4) or byte i (load1). Plane `fp` is not in
+ * memory: its bytes are `sub` (the fused rANS plane, from the warp's stage). */
+#define NO_SUB 0xffu
+
+__device__ __forceinline__ uint32_t load4(const wcc_merge_tile &t, unsigned k, uint32_t i, unsigned fp,
+					  uint32_t sub)
+{
+	if (k == fp)
+		return sub;
+	const uint8_t *s = t.src[k];
+	return s ? *(const uint32_t *)(s + i) : 0x01010101u * t.value[k];
+}
+
+__device__ __forceinline__ uint8_t load1(const wcc_merge_tile &t, unsigned k, uint32_t i, unsigned fp,
+					 uint32_t sub)
+{
+	if (k == fp)
+		return (uint8_t)sub;
+	const uint8_t *s = t.src[k];
+	return s ? s[i] : t.value[k];
+}
+
+/* 4x4 byte transpose: word i = [a_i, b_i, c_i, d_i] (byte 0 first). */
+__device__ __forceinline__ void transpose4(uint32_t a, uint32_t b, uint32_t c, uint32_t d, uint32_t w[4])
+{
+	const uint32_t t0 = __byte_perm(a, b, 0x5140), t1 = __byte_perm(a, b, 0x7362);
+	const uint32_t u0 = __byte_perm(c, d, 0x5140), u1 = __byte_perm(c, d, 0x7362);
+	w[0] = __byte_perm(t0, u0, 0x5410);
+	w[1] = __byte_perm(t0, u0, 0x7632);
+	w[2] = __byte_perm(t1, u1, 0x5410);
+	w[3] = __byte_perm(t1, u1, 0x7632);
+}
+
+/* Elements i .. i+3 (i a multiple of 4) with aligned planes and output. */
+__device__ __forceinline__ void merge_vec4(const wcc_merge_tile &t, uint32_t i, unsigned fp = NO_SUB,
+					   uint32_t sub = 0)
+{
+	uint32_t w[4];
+	switch (t.kind) {
+	case 2: { /* bf16: p0 exponent, p1 sign|mant7 */
+		const uint32_t e = load4(t, 0, i, fp, sub), m = load4(t, 1, i, fp, sub);
+		const uint32_t e01 = __byte_perm(e, 0, 0x4140), e23 = __byte_perm(e, 0, 0x4342);
+		const uint32_t m01 = __byte_perm(m, 0, 0x4140), m23 = __byte_perm(m, 0, 0x4342);
+		uint2 o;
+		o.x = ((m01 & 0x00800080u) << 8) | (e01 << 7) | (m01 & 0x007f007fu);
+		o.y = ((m23 & 0x00800080u) << 8) | (e23 << 7) | (m23 & 0x007f007fu);
+		*(uint2 *)(t.out + 2u * i) = o;
+		return;
+	}
+	case 3: { /* f32: q = p1 | p2 << 8 | p3 << 16 | p0 << 24 */
+		transpose4(load4(t, 1, i, fp, sub), load4(t, 2, i, fp, sub), load4(t, 3, i, fp, sub), load4(t, 0, i, fp, sub), w);
+		uint4 o;
+		o.x = (w[0] & 0x007fffffu) | ((w[0] >> 1) & 0x7f800000u) | ((w[0] << 8) & 0x80000000u);
+		o.y = (w[1] & 0x007fffffu) | ((w[1] >> 1) & 0x7f800000u) | ((w[1] << 8) & 0x80000000u);
+		o.z = (w[2] & 0x007fffffu) | ((w[2] >> 1) & 0x7f800000u) | ((w[2] << 8) & 0x80000000u);
+		o.w = (w[3] & 0x007fffffu) | ((w[3] >> 1) & 0x7f800000u) | ((w[3] << 8) & 0x80000000u);
+		*(uint4 *)(t.out + 4u * i) = o;
+		return;
+	}
+	case 1: /* shuffle: plane k = byte w-1-k */
+		if (t.elem_size == 2) {
+			const uint32_t hi = load4(t, 0, i, fp, sub), lo = load4(t, 1, i, fp, sub);
+			uint2 o;
+			o.x = __byte_perm(lo, hi, 0x5140);
+			o.y = __byte_perm(lo, hi, 0x7362);
+			*(uint2 *)(t.out + 2u * i) = o;
+		} else if (t.elem_size == 4) {
+			transpose4(load4(t, 3, i, fp, sub), load4(t, 2, i, fp, sub), load4(t, 1, i, fp, sub), load4(t, 0, i, fp, sub), w);
+			*(uint4 *)(t.out + 4u * i) = make_uint4(w[0], w[1], w[2], w[3]);
+		} else {
+			uint32_t h[4];
+			transpose4(load4(t, 7, i, fp, sub), load4(t, 6, i, fp, sub), load4(t, 5, i, fp, sub), load4(t, 4, i, fp, sub), w);
+			transpose4(load4(t, 3, i, fp, sub), load4(t, 2, i, fp, sub), load4(t, 1, i, fp, sub), load4(t, 0, i, fp, sub), h);
+			uint4 *o = (uint4 *)(t.out + 8u * i);
+			o[0] = make_uint4(w[0], h[0], w[1], h[1]);
+			o[1] = make_uint4(w[2], h[2], w[3], h[3]);
+		}
+		return;
+	default: /* bytes */
+		*(uint32_t *)(t.out + i) = load4(t, 0, i, fp, sub);
+		return;
+	}
+}
+
+/* One element, any alignment. */
+__device__ __forceinline__ void merge_one(const wcc_merge_tile &t, uint32_t i, unsigned fp = NO_SUB,
+					  uint32_t sub = 0)
+{
+	const unsigned w = t.elem_size;
+	uint8_t *o = t.out + (size_t)w * i;
+	switch (t.kind) {
+	case 2: {
+		const uint32_t e = load1(t, 0, i, fp, sub), m = load1(t, 1, i, fp, sub);
+		const uint32_t v = ((m & 0x80u) << 8) | (e << 7) | (m & 0x7fu);
+		o[0] = (uint8_t)v;
+		o[1] = (uint8_t)(v >> 8);
+		return;
+	}
+	case 3: {
+		const uint32_t p0 = load1(t, 0, i, fp, sub), p1 = load1(t, 1, i, fp, sub), p2 = load1(t, 2, i, fp, sub),
+			       p3 = load1(t, 3, i, fp, sub);
+		const uint32_t u = ((p3 & 0x80u) << 24) | (p0 << 23) | ((p3 & 0x7fu) << 16) | (p2 << 8) | p1;
+		o[0] = (uint8_t)u;
+		o[1] = (uint8_t)(u >> 8);
+		o[2] = (uint8_t)(u >> 16);
+		o[3] = (uint8_t)(u >> 24);
+		return;
+	}
+	case 1:
+		for (unsigned k = 0; k < w; k++)
+			o[w - 1u - k] = load1(t, k, i, fp, sub);
+		return;
+	default:
+		o[0] = load1(t, 0, i, fp, sub);
+		return;
+	}
+}
+
+/* MINB: blocks per SM the register budget is cut for (8: 32 registers, full
+ * occupancy; 6: 40 registers). */
+template <int MINB>
+__global__ void __launch_bounds__(RANS_THREADS, MINB)
 wcc_rans_kernel(const wcc_rans_block *__restrict__ blocks, const wcc_chunk *__restrict__ chunks,
-		const uint16_t *__restrict__ freqs, uint32_t *__restrict__ status)
+		const uint16_t *__restrict__ freqs, const wcc_merge_tile *__restrict__ tiles,
+		uint32_t *__restrict__ status)
 {
 	__shared__ uint32_t tab[4096];
 	__shared__ uint32_t cum[257];
 	__shared__ __align__(16) uint8_t stage_all[WCC_RANS_WARPS][STAGE_BYTES];
+	__shared__ wcc_merge_tile tile_all[WCC_RANS_WARPS];
 
 	const wcc_rans_block blk = blocks[blockIdx.x];
 	build_dtab(freqs + (size_t)blk.table * 256u, tab, cum);
@@ -89,6 +214,18 @@ wcc_rans_kernel(const wcc_rans_block *__restrict__ blocks, const wcc_chunk *__re
 	uint8_t *stage = stage_all[warp];
 	const uint32_t lt_mask = (1u << lane) - 1u;
 	const wcc_chunk ch = chunks[blk.first + warp];
+
+	/* fused: this warp writes tensor bytes itself (see wcc_chunk.fuse) */
+	const uint32_t fuse = ch.fuse;
+	const unsigned fp = fuse >> 28;
+	wcc_merge_tile &mt = tile_all[warp];
+	uint32_t e0 = 0; /* element index of the chunk's symbol 0 */
+	if (fuse) {
+		if (lane < sizeof(wcc_merge_tile) / 4u)
+			((uint32_t *)&mt)[lane] = ((const uint32_t *)&tiles[(fuse & 0x0fffffffu) - 1u])[lane];
+		__syncwarp();
+		e0 = (uint32_t)((size_t)(ch.out - mt.out) / mt.elem_size);
+	}
 
 	const uint32_t m = ch.nsym;
 	const uint32_t nslots = (ch.in_bytes - 128u) / 2u; /* u16 words incl. pad */
@@ -130,15 +267,29 @@ wcc_rans_kernel(const wcc_rans_block *__restrict__ blocks, const wcc_chunk *__re
 		stage[(r & 15u) * 32u + lane] = (uint8_t)e;
 		if ((r & 15u) == 15u && r < full_rounds) {
 			__syncwarp();
-			((uint4 *)(out + (r - 15u) * 32u))[lane] = ((const uint4 *)stage)[lane];
+			const uint4 sv = ((const uint4 *)stage)[lane];
+			if (!fuse) {
+				((uint4 *)(out + (r - 15u) * 32u))[lane] = sv;
+			} else {
+				/* lane: elements i .. i+15 of the tile */
+				const uint32_t i = e0 + (r - 15u) * 32u + 16u * lane;
+				merge_vec4(mt, i, fp, sv.x);
+				merge_vec4(mt, i + 4u, fp, sv.y);
+				merge_vec4(mt, i + 8u, fp, sv.z);
+				merge_vec4(mt, i + 12u, fp, sv.w);
+			}
 			__syncwarp();
 		}
 	}
 	/* symbols after the last full 512-byte group */
 	__syncwarp();
 	const uint32_t done = full_rounds * 32u;
-	for (uint32_t i = lane; done + i < m; i += 32u)
-		out[done + i] = stage[i];
+	for (uint32_t i = lane; done + i < m; i += 32u) {
+		if (!fuse)
+			out[done + i] = stage[i];
+		else
+			merge_one(mt, e0 + done + i, fp, stage[i]);
+	}
 
 	/* Validation (FORMAT.md 4): every state back at 2^16, every word read,
 	 * the optional pad word present only to make the count even and zero. */
@@ -147,114 +298,6 @@ wcc_rans_kernel(const wcc_rans_block *__restrict__ blocks, const wcc_chunk *__re
 	if (__any_sync(FULL_MASK, bad || x != 65536u) || !words_ok) {
 		if (lane == 0)
 			status[ch.job] = 1u;
-	}
-}
-
-/* ---- merge ---------------------------------------------------------------- */
-
-__device__ __forceinline__ uint32_t load4(const wcc_merge_tile &t, unsigned k, uint32_t i)
-{
-	const uint8_t *s = t.src[k];
-	return s ? *(const uint32_t *)(s + i) : 0x01010101u * t.value[k];
-}
-
-__device__ __forceinline__ uint8_t load1(const wcc_merge_tile &t, unsigned k, uint32_t i)
-{
-	const uint8_t *s = t.src[k];
-	return s ? s[i] : t.value[k];
-}
-
-/* 4x4 byte transpose: word i = [a_i, b_i, c_i, d_i] (byte 0 first). */
-__device__ __forceinline__ void transpose4(uint32_t a, uint32_t b, uint32_t c, uint32_t d, uint32_t w[4])
-{
-	const uint32_t t0 = __byte_perm(a, b, 0x5140), t1 = __byte_perm(a, b, 0x7362);
-	const uint32_t u0 = __byte_perm(c, d, 0x5140), u1 = __byte_perm(c, d, 0x7362);
-	w[0] = __byte_perm(t0, u0, 0x5410);
-	w[1] = __byte_perm(t0, u0, 0x7632);
-	w[2] = __byte_perm(t1, u1, 0x5410);
-	w[3] = __byte_perm(t1, u1, 0x7632);
-}
-
-/* Elements i .. i+3 (i a multiple of 4) with aligned planes and output. */
-__device__ __forceinline__ void merge_vec4(const wcc_merge_tile &t, uint32_t i)
-{
-	uint32_t w[4];
-	switch (t.kind) {
-	case 2: { /* bf16: p0 exponent, p1 sign|mant7 */
-		const uint32_t e = load4(t, 0, i), m = load4(t, 1, i);
-		const uint32_t e01 = __byte_perm(e, 0, 0x4140), e23 = __byte_perm(e, 0, 0x4342);
-		const uint32_t m01 = __byte_perm(m, 0, 0x4140), m23 = __byte_perm(m, 0, 0x4342);
-		uint2 o;
-		o.x = ((m01 & 0x00800080u) << 8) | (e01 << 7) | (m01 & 0x007f007fu);
-		o.y = ((m23 & 0x00800080u) << 8) | (e23 << 7) | (m23 & 0x007f007fu);
-		*(uint2 *)(t.out + 2u * i) = o;
-		return;
-	}
-	case 3: { /* f32: q = p1 | p2 << 8 | p3 << 16 | p0 << 24 */
-		transpose4(load4(t, 1, i), load4(t, 2, i), load4(t, 3, i), load4(t, 0, i), w);
-		uint4 o;
-		o.x = (w[0] & 0x007fffffu) | ((w[0] >> 1) & 0x7f800000u) | ((w[0] << 8) & 0x80000000u);
-		o.y = (w[1] & 0x007fffffu) | ((w[1] >> 1) & 0x7f800000u) | ((w[1] << 8) & 0x80000000u);
-		o.z = (w[2] & 0x007fffffu) | ((w[2] >> 1) & 0x7f800000u) | ((w[2] << 8) & 0x80000000u);
-		o.w = (w[3] & 0x007fffffu) | ((w[3] >> 1) & 0x7f800000u) | ((w[3] << 8) & 0x80000000u);
-		*(uint4 *)(t.out + 4u * i) = o;
-		return;
-	}
-	case 1: /* shuffle: plane k = byte w-1-k */
-		if (t.elem_size == 2) {
-			const uint32_t hi = load4(t, 0, i), lo = load4(t, 1, i);
-			uint2 o;
-			o.x = __byte_perm(lo, hi, 0x5140);
-			o.y = __byte_perm(lo, hi, 0x7362);
-			*(uint2 *)(t.out + 2u * i) = o;
-		} else if (t.elem_size == 4) {
-			transpose4(load4(t, 3, i), load4(t, 2, i), load4(t, 1, i), load4(t, 0, i), w);
-			*(uint4 *)(t.out + 4u * i) = make_uint4(w[0], w[1], w[2], w[3]);
-		} else {
-			uint32_t h[4];
-			transpose4(load4(t, 7, i), load4(t, 6, i), load4(t, 5, i), load4(t, 4, i), w);
-			transpose4(load4(t, 3, i), load4(t, 2, i), load4(t, 1, i), load4(t, 0, i), h);
-			uint4 *o = (uint4 *)(t.out + 8u * i);
-			o[0] = make_uint4(w[0], h[0], w[1], h[1]);
-			o[1] = make_uint4(w[2], h[2], w[3], h[3]);
-		}
-		return;
-	default: /* bytes */
-		*(uint32_t *)(t.out + i) = load4(t, 0, i);
-		return;
-	}
-}
-
-/* One element, any alignment. */
-__device__ __forceinline__ void merge_one(const wcc_merge_tile &t, uint32_t i)
-{
-	const unsigned w = t.elem_size;
-	uint8_t *o = t.out + (size_t)w * i;
-	switch (t.kind) {
-	case 2: {
-		const uint32_t e = load1(t, 0, i), m = load1(t, 1, i);
-		const uint32_t v = ((m & 0x80u) << 8) | (e << 7) | (m & 0x7fu);
-		o[0] = (uint8_t)v;
-		o[1] = (uint8_t)(v >> 8);
-		return;
-	}
-	case 3: {
-		const uint32_t p0 = load1(t, 0, i), p1 = load1(t, 1, i), p2 = load1(t, 2, i),
-			       p3 = load1(t, 3, i);
-		const uint32_t u = ((p3 & 0x80u) << 24) | (p0 << 23) | ((p3 & 0x7fu) << 16) | (p2 << 8) | p1;
-		o[0] = (uint8_t)u;
-		o[1] = (uint8_t)(u >> 8);
-		o[2] = (uint8_t)(u >> 16);
-		o[3] = (uint8_t)(u >> 24);
-		return;
-	}
-	case 1:
-		for (unsigned k = 0; k < w; k++)
-			o[w - 1u - k] = load1(t, k, i);
-		return;
-	default:
-		o[0] = load1(t, 0, i);
-		return;
 	}
 }
 
@@ -289,12 +332,22 @@ wcc_merge_kernel(const wcc_merge_seg *__restrict__ segs, const wcc_merge_tile *_
 
 /* ---- launchers ---------------------------------------------------------- */
 
+static int g_variant = 0;
+
+extern "C" void wcc_set_variant(int v)
+{
+	g_variant = v;
+}
+
 extern "C" int wcc_launch_rans(const wcc_rans_block *blocks, uint32_t nblocks, const wcc_chunk *chunks,
-			       const uint16_t *freqs, uint32_t *status, void *stream)
+			       const uint16_t *freqs, const wcc_merge_tile *tiles, uint32_t *status, void *stream)
 {
 	if (nblocks == 0)
 		return 0;
-	wcc_rans_kernel<<<nblocks, RANS_THREADS, 0, (cudaStream_t)stream>>>(blocks, chunks, freqs, status);
+	if (g_variant == 1)
+		wcc_rans_kernel<6><<<nblocks, RANS_THREADS, 0, (cudaStream_t)stream>>>(blocks, chunks, freqs, tiles, status);
+	else
+		wcc_rans_kernel<8><<<nblocks, RANS_THREADS, 0, (cudaStream_t)stream>>>(blocks, chunks, freqs, tiles, status);
 	return (int)cudaGetLastError();
 }
 

@@ -35,12 +35,17 @@ extern "C" {
 /* One rANS chunk: state[32], u16 words, optional u16 pad (FORMAT.md 4). */
 typedef struct wcc_chunk {
 	const uint8_t *in; /* first byte of the chunk (state[0]); 4-byte aligned */
-	uint8_t *out;      /* where symbol 0 of the chunk goes; 16-byte aligned */
+	uint8_t *out;      /* where symbol 0 of the chunk goes; 16-byte aligned. Fused:
+			    * the tensor bytes of the chunk's first element */
 	uint32_t in_bytes; /* chunk bytes: >= 128, multiple of 4 (host-checked) */
 	uint32_t nsym;     /* symbols in the chunk: 1 .. chunk_symbols */
 	uint32_t job;      /* index into the batch's status array */
-	uint32_t pad;
+	uint32_t fuse;     /* 0, or WCC_FUSE(tile, plane): the warp merges its symbols
+			    * (plane `plane` of merge tile `tile`) with the tile's other,
+			    * RAW or CONST, planes and writes tensor bytes directly */
 } wcc_chunk;
+
+#define WCC_FUSE(tile, plane) (((uint32_t)(tile) + 1u) | ((uint32_t)(plane) << 28))
 
 /* A group of up to WCC_RANS_WARPS chunks sharing frequency table `table`. */
 typedef struct wcc_rans_block {
@@ -72,9 +77,12 @@ typedef struct wcc_merge_seg {
 
 /* Launchers: return 0 or a cudaError_t value (as int). `stream` is a
  * cudaStream_t. freqs: the device array of frequency tables, 256 uint16
- * each, indexed by wcc_rans_block.table. */
+ * each, indexed by wcc_rans_block.table; tiles: the merge tiles fused
+ * chunks refer to. */
 int wcc_launch_rans(const wcc_rans_block *blocks, uint32_t nblocks, const wcc_chunk *chunks,
-		    const uint16_t *freqs, uint32_t *status, void *stream);
+		    const uint16_t *freqs, const wcc_merge_tile *tiles, uint32_t *status, void *stream);
+/* Benchmarks: 0 = the default rANS kernel (32 registers), 1 = 40 registers. */
+void wcc_set_variant(int v);
 int wcc_launch_merge(const wcc_merge_seg *segs, uint32_t nsegs, const wcc_merge_tile *tiles,
 		     void *stream);
 

@@ -292,7 +292,7 @@ static void corrupted_batch(int dev)
 		if (i % 3 == 0)
 			nbad += bad[i] = corrupt(&t[i], (unsigned)(i / 3 % 3), &rng);
 	}
-	ck_assert_int_gt(nbad, 90);
+	ck_assert_int_gt(nbad, 60); /* about 75 of the 100 candidates have a chunk to damage */
 	wc_tile_job jobs[N];
 	for (size_t i = 0; i < N; i++)
 		jobs[i] = t[i].job;
