@@ -82,6 +82,7 @@ struct wcc_ctx {
 };
 
 static int is_pinned(const void *p, size_t n);
+static void stream_copy(uint8_t *d, const uint8_t *s, size_t n);
 
 static wc_err cuda_fail(wcc_ctx *ctx, const char *what, cudaError_t e)
 {
@@ -546,7 +547,7 @@ static void copy_payload(void *arg, size_t i)
 	wcc_lane *ln = arg;
 	const lane_job *lj = &ln->jobs[i];
 	if (!lj->pin_in)
-		memcpy(ln->h_in + lj->payload_off, lj->job->payload, lj->job->payload_size);
+		stream_copy(ln->h_in + lj->payload_off, lj->job->payload, lj->job->payload_size);
 }
 
 /* Is [p, p + n) page-locked host memory the GPU can DMA to and from? */
