@@ -191,12 +191,14 @@ int main(int argc, char **argv)
 		uint8_t **dst = malloc(tiles_max * sizeof(*dst));
 		for (unsigned i = 0; i < tiles_max; i++)
 			dst[i] = d_out + (size_t)i * TILE;
-		for (int variant = 0; variant < 2; variant++) {
+		static const char *const vname[] = { "6 blocks/SM, 40 registers (default)", "8 blocks/SM, 32 registers",
+						     "5 blocks/SM, 48 registers", "4 blocks/SM, 64 registers" };
+		for (int variant = 0; variant < 4; variant++) {
 		wcc_set_variant(variant);
-		printf("\nrANS kernel variant %d (%s)\n%-8s %-10s %-14s %-14s\n", variant,
-		       variant ? "40 registers, 6 blocks/SM" : "32 registers, 8 blocks/SM, default", "tiles", "MiB",
+		printf("\nrANS kernel: %s\n%-8s %-10s %-14s %-14s\n", vname[variant], "tiles", "MiB",
 		       "kernel GB/s", "call GB/s");
-		for (unsigned k = 1; k <= tiles_max; k *= 4) {
+		/* the default over every batch size, the others at the largest */
+		for (unsigned k = variant ? tiles_max : 1; k <= tiles_max; k *= 4) {
 			double kt[5], wt[5];
 			for (int r = 0; r < 5; r++) {
 				wcc_ctx_set_timing(ctx, 1);
