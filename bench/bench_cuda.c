@@ -191,8 +191,8 @@ int main(int argc, char **argv)
 		uint8_t **dst = malloc(tiles_max * sizeof(*dst));
 		for (unsigned i = 0; i < tiles_max; i++)
 			dst[i] = d_out + (size_t)i * TILE;
-		static const char *const vname[] = { "6 blocks/SM, 40 registers (default)", "8 blocks/SM, 32 registers",
-						     "5 blocks/SM, 48 registers", "4 blocks/SM, 64 registers" };
+		static const char *const vname[] = { "launch bounds 4 blocks/SM (default)", "launch bounds 8 blocks/SM",
+						     "launch bounds 6 blocks/SM", "launch bounds 3 blocks/SM" };
 		for (int variant = 0; variant < 4; variant++) {
 		wcc_set_variant(variant);
 		printf("\nrANS kernel: %s\n%-8s %-10s %-14s %-14s\n", vname[variant], "tiles", "MiB",

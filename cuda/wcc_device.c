@@ -137,6 +137,10 @@ static wc_err lane_init(wcc_lane *ln, size_t bytes)
 	    (e = cudaMalloc((void **)&ln->d_scr, ln->cap_scr)) != cudaSuccess)
 		return wc_fail(WC_E_BACKEND, "cuda: allocating %zu MiB lane buffers: %s", bytes / MIB,
 			       cudaGetErrorString(e));
+	/* The download copies whole runs of d_out, alignment gaps between tiles
+	 * included: give them defined contents once (compute-sanitizer initcheck). */
+	if ((e = cudaMemset(ln->d_out, 0, ln->cap_out)) != cudaSuccess)
+		return wc_fail(WC_E_BACKEND, "cuda: clearing lane buffers: %s", cudaGetErrorString(e));
 	ln->jobs = calloc(LANE_MAX_JOBS, sizeof(*ln->jobs));
 	ln->cnt = calloc(TABLE_SLOTS + 1u, sizeof(*ln->cnt));
 	if (!ln->jobs || !ln->cnt)

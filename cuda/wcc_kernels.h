@@ -81,9 +81,8 @@ typedef struct wcc_merge_seg {
  * chunks refer to. */
 int wcc_launch_rans(const wcc_rans_block *blocks, uint32_t nblocks, const wcc_chunk *chunks,
 		    const uint16_t *freqs, const wcc_merge_tile *tiles, uint32_t *status, void *stream);
-/* Benchmarks: which build of the rANS kernel runs: 0 = the default (6
- * blocks/SM, 40 registers), 1 = 8 blocks/SM (32 registers), 2 = 5 blocks/SM
- * (48 registers), 3 = 4 blocks/SM (64 registers). */
+/* Benchmarks: which build of the rANS kernel runs (launch bounds of at
+ * least N blocks of 8 warps per SM): 0 = the default (4), 1 = 8, 2 = 6, 3 = 3. */
 void wcc_set_variant(int v);
 int wcc_launch_merge(const wcc_merge_seg *segs, uint32_t nsegs, const wcc_merge_tile *tiles,
 		     void *stream);
