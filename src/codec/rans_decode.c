@@ -69,38 +69,104 @@ static inline int step_checked(uint32_t *x, const wc_rans_dtab *dt, const uint8_
 /*
  * The fast path decodes a whole round without bounds checks while at least
  * 32 words remain (a round reads at most one word per lane): each lane reads
- * the next word unconditionally and advances by the renormalisation flag,
- * which compiles to cmov/adc instead of an unpredictable branch.
+ * the next word unconditionally, then keeps it and advances the cursor only
+ * if its state fell below 2^16.
  */
+#if defined(__x86_64__) && defined(__GNUC__)
+/* if (v < 2^16) { v = n; p++; } as cmp + cmov + adc: as plain C the
+ * compiler emits a branch, which mispredicts on about every other symbol
+ * (the scalar loop ran at a third of this speed). */
+#define RENORM(v, n, p)                                                       \
+	__asm__("cmpl $0x10000, %0\n\tcmovbl %2, %0\n\tadcq $0, %1"            \
+		: "+r"(v), "+r"(p)                                            \
+		: "r"(n)                                                      \
+		: "cc")
+#else
+#define RENORM(v, n, p)                                                       \
+	do {                                                                  \
+		uint32_t c_ = (v) < WC_RANS_STATE_LOW;                        \
+		(v) = c_ ? (n) : (v);                                         \
+		(p) += c_;                                                    \
+	} while (0)
+#endif
+
 #define LANE_FAST(l)                                                              \
 	do {                                                                      \
 		uint32_t v_ = x[l];                                               \
 		uint32_t e_ = tab[v_ & (WC_RANS_PROB_SCALE - 1)];                 \
 		o[l] = (uint8_t)e_;                                               \
 		v_ = ((e_ >> 8) & 0xfff) * (v_ >> WC_RANS_PROB_BITS) + (e_ >> 20); \
-		uint32_t wv_ = wc_ld16(wp);                                       \
-		int c_ = v_ < WC_RANS_STATE_LOW;                                  \
-		x[l] = c_ ? (v_ << 16) | wv_ : v_;                                \
-		wp += 2 * c_;                                                     \
+		uint32_t n_ = (v_ << 16) | wc_ld16(w + 2 * p);                    \
+		RENORM(v_, n_, p);                                                \
+		x[l] = v_;                                                        \
 	} while (0)
 
-wc_err wc_rans_decode_chunk(const uint8_t *chunk, size_t bytes, const wc_rans_dtab *dt,
-			    uint8_t *out, size_t m)
+int wc_rans_isa_limit;
+
+int wc_rans_cpu_isa(void)
 {
-	uint32_t x[WC_RANS_LANES];
-	for (unsigned l = 0; l < WC_RANS_LANES; l++) {
-		x[l] = wc_ld32(chunk + 4 * l);
-		if (x[l] < WC_RANS_STATE_LOW)
-			return wc_fail(WC_E_CORRUPT, "rANS: lane %u initial state %#x below 2^16", l, x[l]);
+	static int isa; /* 0 until known; racing first calls store the same value */
+	int v = __atomic_load_n(&isa, __ATOMIC_RELAXED);
+	if (!v) {
+		v = WC_RANS_ISA_SCALAR;
+#if defined(__x86_64__) && defined(__GNUC__)
+		__builtin_cpu_init();
+		if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt"))
+			v = WC_RANS_ISA_AVX2;
+		if (v == WC_RANS_ISA_AVX2 && __builtin_cpu_supports("avx512f"))
+			v = WC_RANS_ISA_AVX512;
+#endif
+		__atomic_store_n(&isa, v, __ATOMIC_RELAXED);
 	}
-	const uint8_t *w = chunk + 4 * WC_RANS_LANES;
-	size_t nw = (bytes - 4 * WC_RANS_LANES) / 2; /* word slots, pad included */
-	const uint32_t *tab = dt->entry;
-	size_t full = m / WC_RANS_LANES;
-	size_t r = 0;
-	const uint8_t *wp = w;
-	for (; r < full && nw - (size_t)(wp - w) / 2 >= WC_RANS_LANES; r++) {
-		uint8_t *o = out + r * WC_RANS_LANES;
+	return v;
+}
+
+int wc_rans_isa(void)
+{
+	int v = wc_rans_cpu_isa(), lim = __atomic_load_n(&wc_rans_isa_limit, __ATOMIC_RELAXED);
+	return lim > 0 && lim < v ? lim : v;
+}
+
+const char *wc_rans_isa_name(int isa)
+{
+	switch (isa) {
+	case WC_RANS_ISA_AVX2: return "avx2";
+	case WC_RANS_ISA_AVX512: return "avx512";
+	default: return "scalar";
+	}
+}
+
+wc_err wc_rans_lanes_init(wc_rans_lanes *c, const wc_rans_body *b, size_t k, uint32_t chunk_symbols,
+			 size_t nsym)
+{
+	uint32_t s0 = wc_rans_chunk_start(b, k), s1 = wc_rans_chunk_end(b, k);
+	const uint8_t *chunk = b->data + s0;
+	size_t first = k * (size_t)chunk_symbols;
+	for (unsigned l = 0; l < WC_RANS_LANES; l++) {
+		c->x[l] = wc_ld32(chunk + 4 * l);
+		if (c->x[l] < WC_RANS_STATE_LOW)
+			return wc_fail(WC_E_CORRUPT, "rANS: chunk %zu lane %u initial state %#x below 2^16", k,
+				       l, c->x[l]);
+	}
+	c->w = chunk + 4 * WC_RANS_LANES;
+	c->nw = (s1 - s0 - 4 * WC_RANS_LANES) / 2; /* word slots, pad included */
+	c->p = 0;
+	c->m = nsym - first < chunk_symbols ? nsym - first : chunk_symbols;
+	c->r = 0;
+	c->out = NULL;
+	c->rbase = 0;
+	c->k = k;
+	return WC_OK;
+}
+
+/* Scalar full rounds up to rend while 32 words remain. */
+static void rounds_scalar(wc_rans_lanes *c, const uint32_t *tab, size_t rend)
+{
+	uint32_t *x = c->x;
+	const uint8_t *w = c->w;
+	size_t p = c->p, r = c->r, nw = c->nw;
+	for (; r < rend && nw - p >= WC_RANS_LANES; r++) {
+		uint8_t *o = c->out + (r - c->rbase) * WC_RANS_LANES;
 		LANE_FAST(0);  LANE_FAST(1);  LANE_FAST(2);  LANE_FAST(3);
 		LANE_FAST(4);  LANE_FAST(5);  LANE_FAST(6);  LANE_FAST(7);
 		LANE_FAST(8);  LANE_FAST(9);  LANE_FAST(10); LANE_FAST(11);
@@ -110,17 +176,43 @@ wc_err wc_rans_decode_chunk(const uint8_t *chunk, size_t bytes, const wc_rans_dt
 		LANE_FAST(24); LANE_FAST(25); LANE_FAST(26); LANE_FAST(27);
 		LANE_FAST(28); LANE_FAST(29); LANE_FAST(30); LANE_FAST(31);
 	}
-	size_t p = (size_t)(wp - w) / 2;
-	for (size_t j = r * WC_RANS_LANES; j < m; j++) {
-		if (step_checked(&x[j % WC_RANS_LANES], dt, w, &p, nw, out + j))
-			return wc_fail(WC_E_CORRUPT, "rANS: symbol %zu reads past the chunk's %zu words", j, nw);
+	c->p = p;
+	c->r = r;
+}
+
+/* Fast rounds (SIMD, then scalar) while words allow, then bounds-checked
+ * steps (the partial last round too). */
+wc_err wc_rans_lanes_decode(wc_rans_lanes *c, const wc_rans_dtab *dt, size_t rend)
+{
+	size_t full = c->m / WC_RANS_LANES;
+	size_t fend = rend < full ? rend : full;
+	switch (wc_rans_isa()) {
+	case WC_RANS_ISA_AVX512: wc_rans_rounds_avx512(c, dt->entry, fend); break;
+	case WC_RANS_ISA_AVX2: wc_rans_rounds_avx2(c, dt->entry, fend); break;
+	default: break;
 	}
+	rounds_scalar(c, dt->entry, fend);
+	size_t jend = rend * WC_RANS_LANES < c->m ? rend * WC_RANS_LANES : c->m;
+	for (size_t j = c->r * WC_RANS_LANES; j < jend; j++) {
+		if (step_checked(&c->x[j % WC_RANS_LANES], dt, c->w, &c->p, c->nw,
+				 c->out + (j - c->rbase * WC_RANS_LANES)))
+			return wc_fail(WC_E_CORRUPT, "rANS: chunk %zu symbol %zu reads past its %zu words",
+				       c->k, j, c->nw);
+	}
+	c->r = rend;
+	return WC_OK;
+}
+
+wc_err wc_rans_lanes_end(const wc_rans_lanes *c)
+{
 	for (unsigned l = 0; l < WC_RANS_LANES; l++)
-		if (x[l] != WC_RANS_STATE_LOW)
-			return wc_fail(WC_E_CORRUPT, "rANS: lane %u final state %#x != 2^16", l, x[l]);
+		if (c->x[l] != WC_RANS_STATE_LOW)
+			return wc_fail(WC_E_CORRUPT, "rANS: chunk %zu lane %u final state %#x != 2^16", c->k, l,
+				       c->x[l]);
 	/* All words consumed, except one zero pad word after an odd count. */
-	if (p != nw && !(p + 1 == nw && (p & 1) && wc_ld16(w + 2 * p) == 0))
-		return wc_fail(WC_E_CORRUPT, "rANS: %zu of %zu word slots consumed", p, nw);
+	size_t p = c->p, nw = c->nw;
+	if (p != nw && !(p + 1 == nw && (p & 1) && wc_ld16(c->w + 2 * p) == 0))
+		return wc_fail(WC_E_CORRUPT, "rANS: chunk %zu: %zu of %zu word slots consumed", c->k, p, nw);
 	return WC_OK;
 }
 
@@ -132,12 +224,13 @@ wc_err wc_rans_decode(const uint8_t *in, size_t in_len, const wc_rans_dtab *dt,
 	if (e != WC_OK)
 		return e;
 	for (size_t k = 0; k < b.nchunks; k++) {
-		uint32_t s0 = wc_rans_chunk_start(&b, k), s1 = wc_rans_chunk_end(&b, k);
-		size_t first = k * (size_t)chunk_symbols;
-		size_t m = nsym - first < chunk_symbols ? nsym - first : chunk_symbols;
-		e = wc_rans_decode_chunk(b.data + s0, s1 - s0, dt, out + first, m);
-		if (e != WC_OK)
-			return wc_fail_context(e, "chunk %zu", k);
+		wc_rans_lanes c;
+		if ((e = wc_rans_lanes_init(&c, &b, k, chunk_symbols, nsym)) != WC_OK)
+			return e;
+		c.out = out + k * (size_t)chunk_symbols;
+		if ((e = wc_rans_lanes_decode(&c, dt, (c.m + WC_RANS_LANES - 1) / WC_RANS_LANES)) != WC_OK ||
+		    (e = wc_rans_lanes_end(&c)) != WC_OK)
+			return e;
 	}
 	return WC_OK;
 }
