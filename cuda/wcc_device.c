@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -757,6 +758,7 @@ static void finish_job(void *arg, size_t i)
 		}
 	}
 	job->status = WC_OK;
+	job->detail[0] = '\0';
 }
 
 /* Decode job on the CPU into host memory; for a device target copy it up. */
@@ -768,7 +770,7 @@ static void cpu_decode(wcc_ctx *ctx, wc_tile_job *job, uint8_t *dev_out, wc_err 
 	}
 	uint8_t *tmp = malloc(job->out_size ? job->out_size : 1);
 	if (!tmp) {
-		job->status = wc_fail(WC_E_NOMEM, "cuda: CPU fallback buffer");
+		wc_job_fail(job, WC_E_NOMEM, "cuda: CPU fallback buffer of %u bytes", job->out_size);
 		return;
 	}
 	uint8_t *saved = job->out;
@@ -909,7 +911,7 @@ static void cpu_one(void *arg, size_t i)
 	uint8_t *saved = job->out;
 	cl->tmp[i] = malloc(job->out_size ? job->out_size : 1);
 	if (!cl->tmp[i]) {
-		job->status = wc_fail(WC_E_NOMEM, "cuda: CPU fallback buffer");
+		wc_job_fail(job, WC_E_NOMEM, "cuda: CPU fallback buffer of %u bytes", job->out_size);
 		return;
 	}
 	job->out = cl->tmp[i];
@@ -921,7 +923,7 @@ wc_err wcc_decode(wcc_ctx *ctx, wc_tile_job *jobs, size_t n, uint8_t *const *dev
 {
 	if (ctx->dead) {
 		for (size_t i = 0; i < n; i++)
-			jobs[i].status = WC_E_BACKEND;
+			wc_job_fail(&jobs[i], WC_E_BACKEND, "cuda: GPU %d disabled after an earlier fault", ctx->gpu);
 		return wc_fail(WC_E_BACKEND, "cuda: GPU %d disabled after an earlier fault", ctx->gpu);
 	}
 	int prev = 0;
@@ -944,6 +946,7 @@ wc_err wcc_decode(wcc_ctx *ctx, wc_tile_job *jobs, size_t n, uint8_t *const *dev
 		wc_tile_job *job = &jobs[i];
 		uint8_t *dout = dev_out ? dev_out[i] : NULL;
 		job->status = WC_E_BACKEND;
+		job->detail[0] = '\0';
 		if (!plan_job(ctx, job, dout, &pl)) {
 			cpu_idx[ncpu++] = i;
 			continue;
@@ -999,9 +1002,12 @@ wc_err wcc_decode(wcc_ctx *ctx, wc_tile_job *jobs, size_t n, uint8_t *const *dev
 	free(cpu_idx);
 	cudaSetDevice(prev);
 	if (cl.err != WC_OK) {
+		const wc_err e = cl.err == WC_E_NOMEM ? WC_E_NOMEM : WC_E_BACKEND;
+		char why[256];
+		snprintf(why, sizeof why, "%s", wc_last_detail());
 		for (size_t i = 0; i < n; i++)
-			jobs[i].status = cl.err == WC_E_NOMEM ? WC_E_NOMEM : WC_E_BACKEND;
-		return cl.err == WC_E_NOMEM ? cl.err : WC_E_BACKEND;
+			wc_job_fail(&jobs[i], e, "%s", why);
+		return wc_fail(e, "%s", why);
 	}
 	return WC_OK;
 }
