@@ -79,6 +79,7 @@ struct wcc_ctx {
 	int timing;       /* record kernel times (benchmarks) */
 	double kernel_ms; /* sum over completed lanes while timing */
 	int dead;
+	int fault_inject; /* tests: WCODEC_CUDA_FAULT_INJECT=1 makes every batch fault */
 	wcc_pool *pool;
 };
 
@@ -174,6 +175,8 @@ wc_err wcc_ctx_create(const wcc_ctx_opts *opts, wcc_ctx **out)
 		return wc_fail(WC_E_NOMEM, "cuda: context");
 	}
 	ctx->gpu = opts->gpu;
+	const char *fi = getenv("WCODEC_CUDA_FAULT_INJECT");
+	ctx->fault_inject = fi && *fi == '1';
 	ctx->nlanes = opts->lanes ? opts->lanes : 3u;
 	pthread_mutex_init(&ctx->mu, NULL);
 	pthread_cond_init(&ctx->lane_free, NULL);
@@ -660,6 +663,8 @@ static wc_err lane_submit(wcc_ctx *ctx, wcc_lane *ln)
 		if (end > start)
 			start = end;
 	}
+	if (ctx->fault_inject && ln->nchunks)
+		hc[0].in = (const uint8_t *)(uintptr_t)64; /* an illegal address: the kernel faults */
 	memcpy(ln->h_in + tiles_off, ln->tiles, sizeof(wcc_merge_tile) * ln->ntiles);
 	memcpy(ln->h_in + segs_off, ln->segs, sizeof(wcc_merge_seg) * ln->nsegs);
 	wcc_pool_for(ctx->pool, ln->njobs, copy_payload, ln);
