@@ -1,10 +1,10 @@
 /* bench_cuda.c - GPU decode throughput (docs/BENCHMARKS-GPU.md).
  *
- *   bench_cuda [--tiles-max N] [--gpu G]
+ *   bench_cuda [--tiles-max N] [--gpu G] [--chunk SYMBOLS]
  *
  * Data: BF16 weights drawn from N(0, 0.02) (as trained transformer weights
  * look), cut into 1 MiB tiles, encoded by the CPU encoder with one
- * frequency table per plane and 16384-symbol chunks: the exponent plane is
+ * frequency table per plane and 16384-symbol chunks (--chunk): the exponent plane is
  * rANS-coded, the sign|mantissa plane is stored RAW (it is near 8 bits of
  * entropy). 64 distinct tiles, repeated to make larger batches (each copy
  * is uploaded to its own device address, so no cache sees a repeat).
@@ -39,7 +39,6 @@
 
 #define TILE (1u << 20)
 #define DISTINCT 64u
-#define CHUNK 16384u
 
 static double now(void)
 {
@@ -94,13 +93,17 @@ static double median(double *v, int n)
 int main(int argc, char **argv)
 {
 	unsigned tiles_max = 2048;
+	uint32_t chunk_syms = 16384;
 	int gpu = 0;
 	static const struct option lo[] = { { "tiles-max", required_argument, 0, 't' },
-					    { "gpu", required_argument, 0, 'g' }, { 0, 0, 0, 0 } };
+					    { "gpu", required_argument, 0, 'g' },
+					    { "chunk", required_argument, 0, 'c' }, { 0, 0, 0, 0 } };
 	int c;
-	while ((c = getopt_long(argc, argv, "t:g:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:g:c:", lo, NULL)) != -1) {
 		if (c == 't')
 			tiles_max = (unsigned)atoi(optarg);
+		else if (c == 'c')
+			chunk_syms = (uint32_t)atoi(optarg);
 		else if (c == 'g')
 			gpu = atoi(optarg);
 		else
@@ -145,9 +148,9 @@ int main(int argc, char **argv)
 	uint64_t dhash[DISTINCT];
 	double t0 = now();
 	for (unsigned i = 0; i < DISTINCT; i++) {
-		size_t cap = wc_tile_encode_bound(l, TILE, CHUNK);
+		size_t cap = wc_tile_encode_bound(l, TILE, chunk_syms);
 		payload[i] = malloc(cap);
-		if (wc_tile_encode(l, data + (size_t)i * TILE, TILE, plan, CHUNK, payload[i], cap, &plen[i], NULL)) {
+		if (wc_tile_encode(l, data + (size_t)i * TILE, TILE, plan, chunk_syms, payload[i], cap, &plen[i], NULL)) {
 			fprintf(stderr, "encode: %s\n", wc_last_detail());
 			return 1;
 		}
@@ -155,13 +158,13 @@ int main(int argc, char **argv)
 		total_c += plen[i];
 	}
 	double enc_s = now() - t0;
-	printf("data: %u distinct 1 MiB BF16 tiles, N(0,0.02); ratio %.3f (payload/decoded); CPU encode %.2f GB/s\n",
-	       DISTINCT, (double)total_c / ((double)DISTINCT * TILE), DISTINCT * (double)TILE / enc_s / 1e9);
+	printf("data: %u distinct 1 MiB BF16 tiles, N(0,0.02), %u-symbol chunks; ratio %.3f (payload/decoded); "
+	       "CPU encode %.2f GB/s\n", DISTINCT, chunk_syms, (double)total_c / ((double)DISTINCT * TILE), DISTINCT * (double)TILE / enc_s / 1e9);
 	{
 		uint8_t *o = malloc(TILE);
 		t0 = now();
 		for (unsigned i = 0; i < DISTINCT; i++)
-			wc_tile_decode(l, payload[i], plen[i], tabs, 2, CHUNK, o, TILE);
+			wc_tile_decode(l, payload[i], plen[i], tabs, 2, chunk_syms, o, TILE);
 		printf("CPU reference decode (1 thread): %.2f GB/s\n", DISTINCT * (double)TILE / (now() - t0) / 1e9);
 		free(o);
 	}
@@ -171,7 +174,7 @@ int main(int argc, char **argv)
 	memset(host_out, 0, (size_t)tiles_max * TILE); /* fault the pages in */
 	for (unsigned i = 0; i < tiles_max; i++) {
 		unsigned d = i % DISTINCT;
-		jobs[i] = (wc_tile_job){ .kind = WC_JOB_PLANES, .layout = l, .chunk_symbols = CHUNK,
+		jobs[i] = (wc_tile_job){ .kind = WC_JOB_PLANES, .layout = l, .chunk_symbols = chunk_syms,
 					 .payload = payload[d], .payload_size = (uint32_t)plen[d],
 					 .tables = tabs, .ntables = 2, .table_key = 1,
 					 .out = host_out + (size_t)i * TILE, .out_size = TILE, .dhash = dhash[d] };
