@@ -1,1 +1,15 @@
-# src/fuse: owned by that component; appends to the variables in Makefile.am.
+# src/fuse: the wcodecfs daemon (libfuse3 low-level API). Owned by the fuse
+# component. Providers of other components append to wcodecfs_SOURCES in
+# their own fragment (see src/fuse/provider.h).
+bin_PROGRAMS += wcodecfs
+wcodecfs_SOURCES = \
+	src/fuse/main.c \
+	src/fuse/options.c src/fuse/options.h \
+	src/fuse/daemon.c src/fuse/daemon.h \
+	src/fuse/inode.c src/fuse/inode.h \
+	src/fuse/vtree.c src/fuse/vtree.h \
+	src/fuse/readahead.c src/fuse/readahead.h \
+	src/fuse/ops.c src/fuse/ops.h \
+	src/fuse/provider.h src/fuse/providers.c src/fuse/provider_wcodec.c
+wcodecfs_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS) $(XXHASH_CFLAGS)
+wcodecfs_LDADD = libwcodec.la $(FUSE_LIBS) $(XXHASH_LIBS)
