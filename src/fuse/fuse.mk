@@ -13,3 +13,7 @@ wcodecfs_SOURCES = \
 	src/fuse/provider.h src/fuse/providers.c src/fuse/provider_wcodec.c
 wcodecfs_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS) $(XXHASH_CFLAGS)
 wcodecfs_LDADD = libwcodec.la $(FUSE_LIBS) $(XXHASH_LIBS)
+
+# Mount tests (need /dev/fuse and fusermount3; they skip otherwise).
+TESTS += tests/mount_passthrough.sh tests/mount_lifecycle.sh
+EXTRA_DIST += tests/mount_lib.sh tests/mount_passthrough.sh tests/mount_lifecycle.sh

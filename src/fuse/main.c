@@ -144,10 +144,10 @@ int main(int argc, char **argv)
 		wcfs_daemon_fail(rc, "cannot mount on '%s' (see the message above)", o.mountpoint);
 		goto out_signals;
 	}
+	wcfs_daemon_ready(); /* detached: the log goes to syslog from here on */
 	wc_log(WC_LOG_INFO, "mounted %s on %s: backend %s, cache %llu MiB, %u decode threads, "
 	       "readahead %u tiles", o.source, o.mountpoint, fs.backend->ops->name,
 	       (unsigned long long)(o.cache_size >> 20), o.threads, o.readahead);
-	wcfs_daemon_ready();
 
 	int loop;
 	if (o.singlethread) {

@@ -212,7 +212,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	h->node = n;
 	h->fd = -1;
 	if (!n->vn) {
-		h->fd = wcfs_vtree_open_source(n, O_RDONLY | O_NOFOLLOW);
+		h->fd = wcfs_vtree_open_source(n, O_RDONLY);
 		if (h->fd < 0) {
 			int err = -h->fd;
 			free(h);

@@ -75,9 +75,11 @@ static const struct fuse_opt opt_spec[] = {
 	FUSE_OPT_END
 };
 
+/* fuse_opt_parse stores -o values at offsets of its data pointer: raw
+ * comes first so the offsets in opt_spec hold for a parse_state. */
 struct parse_state {
+	struct raw_opts raw;
 	wcfs_options *o;
-	struct raw_opts *raw;
 	int nonopts;
 	char *nonopt[2];
 	int bad;
@@ -209,18 +211,18 @@ int wcfs_options_parse(int argc, char **argv, wcfs_options *o)
 	o->timeout = 1.0;
 	o->log_level = WC_LOG_INFO;
 
-	struct raw_opts raw = { 0 };
-	struct parse_state st = { .o = o, .raw = &raw };
+	struct parse_state st = { .o = o };
+	struct raw_opts *const r = &st.raw;
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	int rc = WCFS_EXIT_USAGE;
-	if (fuse_opt_parse(&args, &raw, opt_spec, opt_proc) != 0 || st.bad)
+	if (fuse_opt_parse(&args, &st, opt_spec, opt_proc) != 0 || st.bad)
 		goto out;
-	o->rw = raw.rw;
+	o->rw = r->rw;
 	if (o->show_help || o->show_version) {
 		rc = WCFS_EXIT_OK;
 		goto out;
 	}
-	if (check_values(o, &raw) != 0)
+	if (check_values(o, r) != 0)
 		goto out;
 	if (o->debug) {
 		o->foreground = 1;
@@ -280,14 +282,14 @@ out:
 	fuse_opt_free_args(&args);
 	free(st.nonopt[0]);
 	free(st.nonopt[1]);
-	free(raw.cache_size);
-	free(raw.threads);
-	free(raw.backend);
-	free(raw.gpu);
-	free(raw.gpu_memory);
-	free(raw.readahead);
-	free(raw.timeout);
-	free(raw.log_level);
+	free(r->cache_size);
+	free(r->threads);
+	free(r->backend);
+	free(r->gpu);
+	free(r->gpu_memory);
+	free(r->readahead);
+	free(r->timeout);
+	free(r->log_level);
 	return rc;
 }
 
