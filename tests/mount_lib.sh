@@ -83,3 +83,22 @@ wait_gone() {
 }
 
 sha() { sha256sum < "$1" | cut -d' ' -f1; }
+
+# pack IN OUT [TILE_BYTES]: IN.safetensors -> OUT.wcodec with the wcodec CLI.
+pack() {
+	: "${WCODEC:?WCODEC must name the built wcodec}"
+	if [ $# -ge 3 ]; then
+		"$WCODEC" pack --tile-size "$3" "$1" "$2" >/dev/null || fail "wcodec pack $1 failed"
+	else
+		"$WCODEC" pack "$1" "$2" >/dev/null || fail "wcodec pack $1 failed"
+	fi
+}
+
+# gen OUT ARGS...: a deterministic safetensors file (tests/gen_safetensors.py).
+gen() {
+	out=$1
+	shift
+	"$PYTHON3" "$top_srcdir/tests/gen_safetensors.py" "$out" "$@" || fail "gen_safetensors $*"
+}
+
+check() { "$PYTHON3" "$top_srcdir/tests/mount_check.py" "$@"; }
