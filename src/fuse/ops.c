@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 typedef struct wcfs_handle {
@@ -287,6 +288,35 @@ static void prefetch_after(wcfs_fs *fs, const wcfs_vnode *vn, uint64_t from, uin
 
 #define STACK_SEGS 32
 
+/* Send the n buffers of bv as one reply. Memory only (prefix bytes, tile
+ * bytes): fuse_reply_iov writes them with one writev straight from the tile
+ * buffers (libfuse's fuse_reply_data would first copy several memory
+ * buffers into one). With a descriptor among them: fuse_reply_data. */
+static void reply_segments(fuse_req_t req, struct fuse_bufvec *bv, size_t n)
+{
+	size_t i;
+	for (i = 0; i < n; i++)
+		if (bv->buf[i].flags & FUSE_BUF_IS_FD)
+			break;
+	if (i == n) {
+		struct iovec stack_iov[STACK_SEGS] = { { 0 } }, *iov = stack_iov;
+		if (n > STACK_SEGS && !(iov = malloc(n * sizeof *iov))) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		for (i = 0; i < n; i++)
+			iov[i] = (struct iovec){ .iov_base = bv->buf[i].mem, .iov_len = bv->buf[i].size };
+		fuse_reply_iov(req, iov, (int)n);
+		if (iov != stack_iov)
+			free(iov);
+		return;
+	}
+	bv->count = n;
+	bv->idx = 0;
+	bv->off = 0;
+	fuse_reply_data(req, bv, FUSE_BUF_NO_SPLICE);
+}
+
 static void read_virtual(fuse_req_t req, wcfs_fs *fs, wcfs_node *n, size_t size, off_t off_)
 {
 	const wcfs_vnode *vn = n->vn;
@@ -417,10 +447,7 @@ static void read_virtual(fuse_req_t req, wcfs_fs *fs, wcfs_node *n, size_t size,
 	if (err) {
 		fuse_reply_err(req, err);
 	} else {
-		bv->count = nbuf;
-		bv->idx = 0;
-		bv->off = 0;
-		fuse_reply_data(req, bv, 0);
+		reply_segments(req, bv, nbuf);
 	}
 	/* The reply has been written to /dev/fuse: the tile bytes may go. */
 	for (size_t i = 0; i < nref; i++)

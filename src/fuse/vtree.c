@@ -52,8 +52,19 @@ static int node_for_entry(wcfs_vtree *vt, int dirfd, const char *name, const str
 	wcfs_vnode *vn = NULL;
 	mode_t type = st->st_mode & S_IFMT;
 	if (prov) {
-		char path[64];
-		fd_path(fd, path, sizeof path);
+		/* The provider opens the file by a path: its real one (for
+		 * readable messages) if the descriptor still names it. */
+		char path[PATH_MAX], link[64];
+		fd_path(fd, link, sizeof link);
+		ssize_t k = readlink(link, path, sizeof path - 1);
+		struct stat st3;
+		if (k > 0 && path[0] == '/') {
+			path[k] = '\0';
+			if (stat(path, &st3) != 0 || st3.st_ino != st->st_ino || st3.st_dev != st->st_dev)
+				strcpy(path, link);
+		} else {
+			strcpy(path, link);
+		}
 		wc_clear_detail();
 		wc_err e = prov->open(&vt->pctx, path, &vn);
 		if (e != WC_OK) {
