@@ -39,7 +39,7 @@ daemon_pids() {
 		[ -r "$d/cmdline" ] || continue
 		cmd=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null) || continue
 		case $cmd in
-		*wcodecfs\ "$TMP"/*) echo "${d#/proc/}" ;;
+		*wcodecfs*\ "$TMP"/*) echo "${d#/proc/}" ;;
 		esac
 	done
 }
