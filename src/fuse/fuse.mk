@@ -21,3 +21,11 @@ EXTRA_DIST += tests/mount_lib.sh tests/mount_passthrough.sh tests/mount_lifecycl
 dist_man_MANS += docs/wcodecfs.1
 EXTRA_DIST += tests/mount_check.py tests/mount_wcodec.sh tests/mount_concurrent.sh \
 	tests/mount_corrupt.sh
+
+# Unit tests of the parts that need no mount.
+check_PROGRAMS += tests/test_fuse_parts
+TESTS += tests/test_fuse_parts
+tests_test_fuse_parts_SOURCES = tests/test_fuse_parts.c src/fuse/options.c src/fuse/readahead.c \
+	src/fuse/inode.c
+tests_test_fuse_parts_CFLAGS = $(TEST_CFLAGS) $(FUSE_CFLAGS)
+tests_test_fuse_parts_LDADD = $(TEST_LIBS) $(FUSE_LIBS)
