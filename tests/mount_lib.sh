@@ -88,9 +88,9 @@ sha() { sha256sum < "$1" | cut -d' ' -f1; }
 pack() {
 	: "${WCODEC:?WCODEC must name the built wcodec}"
 	if [ $# -ge 3 ]; then
-		"$WCODEC" pack --tile-size "$3" "$1" "$2" >/dev/null || fail "wcodec pack $1 failed"
+		"$WCODEC" pack -q --tile-size "$3" "$1" "$2" >/dev/null || fail "wcodec pack $1 failed"
 	else
-		"$WCODEC" pack "$1" "$2" >/dev/null || fail "wcodec pack $1 failed"
+		"$WCODEC" pack -q "$1" "$2" >/dev/null || fail "wcodec pack $1 failed"
 	fi
 }
 
