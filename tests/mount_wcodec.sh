@@ -79,4 +79,17 @@ for shard in sorted(set(idx["weight_map"].values())):
 PY
 
 unmount_fs "$M"
+
+# SOURCE may be its own mount point (the directory shows itself decoded):
+# the daemon must never walk a path through its own mount, or it deadlocks.
+echo junk > "$S/broken.wcodec"
+mount_fs "$S" "$S"
+timeout 20 sh -c "ls -l '$S' > '$TMP/self.ls' 2>&1"
+[ $? -eq 124 ] && fail "ls of a self-mount hung"
+grep -q "bf16.safetensors" "$TMP/self.ls" || fail "self-mount listing: $(cat "$TMP/self.ls")"
+[ "$(timeout 20 sha256sum < "$S/f16.safetensors" | cut -d' ' -f1)" = "$(sha "$O/f16.safetensors")" ] ||
+	fail "self-mount: f16 differs"
+timeout 20 cat "$S/broken.safetensors" > /dev/null 2>&1 && fail "a broken container opened"
+[ $? -eq 124 ] && fail "a broken container hung the self-mount"
+unmount_fs "$S"
 echo "PASS"
