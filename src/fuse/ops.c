@@ -369,6 +369,17 @@ static void read_virtual(fuse_req_t req, wcfs_fs *fs, wcfs_node *n, size_t size,
 	wcfs_span sp = { 0 };
 	uint32_t bad_tile = 0;
 
+	/* A request over several tiles (a 1 MiB read across a tile boundary, a
+	 * page-cache readahead): queue the later tiles before waiting for the
+	 * first, so they decode side by side rather than one after another. */
+	{
+		wcfs_span a, z;
+		if (vn->ops->locate(vn, off, &a) == WC_OK && vn->ops->locate(vn, end - 1, &z) == WC_OK &&
+		    a.kind == WCFS_SPAN_TILE && z.kind == WCFS_SPAN_TILE && a.src == z.src &&
+		    z.tile > a.tile)
+			wc_cache_prefetch(fs->cache, a.src, a.tile + 1, z.tile - a.tile);
+	}
+
 	for (uint64_t pos = off; pos < end;) {
 		wc_clear_detail();
 		werr = vn->ops->locate(vn, pos, &sp);
