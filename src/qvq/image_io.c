@@ -2,10 +2,10 @@
 #include "qvq/image_io.h"
 
 #include <errno.h>
+#include <stdio.h> /* before jpeglib.h, which uses FILE */
 #include <jpeglib.h>
 #include <png.h>
 #include <setjmp.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
