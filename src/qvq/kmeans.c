@@ -406,8 +406,11 @@ wc_err wc_kmeans_train(const uint8_t *points, uint64_t n, const wc_kmeans_opts *
 	}
 	seedpts = malloc(sn * dim);
 	if (!seedpts) { e = wc_fail(WC_E_NOMEM, "k-means: no memory"); goto out; }
-	for (uint64_t i = 0; i < sn; i++)
-		memcpy(seedpts + i * dim, tp + rng_below(&rng, tn) * dim, dim);
+	if (sn == tn) /* the whole training set: every distinct vector can be a centre */
+		memcpy(seedpts, tp, tn * dim);
+	else
+		for (uint64_t i = 0; i < sn; i++)
+			memcpy(seedpts + i * dim, tp + rng_below(&rng, tn) * dim, dim);
 	uint32_t got = 0;
 	if ((e = seed_kmeanspp(seedpts, sn, dim, k, &rng, codebook, &got, o)))
 		goto out;

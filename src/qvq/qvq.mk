@@ -23,3 +23,9 @@ noinst_HEADERS += \
 	src/qvq/qvq_pack.h \
 	src/qvq/qvq_parallel.h \
 	src/qvq/qvq_writer.h
+
+check_PROGRAMS += tests/test_qvq
+TESTS += tests/test_qvq
+tests_test_qvq_SOURCES = tests/test_qvq.c
+tests_test_qvq_CFLAGS = $(TEST_CFLAGS)
+tests_test_qvq_LDADD = $(TEST_LIBS)
