@@ -29,3 +29,6 @@ TESTS += tests/test_qvq
 tests_test_qvq_SOURCES = tests/test_qvq.c
 tests_test_qvq_CFLAGS = $(TEST_CFLAGS)
 tests_test_qvq_LDADD = $(TEST_LIBS)
+
+# The .qvq provider of the wcodecfs daemon (src/fuse/provider.h).
+wcodecfs_SOURCES += src/qvq/provider_qvq.c

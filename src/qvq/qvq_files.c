@@ -125,8 +125,7 @@ static wc_err copy_tiles(const wc_qvq *q, uint32_t t, uint64_t off, uint8_t *buf
 	return WC_OK;
 }
 
-/* The tile holding byte voff of the tile concatenation (voff < total). */
-static uint32_t find_tile(const wc_qvq *q, uint64_t voff)
+uint32_t wc_qvq_find_tile(const wc_qvq *q, uint64_t voff)
 {
 	uint32_t lo = 0, hi = q->h.ntiles; /* invariant: tiles[lo].voff <= voff */
 	while (hi - lo > 1) {
@@ -139,50 +138,56 @@ static uint32_t find_tile(const wc_qvq *q, uint64_t voff)
 	return lo;
 }
 
+wc_err wc_qvq_file_layout_of(const wc_qvq *q, uint32_t f, char ppm_buf[64],
+			     wc_qvq_file_layout *out)
+{
+	memset(out, 0, sizeof *out);
+	if (f < q->h.nimages) {
+		const wc_qvq_image *im = &q->images[f];
+		out->prefix_len = (uint32_t)ppm_header(im, ppm_buf);
+		out->prefix = (const uint8_t *)ppm_buf;
+		out->data_voff = q->tiles[im->tile].voff + im->tile_off;
+		out->data_len = (uint64_t)im->width * im->height * 3;
+		return WC_OK;
+	}
+	switch (extra_kind(q, f)) {
+	case 0:
+		out->prefix = (const uint8_t *)q->npy_header;
+		out->prefix_len = q->npy_header_len;
+		out->data_voff = 0;
+		out->data_len = q->tiles[q->h.ntiles - 1].voff + q->tiles[q->h.ntiles - 1].dsize;
+		return WC_OK;
+	case 1:
+		out->prefix = (const uint8_t *)q->labels_txt;
+		out->prefix_len = (uint32_t)q->labels_len;
+		return WC_OK;
+	default:
+		return wc_fail(WC_E_NOTFOUND, "qvq: no file %u", f);
+	}
+}
+
 wc_err wc_qvq_file_read(const wc_qvq *q, uint32_t f, uint8_t *buf, size_t len, uint64_t off,
 			const wc_qvq_tile_getter *getter, size_t *nread)
 {
 	*nread = 0;
-	if (f >= wc_qvq_nfiles(q))
-		return wc_fail(WC_E_NOTFOUND, "qvq: no file %u", f);
-	uint64_t size = wc_qvq_file_size(q, f);
+	char ppm[64];
+	wc_qvq_file_layout lay;
+	wc_err e = wc_qvq_file_layout_of(q, f, ppm, &lay);
+	if (e)
+		return e;
+	uint64_t size = lay.prefix_len + lay.data_len;
 	if (off >= size)
 		return WC_OK;
 	if (len > size - off)
 		len = (size_t)(size - off);
 	size_t done = 0;
-	const uint8_t *head;
-	uint64_t hlen;
-	char ppm[64];
-	int kind = extra_kind(q, f);
-	if (kind == 1) {
-		memcpy(buf, q->labels_txt + off, len);
-		*nread = len;
-		return WC_OK;
-	}
-	if (kind == 0) {
-		head = (const uint8_t *)q->npy_header;
-		hlen = q->npy_header_len;
-	} else {
-		hlen = (uint64_t)ppm_header(&q->images[f], ppm);
-		head = (const uint8_t *)ppm;
-	}
-	if (off < hlen) {
-		size_t n = hlen - off < len ? (size_t)(hlen - off) : len;
-		memcpy(buf, head + off, n);
-		done = n;
+	if (off < lay.prefix_len) {
+		done = lay.prefix_len - off < len ? (size_t)(lay.prefix_len - off) : len;
+		memcpy(buf, lay.prefix + off, done);
 	}
 	if (done < len) {
-		uint64_t d = off + done - hlen; /* offset in the pixel data */
-		wc_err e;
-		if (kind == 0) {
-			e = copy_tiles(q, find_tile(q, d), d, buf + done, len - done, getter);
-		} else {
-			const wc_qvq_image *im = &q->images[f];
-			uint64_t voff = q->tiles[im->tile].voff + im->tile_off + d;
-			e = copy_tiles(q, im->tile, voff, buf + done, len - done, getter);
-		}
-		if (e)
+		uint64_t d = lay.data_voff + (off + done - lay.prefix_len);
+		if ((e = copy_tiles(q, wc_qvq_find_tile(q, d), d, buf + done, len - done, getter)))
 			return e;
 	}
 	*nread = len;

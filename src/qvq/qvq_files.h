@@ -41,6 +41,25 @@ uint64_t wc_qvq_file_size(const wc_qvq *q, uint32_t f);
 /* The file showing image i. */
 static inline uint32_t wc_qvq_image_file(uint32_t i) { return i; }
 
+/* Where file f's bytes come from: `prefix_len` bytes held in memory
+ * (the PPM or NPY header; all of labels.txt), then `data_len` bytes of the
+ * decoded tiles back to back, starting at offset `data_voff` of their
+ * concatenation (wc_qvq_tile.voff). An image's data lies in one tile. */
+typedef struct wc_qvq_file_layout {
+	const uint8_t *prefix; /* valid while q lives (PPM: points into ppm_buf) */
+	uint32_t prefix_len;
+	uint64_t data_voff, data_len;
+} wc_qvq_file_layout;
+
+/* Layout of file f (< nfiles); ppm_buf (64 bytes) receives a PPM header and
+ * must live as long as the layout is used. Errors: WC_E_NOTFOUND. */
+wc_err wc_qvq_file_layout_of(const wc_qvq *q, uint32_t f, char ppm_buf[64],
+			     wc_qvq_file_layout *out);
+
+/* The tile holding byte voff of the tiles' concatenation (voff below the
+ * total decoded size), by binary search. */
+uint32_t wc_qvq_find_tile(const wc_qvq *q, uint64_t voff);
+
 /* Read up to len bytes of file f at offset off into buf; *nread receives the
  * bytes read (short only at the end of the file, 0 past it). Tiles come from
  * getter. Errors: the getter's (WC_E_CORRUPT, WC_E_IO, ...), WC_E_NOTFOUND
