@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <xxhash.h>
+#include <zstd.h>
 
 #include "codec/tile_codec.h"
 #include "container/container.h"
@@ -212,10 +213,9 @@ END_TEST
 
 /* Rewrite the header's XXH3 check so structural validation is what must
  * catch a modified field. */
-static void fix_check(uint8_t *b, size_t len)
+static void fix_check(uint8_t *b, const wc_file_header *hp)
 {
-	wc_file_header h;
-	ck_assert_int_eq(wc_header_decode(b, len, &h), WC_OK);
+	wc_file_header h = *hp; /* the section offsets of the unmodified file */
 	XXH3_state_t *s = XXH3_createState();
 	XXH3_64bits_reset(s);
 	XXH3_64bits_update(s, b, WC_HEADER_HASH_OFF);
@@ -297,41 +297,117 @@ START_TEST(inconsistent_fields_rejected)
 		{28, 1, WC_E_FORMAT, "tensors"},             /* tensor count */
 		{h.index_off + 0, 1, WC_E_FORMAT, "virtual offset"},
 		{h.index_off + 48 + 8, 1, WC_E_FORMAT, "payload offset"},
-		{h.index_off + 16, 1, WC_E_FORMAT, "tile 0"},   /* csize */
+		{h.index_off + 16, 1, WC_E_FORMAT, "payload offset"}, /* csize: the next tile no longer follows */
 		{h.index_off + 20, 1, WC_E_FORMAT, "tile 0"},   /* dsize */
 		{h.index_off + 24, 1, WC_E_FORMAT, "tile 0"},   /* tensor */
 		{h.index_off + 28, 1, WC_E_FORMAT, "flags"},
-		{h.tables_off + 40, 1, WC_E_FORMAT, "frequency table 0"},
+		{h.tables_off + 40, 1, WC_E_FORMAT, "frequency table"},
 		{h.prefix_off + 8 + 3, 1, WC_E_FORMAT, "prefix"},
 	};
 	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
 		memcpy(m, b, len);
 		m[cases[k].off] = (uint8_t)(m[cases[k].off] + cases[k].delta);
-		fix_check(m, len);
+		fix_check(m, &h);
 		wc_err e = open_bytes(m, len);
 		ck_assert_msg(e == cases[k].want && strstr(wc_last_detail(), cases[k].needle),
 			      "case %zu (offset %zu): %s: %s", k, cases[k].off, wc_strerror(e), wc_last_detail());
 	}
-	/* Metadata edits: a tile count that disagrees, a non-object. */
-	char *meta = malloc(h.meta_len + 1);
-	memcpy(meta, b + h.meta_off, h.meta_len);
-	meta[h.meta_len] = 0;
-	char *p = strstr(meta, "\"tiles\":");
-	ck_assert_ptr_nonnull(p);
-	memcpy(m, b, len);
-	m[h.meta_off + (size_t)(p - meta) + 8] ^= 0x01; /* a digit changes */
-	fix_check(m, len);
-	ck_assert_int_eq(open_bytes(m, len), WC_E_FORMAT);
-	memcpy(m, b, len);
-	m[h.meta_off] = '[';
-	fix_check(m, len);
-	ck_assert_int_eq(open_bytes(m, len), WC_E_FORMAT);
-	ck_assert_ptr_nonnull(strstr(wc_last_detail(), "metadata"));
-	free(meta);
 	free(m);
 	free(b);
 }
 END_TEST
+
+/* The file b (header h) with its metadata replaced by the JSON `json`
+ * (zstd-compressed as the format stores it) and the check recomputed. */
+static uint8_t *with_metadata(const uint8_t *b, const wc_file_header *h, const char *json, size_t *out_len)
+{
+	size_t n = strlen(json), cap = ZSTD_compressBound(n);
+	uint8_t *z = malloc(cap);
+	size_t zl = ZSTD_compress(z, cap, json, n, 3);
+	ck_assert(!ZSTD_isError(zl));
+	*out_len = h->meta_off + zl;
+	uint8_t *m = malloc(*out_len);
+	memcpy(m, b, h->meta_off);
+	memcpy(m + h->meta_off, z, zl);
+	wc_put_u64(m + 120, zl);          /* meta_len */
+	wc_put_u64(m + 128, *out_len);    /* file_size */
+	wc_file_header h2 = *h;
+	h2.meta_len = zl;
+	fix_check(m, &h2);
+	free(z);
+	return m;
+}
+
+static char *metadata_of(const uint8_t *b, const wc_file_header *h)
+{
+	unsigned long long n = ZSTD_getFrameContentSize(b + h->meta_off, h->meta_len);
+	char *js = malloc(n + 1);
+	ck_assert_uint_eq(ZSTD_decompress(js, n, b + h->meta_off, h->meta_len), n);
+	js[n] = 0;
+	return js;
+}
+
+/* Replace the first occurrence of `from` in js by `to`; NULL if absent. */
+static char *edit(const char *js, const char *from, const char *to)
+{
+	const char *p = strstr(js, from);
+	ck_assert_msg(p != NULL, "metadata has no \"%s\"", from);
+	size_t a = (size_t)(p - js), n = strlen(js) - strlen(from) + strlen(to);
+	char *r = malloc(n + 1);
+	memcpy(r, js, a);
+	strcpy(r + a, to);
+	strcat(r, p + strlen(from));
+	return r;
+}
+
+START_TEST(inconsistent_metadata_rejected)
+{
+	size_t len;
+	uint8_t *b = read_file(wc_path, &len);
+	wc_file_header h;
+	ck_assert_int_eq(wc_header_decode(b, len, &h), WC_OK);
+	char *js = metadata_of(b, &h);
+	/* The unmodified JSON, recompressed, still opens. */
+	size_t ml;
+	uint8_t *m = with_metadata(b, &h, js, &ml);
+	ck_assert_int_eq(open_bytes(m, ml), WC_OK);
+	free(m);
+	struct {
+		const char *from, *to, *needle;
+	} cases[] = {
+		{"{\"format\"", "[{\"format\"", "metadata"},               /* not an object */
+		{"\"layout\":\"bf16\"", "\"layout\":\"bf17\"", "layout"},
+		{"\"layout\":\"bf16\"", "\"layout\":\"bytes\"", "planes"}, /* plane count no longer matches */
+		{"\"tiles\":1,", "\"tiles\":2,", "tiles"},
+		{"\"first_tile\":0", "\"first_tile\":1", "tiles"},
+		{"\"table\":0,", "\"table\":99999,", "table"},
+		{"\"entropy\":", "\"entropy\":9,\"x\":", "entropy"},
+		{"\"name\":\"BF16.one\"", "\"name\":\"BF16.two\"", "prefix"},
+		{"\"name\":\"BF16.one\"", "\"name\":\"BF16.scalar\"", "twice"},
+		{"\"dtype\":\"BF16\"", "\"dtype\":\"F16\"", "prefix"},
+		{"\"shape\":[37,129]", "\"shape\":[129,37]", "prefix"},
+		{"\"shape\":[37,129]", "\"shape\":[37,-129]", "shape"},
+		{"\"begin\":", "\"begin\":1,\"x\":", "byte range"},
+	};
+	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+		char *e2 = edit(js, cases[k].from, cases[k].to);
+		m = with_metadata(b, &h, e2, &ml);
+		wc_err e = open_bytes(m, ml);
+		ck_assert_msg(e == WC_E_FORMAT && strstr(wc_last_detail(), cases[k].needle),
+			      "metadata case %zu (%s): %s: %s", k, cases[k].to, wc_strerror(e), wc_last_detail());
+		free(m);
+		free(e2);
+	}
+	/* Metadata that is not a zstd frame. */
+	memcpy(b + h.meta_off, "{}", 2);
+	fix_check(b, &h);
+	ck_assert_int_eq(open_bytes(b, len), WC_E_FORMAT);
+	ck_assert_ptr_nonnull(strstr(wc_last_detail(), "zstd"));
+	free(js);
+	free(b);
+}
+END_TEST
+
 
 /* Random bytes anywhere before the payloads: never a crash, never accepted
  * unless the byte did not change. */
@@ -355,6 +431,49 @@ START_TEST(random_damage_never_crashes)
 		if (!in_payload)
 			ck_assert_msg(e != WC_OK, "damage at %zu accepted", pos);
 	}
+	free(b);
+}
+END_TEST
+
+/* Damage behind a recomputed check (as a malicious writer could make): the
+ * structural validation must hold. Open fails, or every read either
+ * succeeds or reports an error; nothing crashes or reads out of bounds. */
+START_TEST(forged_damage_never_crashes)
+{
+	size_t len;
+	uint8_t *b = read_file(wc_path, &len);
+	wc_file_header h;
+	ck_assert_int_eq(wc_header_decode(b, len, &h), WC_OK);
+	uint8_t *m = malloc(len), *buf = malloc(len);
+	uint64_t rng = 4242;
+	int opened = 0;
+	for (int i = 0; i < 400; i++) {
+		memcpy(m, b, len);
+		for (int k = 0; k < 1 + i % 3; k++) {
+			rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+			/* In the index, tables or prefix (the metadata is compressed). */
+			size_t span = h.index_len + h.tables_len + h.prefix_len, at = (size_t)((rng >> 17) % span);
+			size_t pos = at < h.index_len ? h.index_off + at
+				     : at < h.index_len + h.tables_len ? h.tables_off + (at - h.index_len)
+				     : h.prefix_off + (at - h.index_len - h.tables_len);
+			m[pos] ^= (uint8_t)(1u << ((rng >> 7) % 8));
+		}
+		fix_check(m, &h);
+		char p[320];
+		snprintf(p, sizeof p, "%s/forged.wcodec", dir);
+		ck_assert_int_eq(st_write_bytes(p, m, len), 0);
+		wc_container *c;
+		if (wc_container_open(p, &c) != WC_OK)
+			continue;
+		opened++;
+		uint64_t vs = wc_container_virtual_size(c);
+		wc_err e = wc_container_pread(c, buf, vs < len ? vs : len, 0);
+		ck_assert(e == WC_OK || e == WC_E_CORRUPT);
+		wc_container_release(c);
+	}
+	ck_assert_int_lt(opened, 400); /* most forgeries are caught at open */
+	free(buf);
+	free(m);
 	free(b);
 }
 END_TEST
@@ -486,7 +605,7 @@ int main(void)
 {
 	Suite *s = suite_create("container");
 	TCase *tc = tcase_create("container");
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_unchecked_fixture(tc, setup, teardown); /* one pack for all tests; they never modify it */
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, round_trip_every_dtype);
 	tcase_add_test(tc, tile_source_describes_jobs);
@@ -494,7 +613,9 @@ int main(void)
 	tcase_add_test(tc, truncated_files_rejected);
 	tcase_add_test(tc, corrupted_header_fields_rejected);
 	tcase_add_test(tc, inconsistent_fields_rejected);
+	tcase_add_test(tc, inconsistent_metadata_rejected);
 	tcase_add_test(tc, random_damage_never_crashes);
+	tcase_add_test(tc, forged_damage_never_crashes);
 	tcase_add_test(tc, damaged_payload_is_corrupt);
 	tcase_add_test(tc, malformed_input_leaves_nothing);
 	tcase_add_test(tc, empty_file_round_trips);

@@ -131,6 +131,10 @@ typedef struct wc_pack_opts {
 	/* Called from one thread with bytes of input done so far; may be NULL. */
 	void (*progress)(void *ctx, uint64_t done, uint64_t total);
 	void *progress_ctx;
+	/* Called with the temporary file's path once it exists and with NULL
+	 * once it is renamed or removed, so a tool can remove it when killed by
+	 * a signal; may be NULL. */
+	void (*temp_file)(const char *path);
 } wc_pack_opts;
 
 typedef struct wc_pack_stats {

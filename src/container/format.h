@@ -23,7 +23,8 @@
 #define WC_LIMIT_TENSORS (1u << 20)
 #define WC_LIMIT_TILES (1u << 24)
 #define WC_LIMIT_TABLES (1u << 23)
-#define WC_LIMIT_META_BYTES (256u << 20)
+#define WC_LIMIT_META_BYTES (256u << 20)      /* the zstd frame */
+#define WC_LIMIT_META_JSON_BYTES (512u << 20) /* the JSON inside it */
 #define WC_LIMIT_PREFIX_BYTES (8u + (100u << 20))
 #define WC_LIMIT_NAME_BYTES 4096u
 #define WC_LIMIT_DTYPE_BYTES 32u
@@ -31,7 +32,8 @@
 #define WC_LIMIT_VIRTUAL_SIZE (1ull << 62)
 
 /* The fixed header, decoded. Section order in the file is fixed:
- * header, prefix, payloads, tables, index, metadata, contiguous. */
+ * header, prefix, payloads, tables, index, metadata (a zstd frame of JSON),
+ * contiguous. */
 typedef struct wc_file_header {
 	uint32_t version, flags, header_size;
 	uint32_t tile_size, chunk_symbols;

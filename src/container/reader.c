@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 #include <xxhash.h>
+#include <zstd.h>
 
 #include "codec/tile_codec.h"
 #include "container/format.h"
@@ -166,9 +167,11 @@ static wc_err parse_tensor(const json_t *o, uint32_t i, wc_container *c, uint64_
 	uint64_t first, count;
 	if (get_u64(o, "first_tile", &first) || get_u64(o, "tiles", &count))
 		return META_BAD("tensor %u: \"first_tile\"/\"tiles\" are not non-negative integers", i);
-	if (first != *tcursor || count > c->h.ntiles - first || (count == 0) != (t->end == t->begin))
-		return META_BAD("tensor %u: tiles [%llu, +%llu) do not follow tile %u within %u tiles", i,
-				(unsigned long long)first, (unsigned long long)count, *tcursor, c->h.ntiles);
+	uint64_t want = (t->end - t->begin + c->h.tile_size - 1) / c->h.tile_size;
+	if (first != *tcursor || count != want || count > c->h.ntiles - first)
+		return META_BAD("tensor %u: tiles [%llu, +%llu) are not the %llu tiles after tile %u within %u", i,
+				(unsigned long long)first, (unsigned long long)count, (unsigned long long)want, *tcursor,
+				c->h.ntiles);
 	t->first_tile = (uint32_t)first;
 	t->ntiles = (uint32_t)count;
 	*tcursor += (uint32_t)count;
@@ -186,10 +189,27 @@ static wc_err parse_tensor(const json_t *o, uint32_t i, wc_container *c, uint64_
 	return WC_OK;
 }
 
-static wc_err parse_metadata(wc_container *c, const char *buf, size_t len)
+/* The metadata section is one zstd frame holding the JSON (docs/FORMAT.md 1.3). */
+static wc_err parse_metadata(wc_container *c, const uint8_t *frame, size_t frame_len)
 {
+	unsigned long long len = ZSTD_getFrameContentSize(frame, frame_len);
+	if (len == ZSTD_CONTENTSIZE_ERROR || len == ZSTD_CONTENTSIZE_UNKNOWN)
+		return META_BAD("not a zstd frame with its content size");
+	if (len > WC_LIMIT_META_JSON_BYTES)
+		return wc_fail(WC_E_RANGE, "wcodec metadata: %llu bytes of JSON exceed the limit of %u", len,
+			       WC_LIMIT_META_JSON_BYTES);
+	char *buf = malloc(len ? (size_t)len : 1);
+	if (!buf)
+		return wc_fail(WC_E_NOMEM, "out of memory for %llu bytes of metadata", len);
+	size_t got = ZSTD_decompress(buf, (size_t)len, frame, frame_len);
+	if (ZSTD_isError(got) || got != len) {
+		free(buf);
+		return META_BAD("zstd frame does not decode to its %llu bytes: %s", len,
+				ZSTD_isError(got) ? ZSTD_getErrorName(got) : "short");
+	}
 	json_error_t jerr;
-	json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	json_t *root = json_loadb(buf, (size_t)len, JSON_REJECT_DUPLICATES, &jerr);
+	free(buf);
 	if (!root)
 		return META_BAD("not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line, jerr.column);
 	wc_err e = WC_OK;
@@ -276,9 +296,12 @@ static wc_err check_tiles(wc_container *c)
 			if (x->voff != voff)
 				return wc_fail(WC_E_FORMAT, "tile %u: virtual offset %llu, expected %llu", i,
 					       (unsigned long long)x->voff, (unsigned long long)voff);
-			if (x->dsize == 0 || x->dsize > c->h.tile_size || x->dsize % ti->layout.elem_size ||
-			    x->dsize > ti->end - voff)
-				return wc_fail(WC_E_FORMAT, "tile %u: decoded size %u invalid for tensor %u", i, x->dsize, t);
+			/* Tile k of a tensor holds its bytes [k*T, min((k+1)*T, size)). */
+			uint64_t left = ti->end - voff;
+			uint64_t want = left < c->h.tile_size ? left : c->h.tile_size;
+			if (x->dsize != want || x->dsize % ti->layout.elem_size)
+				return wc_fail(WC_E_FORMAT, "tile %u: decoded size %u, expected %llu for tensor %u", i,
+					       x->dsize, (unsigned long long)want, t);
 			if (x->coff != coff)
 				return wc_fail(WC_E_FORMAT, "tile %u: payload offset %llu, expected %llu", i,
 					       (unsigned long long)x->coff, (unsigned long long)coff);
@@ -343,8 +366,7 @@ static wc_err load(wc_container *c, const char *path)
 		return e;
 
 	/* Everything but the payloads is read into memory and hashed. */
-	uint8_t *tables = NULL, *index = NULL;
-	char *meta = NULL;
+	uint8_t *tables = NULL, *index = NULL, *meta = NULL;
 	c->prefix = malloc(c->h.prefix_len);
 	tables = malloc(c->h.tables_len ? c->h.tables_len : 1);
 	index = malloc(c->h.index_len ? c->h.index_len : 1);
@@ -385,8 +407,8 @@ static wc_err load(wc_container *c, const char *path)
 		goto out;
 	for (uint32_t i = 0; i < c->h.ntiles; i++)
 		wc_index_entry_decode(index + (size_t)i * WC_INDEX_ENTRY_BYTES, &c->tiles[i]);
-	if ((e = parse_metadata(c, meta, c->h.meta_len)) || (e = check_tiles(c)) || (e = check_prefix(c)) ||
-	    (e = build_name_index(c)))
+	if ((e = parse_metadata(c, meta, c->h.meta_len)) || (e = check_tiles(c)) || (e = build_name_index(c)) ||
+	    (e = check_prefix(c)))
 		goto out;
 out:
 	free(tables);

@@ -26,6 +26,7 @@
 
 #include <jansson.h>
 #include <xxhash.h>
+#include <zstd.h>
 
 #include "codec/tile_codec.h"
 #include "config.h"
@@ -367,11 +368,22 @@ static char *metadata_json(const packer *pk, uint64_t prefix_len, size_t *len)
 				 "writer", PACKAGE_NAME " " PACKAGE_VERSION, "tensors", tensors);
 	if (!root)
 		return NULL;
-	char *s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(9));
+	char *s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(6));
 	json_decref(root);
-	if (s)
-		*len = strlen(s);
-	return s;
+	if (!s)
+		return NULL;
+	/* Stored as one zstd frame: the JSON repeats keys per tensor and
+	 * compresses several times, which matters for small models. */
+	size_t n = strlen(s), cap = ZSTD_compressBound(n);
+	char *z = malloc(cap);
+	size_t zl = z ? ZSTD_compress(z, cap, s, n, n < (4u << 20) ? 19 : 3) : 0;
+	free(s);
+	if (!z || ZSTD_isError(zl)) {
+		free(z);
+		return NULL;
+	}
+	*len = zl;
+	return z;
 }
 
 /* ---- pass 3: verification of the written file ----------------------- */
@@ -703,6 +715,8 @@ wc_err wc_pack_safetensors(const char *in_path, const char *out_path, const wc_p
 		tmp = NULL;
 		goto out;
 	}
+	if (pk.opts->temp_file)
+		pk.opts->temp_file(tmp);
 	mode_t mask = umask(0);
 	umask(mask);
 	fchmod(out_fd, 0666 & ~mask);
@@ -718,6 +732,8 @@ wc_err wc_pack_safetensors(const char *in_path, const char *out_path, const wc_p
 		e = wc_fail(WC_E_IO, "renaming %s to %s: %s", tmp, out_path, strerror(errno));
 		goto out;
 	}
+	if (pk.opts->temp_file)
+		pk.opts->temp_file(NULL);
 	free(tmp);
 	tmp = NULL;
 	/* Make the rename durable: fsync the directory. */
@@ -737,6 +753,8 @@ out:
 		close(out_fd);
 	if (tmp) {
 		unlink(tmp);
+		if (pk.opts->temp_file)
+			pk.opts->temp_file(NULL);
 		free(tmp);
 	}
 	if (map != MAP_FAILED)
