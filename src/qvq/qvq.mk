@@ -32,3 +32,18 @@ tests_test_qvq_LDADD = $(TEST_LIBS)
 
 # The .qvq provider of the wcodecfs daemon (src/fuse/provider.h).
 wcodecfs_SOURCES += src/qvq/provider_qvq.c
+
+# The wcodec CLI: pack-images, and .qvq rows of unpack/info/verify.
+wcodec_SOURCES += src/cli/cmd_pack_images.c src/qvq/qvq_cli.c src/qvq/qvq_cli.h
+
+# Shell tests: CLI (always) and the mount (skip 77 without a usable /dev/fuse).
+TESTS += tests/qvq_cli.sh tests/qvq_mount.sh
+EXTRA_DIST += tests/qvq_cli.sh tests/qvq_mount.sh tests/qvq_check.py \
+	contrib/fetch-photos.sh contrib/bench/bench-qvq.sh docs/BENCHMARKS-QVQ.md \
+	cuda/vq_gather.cu cuda/vq_gather.h cuda/vq_bench.cu
+
+# CPU decode benchmark (not a test; contrib/bench/bench-qvq.sh runs it).
+noinst_PROGRAMS += src/qvq/qvq_bench
+src_qvq_qvq_bench_SOURCES = src/qvq/qvq_bench.c
+src_qvq_qvq_bench_CFLAGS = $(AM_CFLAGS)
+src_qvq_qvq_bench_LDADD = libwcodec.la

@@ -1,191 +1,27 @@
-/* qvq_cli.c - wcodec pack-images / unpack / info / verify for .qvq archives. */
+/* qvq_cli.c - unpack / info / verify of .qvq archives for the wcodec CLI. */
 #include "qvq/qvq_cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
-#include <stdio.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "engine/backend.h"
 #include "qvq/qvq.h"
 #include "qvq/qvq_files.h"
-#include "qvq/qvq_format.h"
-#include "qvq/qvq_pack.h"
 
-static int fail(const char *what, wc_err e)
-{
-	const char *d = wc_last_detail();
-	fprintf(stderr, "wcodec: %s: %s%s%s\n", what, wc_strerror(e), *d ? ": " : "", d);
-	return 1;
-}
-
-/* ---- progress bar (only on a terminal) ---------------------------------- */
-
-struct bar {
-	int tty;
-	const char *stage;
-	int last_pct;
-};
-
-static void bar_update(void *ctx, const char *stage, uint64_t done, uint64_t total)
-{
-	struct bar *b = ctx;
-	if (!b->tty)
-		return;
-	int pct = total ? (int)(100 * done / total) : 100;
-	if (b->stage == stage && pct == b->last_pct)
-		return;
-	if (b->stage && b->stage != stage)
-		fputc('\n', stderr);
-	b->stage = stage;
-	b->last_pct = pct;
-	char fill[31];
-	int nf = pct * 30 / 100;
-	memset(fill, '#', (size_t)nf);
-	memset(fill + nf, '.', (size_t)(30 - nf));
-	fill[30] = 0;
-	fprintf(stderr, "\r%-7s [%s] %3d%% (%" PRIu64 "/%" PRIu64 ")", stage, fill, pct, done, total);
-	fflush(stderr);
-}
-
-static int parse_u64(const char *s, uint64_t max, uint64_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v > max)
-		return -1;
-	*out = v;
-	return 0;
-}
-
-static void pack_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: wcodec pack-images DIR OUT.qvq [--size WxH] [--codebook K] [--seed N]\n"
-		"                          [--threads N] [--tile-size BYTES] [--iterations N]\n"
-		"  Vector-quantize every PNG/JPEG/PPM under DIR into an image archive.\n"
-		"  --size WxH       resize the shorter side and centre-crop to WxH\n"
-		"  --codebook K     codebook entries, 1..65536 (default 256)\n"
-		"  --seed N         k-means sampling/seeding seed (default 0)\n"
-		"  --threads N      encoder threads (default: online CPUs)\n"
-		"  --tile-size B    decoded bytes per tile (default 1048576)\n"
-		"  --iterations N   Lloyd iterations at most (default 10)\n");
-}
-
-int wc_qvq_cmd_pack_images(int argc, char **argv)
-{
-	static const struct option longopts[] = {
-		{"size", required_argument, NULL, 's'},
-		{"codebook", required_argument, NULL, 'k'},
-		{"seed", required_argument, NULL, 'S'},
-		{"threads", required_argument, NULL, 't'},
-		{"tile-size", required_argument, NULL, 'T'},
-		{"iterations", required_argument, NULL, 'i'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	wc_qvq_pack_opts o = {0};
-	uint64_t v;
-	int c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 's': {
-			unsigned w, h;
-			char x;
-			if (sscanf(optarg, "%u%c%u", &w, &x, &h) != 3 || (x != 'x' && x != 'X') ||
-			    !w || !h || w > WC_QVQ_MAX_SIDE || h > WC_QVQ_MAX_SIDE) {
-				fprintf(stderr, "wcodec: pack-images: --size wants WxH with sides "
-					"1..%u, got \"%s\"\n", WC_QVQ_MAX_SIDE, optarg);
-				return 2;
-			}
-			o.width = w;
-			o.height = h;
-			break;
-		}
-		case 'k':
-			if (parse_u64(optarg, WC_QVQ_MAX_ENTRIES, &v) || !v) {
-				fprintf(stderr, "wcodec: pack-images: --codebook wants 1..%u\n",
-					WC_QVQ_MAX_ENTRIES);
-				return 2;
-			}
-			o.entries = (uint32_t)v;
-			break;
-		case 'S':
-			if (parse_u64(optarg, UINT64_MAX, &v)) {
-				fprintf(stderr, "wcodec: pack-images: bad --seed \"%s\"\n", optarg);
-				return 2;
-			}
-			o.seed = v;
-			break;
-		case 't':
-			if (parse_u64(optarg, 1024, &v)) {
-				fprintf(stderr, "wcodec: pack-images: --threads wants 0..1024\n");
-				return 2;
-			}
-			o.threads = (unsigned)v;
-			break;
-		case 'T':
-			if (parse_u64(optarg, WC_QVQ_MAX_TILE_BYTES, &v) || v < 4096) {
-				fprintf(stderr, "wcodec: pack-images: --tile-size wants 4096..%u\n",
-					WC_QVQ_MAX_TILE_BYTES);
-				return 2;
-			}
-			o.tile_bytes = (uint32_t)v;
-			break;
-		case 'i':
-			if (parse_u64(optarg, 1000, &v) || !v) {
-				fprintf(stderr, "wcodec: pack-images: --iterations wants 1..1000\n");
-				return 2;
-			}
-			o.iterations = (uint32_t)v;
-			break;
-		case 'h':
-			pack_usage(stdout);
-			return 0;
-		default:
-			pack_usage(stderr);
-			return 2;
-		}
-	}
-	if (argc - optind != 2) {
-		pack_usage(stderr);
-		return 2;
-	}
-	struct bar b = {isatty(2), NULL, -1};
-	o.progress = bar_update;
-	o.progress_ctx = &b;
-	wc_qvq_pack_stats st;
-	struct timespec t0, t1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	wc_err e = wc_qvq_pack_dir(argv[optind], argv[optind + 1], &o, &st);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	if (b.tty && b.stage)
-		fputc('\n', stderr);
-	if (e)
-		return fail("pack-images", e);
-	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-	printf("%s: %u images, %" PRIu64 " pixels, codebook %u x 2x2x3, %u tiles, %u labels\n",
-	       argv[optind + 1], st.nimages, st.pixels, st.entries, st.ntiles, st.nlabels);
-	printf("  %" PRIu64 " bytes, %.3f bits/pixel, PSNR %.2f dB (MSE %.3f), %.1f s\n",
-	       st.file_bytes, st.bits_per_pixel, st.psnr_db, st.mse, secs);
-	return 0;
-}
-
-/* mkdir -p of the directories of rel under root. */
+/* mkdir -p of the directories of rel under root (rel is a validated shown
+ * name: no "..", no absolute path). */
 static int make_parents(const char *root, const char *rel)
 {
 	char *p;
 	if (asprintf(&p, "%s/%s", root, rel) < 0)
 		return -1;
-	size_t rootlen = strlen(root) + 1;
-	for (char *s = p + rootlen; (s = strchr(s, '/')); s++) {
+	for (char *s = p + strlen(root) + 1; (s = strchr(s, '/')); s++) {
 		*s = 0;
 		if (mkdir(p, 0777) != 0 && errno != EEXIST) {
 			free(p);
@@ -197,80 +33,96 @@ static int make_parents(const char *root, const char *rel)
 	return 0;
 }
 
-int wc_qvq_cmd_unpack(const char *archive, const char *dir)
+/* Write file f of q to path through the temporary-file helper. */
+static int write_file(const wc_qvq *q, uint32_t f, const char *path, const wc_qvq_tile_getter *g,
+		      uint8_t **buf, size_t *cap)
+{
+	cli_tmpfile t;
+	wc_err e = cli_tmp_create(&t, path);
+	if (e)
+		return cli_error(e, path);
+	uint64_t size = wc_qvq_file_size(q, f);
+	for (uint64_t off = 0; off < size;) {
+		size_t want = size - off < (16u << 20) ? (size_t)(size - off) : (16u << 20);
+		if (*cap < want) {
+			uint8_t *nb = realloc(*buf, want);
+			if (!nb) {
+				cli_tmp_abort(&t);
+				return cli_error(wc_fail(WC_E_NOMEM, "no memory"), path);
+			}
+			*buf = nb;
+			*cap = want;
+		}
+		size_t got;
+		if ((e = wc_qvq_file_read(q, f, *buf, want, off, g, &got))) {
+			cli_tmp_abort(&t);
+			return cli_error(e, path);
+		}
+		for (size_t w = 0; w < got;) {
+			ssize_t r = write(t.fd, *buf + w, got - w);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0) {
+				e = wc_fail(WC_E_IO, "write %s: %s", t.tmp, strerror(errno));
+				cli_tmp_abort(&t);
+				return cli_error(e, path);
+			}
+			w += (size_t)r;
+		}
+		off += got;
+	}
+	if ((e = cli_tmp_commit(&t)))
+		return cli_error(e, path);
+	return CLI_OK;
+}
+
+int qvq_cli_unpack(const char *in, const char *out, const cli_decode_opts *o)
 {
 	wc_qvq *q;
-	wc_err e = wc_qvq_open(archive, &q);
+	wc_err e = wc_qvq_open(in, &q);
 	if (e)
-		return fail(archive, e);
-	if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-		fprintf(stderr, "wcodec: unpack: %s: %s\n", dir, strerror(errno));
+		return cli_error(e, in);
+	if (mkdir(out, 0777) != 0 && errno != EEXIST) {
+		fprintf(stderr, "wcodec: unpack: %s: %s\n", out, strerror(errno));
 		wc_qvq_release(q);
-		return 1;
+		return CLI_FAIL;
 	}
 	wc_qvq_memo memo;
 	wc_qvq_tile_getter g;
 	wc_qvq_memo_init(&memo, q, &g);
-	int rc = 0;
+	cli_progress prog;
+	cli_progress_init(&prog, "unpacking", o->quiet);
 	uint8_t *buf = NULL;
 	size_t cap = 0;
+	int rc = CLI_OK;
 	uint32_t nf = wc_qvq_nfiles(q);
-	for (uint32_t f = 0; f < nf && !rc; f++) {
+	for (uint32_t f = 0; f < nf && rc == CLI_OK; f++) {
 		const char *name = wc_qvq_file_name(q, f);
-		uint64_t size = wc_qvq_file_size(q, f);
 		char *path = NULL;
-		if (make_parents(dir, name) != 0 || asprintf(&path, "%s/%s", dir, name) < 0) {
-			fprintf(stderr, "wcodec: unpack: %s/%s: %s\n", dir, name, strerror(errno));
-			rc = 1;
+		if (make_parents(out, name) != 0 || asprintf(&path, "%s/%s", out, name) < 0) {
+			fprintf(stderr, "wcodec: unpack: %s/%s: %s\n", out, name, strerror(errno));
+			rc = CLI_FAIL;
 			break;
 		}
-		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-		if (fd < 0) {
-			fprintf(stderr, "wcodec: unpack: %s: %s\n", path, strerror(errno));
-			free(path);
-			rc = 1;
-			break;
-		}
-		/* Copy in pieces of at most 16 MiB (images.npy may be large). */
-		for (uint64_t off = 0; off < size && !rc;) {
-			size_t want = size - off < (16u << 20) ? (size_t)(size - off) : (16u << 20);
-			if (cap < want) {
-				uint8_t *nb = realloc(buf, want);
-				if (!nb) { rc = fail("unpack", wc_fail(WC_E_NOMEM, "no memory")); break; }
-				buf = nb;
-				cap = want;
-			}
-			size_t got;
-			if ((e = wc_qvq_file_read(q, f, buf, want, off, &g, &got))) {
-				rc = fail(path, e);
-				break;
-			}
-			if (got != want || write(fd, buf, got) != (ssize_t)got) {
-				fprintf(stderr, "wcodec: unpack: %s: short write\n", path);
-				rc = 1;
-			}
-			off += got;
-		}
-		if (close(fd) != 0 && !rc) {
-			fprintf(stderr, "wcodec: unpack: %s: %s\n", path, strerror(errno));
-			rc = 1;
-		}
+		rc = write_file(q, f, path, &g, &buf, &cap);
 		free(path);
+		cli_progress_update(&prog, f + 1, nf);
 	}
-	if (!rc)
-		printf("%s: %u files written under %s\n", archive, nf, dir);
+	cli_progress_done(&prog);
+	if (rc == CLI_OK && !o->quiet)
+		printf("%s: %u files written under %s\n", in, nf, out);
 	free(buf);
 	wc_qvq_memo_free(&memo);
 	wc_qvq_release(q);
 	return rc;
 }
 
-int wc_qvq_cmd_info(const char *archive)
+int qvq_cli_info(const char *path, int json)
 {
 	wc_qvq *q;
-	wc_err e = wc_qvq_open(archive, &q);
+	wc_err e = wc_qvq_open(path, &q);
 	if (e)
-		return fail(archive, e);
+		return cli_error(e, path);
 	const wc_qvq_header *h = wc_qvq_header_of(q);
 	uint64_t pixels = 0, payload = 0;
 	for (uint32_t i = 0; i < h->nimages; i++)
@@ -279,71 +131,142 @@ int wc_qvq_cmd_info(const char *archive)
 		payload += wc_qvq_tile_at(q, t)->csize;
 	uint32_t nlabels;
 	wc_qvq_labels(q, &nlabels);
-	printf("%s: qvq image archive, format version %u\n", archive, h->version);
-	printf("  images:   %u (%" PRIu64 " pixels)", h->nimages, pixels);
 	const wc_qvq_image *im0 = wc_qvq_image_at(q, 0);
-	int uniform = wc_qvq_nfiles(q) > h->nimages && strcmp(wc_qvq_file_name(q, h->nimages),
-							      "images.npy") == 0;
+	int uniform = wc_qvq_nfiles(q) > h->nimages &&
+		      strcmp(wc_qvq_file_name(q, h->nimages), "images.npy") == 0;
+	double bpp = pixels ? 8.0 * (double)h->file_size / (double)pixels : 0.0;
+	if (json) {
+		json_t *meta = json_loads(wc_qvq_metadata(q), 0, NULL);
+		json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:I, s:{s:i, s:[i,i,i], s:i}, s:i, s:I, s:I, s:f, s:i, s:o}",
+				      "file", path, "format", "qvq", "version", (int)h->version,
+				      "images", (int)h->nimages, "pixels", (json_int_t)pixels,
+				      "codebook", "entries", (int)h->entries, "patch", (int)h->patch_h,
+				      (int)h->patch_w, (int)h->channels, "index_bytes", (int)h->index_bytes,
+				      "tiles", (int)h->ntiles, "payload_bytes", (json_int_t)payload,
+				      "file_bytes", (json_int_t)h->file_size, "bits_per_pixel", bpp,
+				      "labels", (int)nlabels, "metadata", meta ? meta : json_null());
+		if (o && uniform)
+			json_object_set_new(o, "size", json_pack("[i,i]", (int)im0->width, (int)im0->height));
+		char *s = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
+		if (s)
+			printf("%s\n", s);
+		free(s);
+		json_decref(o);
+		wc_qvq_release(q);
+		return s ? CLI_OK : cli_error(wc_fail(WC_E_NOMEM, "no memory"), path);
+	}
+	char hb[32];
+	printf("%s: qvq image archive, format version %u\n", path, h->version);
+	printf("  images:   %u (%" PRIu64 " pixels)", h->nimages, pixels);
 	if (uniform)
 		printf(", all %ux%u", im0->width, im0->height);
 	printf("\n  codebook: %u entries of %ux%ux%u, %u-byte indices\n", h->entries, h->patch_h,
 	       h->patch_w, h->channels, h->index_bytes);
 	printf("  tiles:    %u, payloads %" PRIu64 " bytes, rANS chunk %u symbols, %u tables\n",
 	       h->ntiles, payload, h->chunk_symbols, h->ntables);
-	printf("  file:     %" PRIu64 " bytes, %.3f bits/pixel\n", h->file_size,
-	       pixels ? 8.0 * (double)h->file_size / (double)pixels : 0.0);
+	printf("  file:     %s (%" PRIu64 " bytes), %.3f bits/pixel\n",
+	       cli_human_bytes(h->file_size, hb), h->file_size, bpp);
 	printf("  labels:   %u\n", nlabels);
 	printf("  metadata: %s\n", wc_qvq_metadata(q));
 	wc_qvq_release(q);
-	return 0;
+	return CLI_OK;
 }
 
-int wc_qvq_cmd_verify(const char *archive)
+#define VERIFY_BATCH 64u
+
+int qvq_cli_verify(const char *path, const cli_decode_opts *o)
 {
 	wc_qvq *q;
-	wc_err e = wc_qvq_open(archive, &q);
+	wc_err e = wc_qvq_open(path, &q);
 	if (e)
-		return fail(archive, e);
-	uint8_t *buf = NULL;
-	size_t cap = 0;
-	uint32_t bad = 0, nt = wc_qvq_ntiles(q);
-	for (uint32_t t = 0; t < nt; t++) {
-		const wc_qvq_tile *tl = wc_qvq_tile_at(q, t);
-		if (cap < tl->dsize) {
-			uint8_t *nb = realloc(buf, tl->dsize);
-			if (!nb) {
-				free(buf);
-				wc_qvq_release(q);
-				return fail("verify", wc_fail(WC_E_NOMEM, "no memory"));
+		return cli_error(e, path);
+	wc_backend_opts bo = {.threads = o->threads};
+	wc_backend *be;
+	if ((e = wc_backend_create(o->backend ? o->backend : "auto", &bo, &be))) {
+		wc_qvq_release(q);
+		return cli_error(e, "verify");
+	}
+	uint32_t nt = wc_qvq_ntiles(q), bad = 0;
+	uint32_t batch = be->max_batch ? be->max_batch : 16;
+	if (batch > VERIFY_BATCH)
+		batch = VERIFY_BATCH;
+	wc_tile_job *jobs = calloc(batch, sizeof *jobs);
+	uint8_t **pay = calloc(batch, sizeof *pay), **outb = calloc(batch, sizeof *outb);
+	uint32_t *tile_of = calloc(batch, sizeof *tile_of);
+	cli_progress prog;
+	cli_progress_init(&prog, "verifying", o->quiet);
+	if (!jobs || !pay || !outb || !tile_of) {
+		e = wc_fail(WC_E_NOMEM, "no memory");
+		goto out;
+	}
+	for (uint32_t first = 0; first < nt; first += batch) {
+		uint32_t n = nt - first < batch ? nt - first : batch, nj = 0;
+		for (uint32_t k = 0; k < n; k++) {
+			uint32_t t = first + k;
+			const wc_qvq_tile *tl = wc_qvq_tile_at(q, t);
+			uint8_t *p = realloc(pay[nj], tl->csize), *d = realloc(outb[nj], tl->dsize);
+			if (p)
+				pay[nj] = p;
+			if (d)
+				outb[nj] = d;
+			if (!p || !d) {
+				e = wc_fail(WC_E_NOMEM, "no memory for tile %u", t);
+				goto out;
 			}
-			buf = nb;
-			cap = tl->dsize;
+			if ((e = wc_qvq_read_payload(q, t, p))) {
+				fprintf(stderr, "%s: damaged tile %u (images %u..%u): %s: %s\n", path, t,
+					tl->first_image, tl->first_image + tl->nimages - 1,
+					wc_strerror(e), wc_last_detail());
+				bad++;
+				e = WC_OK;
+				continue;
+			}
+			wc_tile_job *j = &jobs[nj];
+			memset(j, 0, sizeof *j);
+			wc_qvq_describe_job(q, t, j);
+			j->payload = p;
+			j->payload_size = tl->csize;
+			j->out = d;
+			j->out_size = tl->dsize;
+			tile_of[nj++] = t;
 		}
-		if ((e = wc_qvq_decode_tile(q, t, buf))) {
-			fail(archive, e);
+		if (nj && (e = wc_backend_decode(be, jobs, nj)))
+			goto out;
+		for (uint32_t k = 0; k < nj; k++) {
+			if (jobs[k].status == WC_OK)
+				continue;
+			uint32_t t = tile_of[k];
+			const wc_qvq_tile *tl = wc_qvq_tile_at(q, t);
+			/* The reason: decode again here (the backend's thread had it). */
+			wc_err re = wc_qvq_decode_tile(q, t, outb[k]);
+			fprintf(stderr, "%s: damaged tile %u (images %u..%u): %s: %s\n", path, t,
+				tl->first_image, tl->first_image + tl->nimages - 1,
+				wc_strerror(jobs[k].status),
+				re ? wc_last_detail() : "the decode backend failed on it (the CPU did not)");
 			bad++;
 		}
+		cli_progress_update(&prog, first + n, nt);
 	}
-	free(buf);
-	if (bad)
-		fprintf(stderr, "wcodec: verify: %s: %u of %u tiles damaged\n", archive, bad, nt);
-	else
-		printf("%s: OK (%u images, %u tiles decoded, every checksum matches)\n", archive,
-		       wc_qvq_nimages(q), nt);
+out:
+	cli_progress_done(&prog);
+	for (uint32_t k = 0; pay && k < batch; k++)
+		free(pay[k]);
+	for (uint32_t k = 0; outb && k < batch; k++)
+		free(outb[k]);
+	free(pay);
+	free(outb);
+	free(jobs);
+	free(tile_of);
+	wc_backend_destroy(be);
+	uint32_t ni = wc_qvq_nimages(q);
 	wc_qvq_release(q);
-	return bad ? 1 : 0;
-}
-
-int wc_qvq_is_archive(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		char head[8];
-		ssize_t n = read(fd, head, sizeof head);
-		close(fd);
-		if (n == 8)
-			return memcmp(head, WC_QVQ_MAGIC, 8) == 0;
+	if (e)
+		return cli_error(e, "verify");
+	if (bad) {
+		fprintf(stderr, "%s: %u of %u tiles damaged\n", path, bad, nt);
+		return CLI_FAIL;
 	}
-	size_t l = strlen(path);
-	return l > 4 && strcmp(path + l - 4, ".qvq") == 0;
+	if (!o->quiet)
+		printf("%s: OK (%u images, %u tiles, every checksum matches)\n", path, ni, nt);
+	return CLI_OK;
 }

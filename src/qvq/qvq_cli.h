@@ -1,28 +1,25 @@
 /*
- * qvq_cli.h - the `wcodec` subcommands for .qvq image archives. Each takes
- * the arguments after the command name (argv[0] is the command name, as
- * getopt_long expects) and returns a process exit status: 0 success,
- * 1 failure (the reason printed on stderr), 2 usage error.
+ * qvq_cli.h - the `wcodec` CLI's handlers for .qvq image archives: the
+ * pack-images command (src/cli/cmd_pack_images.c) and the format row of
+ * unpack/info/verify (src/cli/formats.c, cli_format in cli/cli.h). They
+ * return CLI_OK, CLI_FAIL or CLI_USAGE and print their own errors.
  */
 #ifndef WC_QVQ_CLI_H
 #define WC_QVQ_CLI_H
 
+#include "cli/cli.h"
+
 /* wcodec pack-images DIR OUT.qvq [--size WxH] [--codebook K] [--seed N]
  *                    [--threads N] [--tile-size BYTES] [--iterations N] */
-int wc_qvq_cmd_pack_images(int argc, char **argv);
+int cmd_pack_images(int argc, char **argv);
 
-/* wcodec unpack Y.qvq DIR: writes the files the mount shows under DIR. */
-int wc_qvq_cmd_unpack(const char *archive, const char *dir);
-
-/* wcodec info Y.qvq: header, sizes, codebook, tiles, metadata. */
-int wc_qvq_cmd_info(const char *archive);
-
-/* wcodec verify Y.qvq: open (checks every table) and decode every tile on
- * the CPU (checks every payload and decoded hash). */
-int wc_qvq_cmd_verify(const char *archive);
-
-/* Whether path names a .qvq archive: by its first 8 bytes if readable,
- * else by its ".qvq" suffix. */
-int wc_qvq_is_archive(const char *path);
+/* unpack: write the files the mount shows (PPMs, images.npy, labels.txt)
+ * under the directory `out`, decoded on the CPU. */
+int qvq_cli_unpack(const char *in, const char *out, const cli_decode_opts *o);
+/* info: header, sizes, codebook, tiles, labels, metadata (JSON with json). */
+int qvq_cli_info(const char *path, int json);
+/* verify: every table at open, then every tile decoded through the decode
+ * backend o->backend with payload and decoded checksums checked. */
+int qvq_cli_verify(const char *path, const cli_decode_opts *o);
 
 #endif /* WC_QVQ_CLI_H */
