@@ -1,0 +1,89 @@
+/*
+ * plugin.c - the CUDA decode backend (engine/backend.h) over a wcc_ctx:
+ * decode jobs whose payloads and outputs are host memory, through pinned
+ * staging buffers and several CUDA streams, every output checked against
+ * its dhash (wcc_device.h).
+ */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "wcc_device.h"
+#include "wcodec_cuda.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef struct cuda_backend {
+	wc_backend base;
+	wcc_ctx *ctx;
+} cuda_backend;
+
+static wc_err cuda_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
+{
+	return wcc_decode(((cuda_backend *)be)->ctx, jobs, n, NULL);
+}
+
+static void cuda_destroy(wc_backend *be)
+{
+	cuda_backend *cb = (cuda_backend *)be;
+	if (!cb)
+		return;
+	wcc_ctx_destroy(cb->ctx);
+	free(cb);
+}
+
+static const wc_backend_ops cuda_ops = {
+	.name = "cuda",
+	.decode = cuda_decode,
+	.destroy = cuda_destroy,
+};
+
+EXPORT wc_err wcodec_cuda_backend_create(const wc_backend_opts *opts, wc_backend **out)
+{
+	wc_backend_opts def = { 0 };
+	if (!opts)
+		opts = &def;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned threads = opts->threads ? opts->threads : (unsigned)(cpus > 1 ? cpus / 2 : 1);
+	if (threads > 8)
+		threads = 8;
+	wcc_ctx_opts co = {
+		.gpu = opts->gpu,
+		.memory_limit = opts->gpu_memory_limit,
+		.lanes = 3,
+		/* the caller's thread works too */
+		.host_threads = threads > 1 ? threads - 1 : 1,
+	};
+	cuda_backend *cb = calloc(1, sizeof(*cb));
+	if (!cb)
+		return wc_fail(WC_E_NOMEM, "cuda: backend");
+	wc_err e = wcc_ctx_create(&co, &cb->ctx);
+	if (e != WC_OK) {
+		free(cb);
+		return e;
+	}
+	size_t mib = wcc_ctx_lane_bytes(cb->ctx) >> 20;
+	cb->base.ops = &cuda_ops;
+	/* two lanes' worth of 1 MiB tiles per call keeps copy and decode overlapped */
+	cb->base.max_batch = (uint32_t)(2 * mib < 16 ? 16 : 2 * mib);
+	cb->base.concurrency = 2;
+	*out = &cb->base;
+	return WC_OK;
+}
+
+EXPORT void *wcodec_cuda_host_alloc(size_t bytes)
+{
+	void *p = NULL;
+	if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
+		cudaGetLastError();
+		return NULL;
+	}
+	return p;
+}
+
+EXPORT void wcodec_cuda_host_free(void *p)
+{
+	if (p)
+		cudaFreeHost(p);
+}

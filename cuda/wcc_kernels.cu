@@ -1,0 +1,361 @@
+/*
+ * wcc_kernels.cu - CUDA kernels of the wcodec GPU decoder: rANS chunk decode
+ * (one warp per chunk) and plane merge. docs/FORMAT.md sections 2-4 are the
+ * normative definitions these kernels implement bit for bit; wcc_kernels.h
+ * describes the descriptors.
+ *
+ * rANS decode, per warp (FORMAT.md 4): lane l holds state x[l] in a
+ * register. Each round every active lane looks its slot (x & 4095) up in the
+ * block's packed decoding table (symbol | freq << 8 | (slot - cum) << 20,
+ * rans.h), advances x, and the lanes whose x fell under 2^16 read the next
+ * 16-bit words in ascending lane order: lane l takes word p + popc(ballot &
+ * lanes below l). The words are held in two 32-word register windows of the
+ * warp (w_cur, w_next, one word per lane) and fetched with shuffles, so the
+ * global load for a window is issued a whole window ahead of its use.
+ * Decoded bytes are staged per warp in shared memory and written 512 at a
+ * time as 16-byte stores.
+ */
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "wcc_kernels.h"
+
+#define FULL_MASK 0xffffffffu
+#define RANS_THREADS (WCC_RANS_WARPS * 32u)
+#define STAGE_BYTES 512u /* 16 rounds of 32 symbols */
+
+/* Build the packed decoding table of freqs (256 entries, sum 4096) into
+ * tab[4096]. Needs blockDim.x == 256. cum[] is scratch of 257 entries. */
+__device__ static void build_dtab(const uint16_t *__restrict__ freqs, uint32_t *tab, uint32_t *cum)
+{
+	const unsigned tid = threadIdx.x;
+	const unsigned lane = tid & 31u, warp = tid >> 5;
+	__shared__ uint32_t warp_sum[8];
+
+	uint32_t f = freqs[tid];
+	/* inclusive scan within the warp */
+	uint32_t v = f;
+	for (unsigned d = 1; d < 32; d <<= 1) {
+		uint32_t o = __shfl_up_sync(FULL_MASK, v, d);
+		if (lane >= d)
+			v += o;
+	}
+	if (lane == 31)
+		warp_sum[warp] = v;
+	__syncthreads();
+	uint32_t before = 0;
+	for (unsigned w = 0; w < warp; w++)
+		before += warp_sum[w];
+	cum[tid] = before + v - f; /* exclusive prefix */
+	if (tid == 255)
+		cum[256] = before + v;
+	__syncthreads();
+
+	/* Thread tid fills slots [16 tid, 16 tid + 16): binary search for the
+	 * first, then walk forward over symbol boundaries. */
+	const uint32_t t0 = tid * 16u;
+	unsigned lo = 0, hi = 255; /* largest s with cum[s] <= t0 */
+	while (lo < hi) {
+		unsigned mid = (lo + hi + 1) >> 1;
+		if (cum[mid] <= t0)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	unsigned s = lo;
+	for (uint32_t t = t0; t < t0 + 16u; t++) {
+		while (s < 255 && cum[s + 1] <= t)
+			s++;
+		uint32_t fs = cum[s + 1] - cum[s];
+		tab[t] = s | ((fs & 0xfffu) << 8) | ((t - cum[s]) << 20);
+	}
+	__syncthreads();
+}
+
+/* ---- merge ---------------------------------------------------------------- */
+
+/* Plane k's bytes i..i+3 (load4) or byte i (load1). Plane `fp` is not in
+ * memory: its bytes are `sub` (the fused rANS plane, from the warp's stage). */
+#define NO_SUB 0xffu
+
+__device__ __forceinline__ uint32_t load4(const wcc_merge_tile &t, unsigned k, uint32_t i, unsigned fp,
+					  uint32_t sub)
+{
+	if (k == fp)
+		return sub;
+	const uint8_t *s = t.src[k];
+	return s ? *(const uint32_t *)(s + i) : 0x01010101u * t.value[k];
+}
+
+__device__ __forceinline__ uint8_t load1(const wcc_merge_tile &t, unsigned k, uint32_t i, unsigned fp,
+					 uint32_t sub)
+{
+	if (k == fp)
+		return (uint8_t)sub;
+	const uint8_t *s = t.src[k];
+	return s ? s[i] : t.value[k];
+}
+
+/* 4x4 byte transpose: word i = [a_i, b_i, c_i, d_i] (byte 0 first). */
+__device__ __forceinline__ void transpose4(uint32_t a, uint32_t b, uint32_t c, uint32_t d, uint32_t w[4])
+{
+	const uint32_t t0 = __byte_perm(a, b, 0x5140), t1 = __byte_perm(a, b, 0x7362);
+	const uint32_t u0 = __byte_perm(c, d, 0x5140), u1 = __byte_perm(c, d, 0x7362);
+	w[0] = __byte_perm(t0, u0, 0x5410);
+	w[1] = __byte_perm(t0, u0, 0x7632);
+	w[2] = __byte_perm(t1, u1, 0x5410);
+	w[3] = __byte_perm(t1, u1, 0x7632);
+}
+
+/* Elements i .. i+3 (i a multiple of 4) with aligned planes and output. */
+__device__ __forceinline__ void merge_vec4(const wcc_merge_tile &t, uint32_t i, unsigned fp = NO_SUB,
+					   uint32_t sub = 0)
+{
+	uint32_t w[4];
+	switch (t.kind) {
+	case 2: { /* bf16: p0 exponent, p1 sign|mant7 */
+		const uint32_t e = load4(t, 0, i, fp, sub), m = load4(t, 1, i, fp, sub);
+		const uint32_t e01 = __byte_perm(e, 0, 0x4140), e23 = __byte_perm(e, 0, 0x4342);
+		const uint32_t m01 = __byte_perm(m, 0, 0x4140), m23 = __byte_perm(m, 0, 0x4342);
+		uint2 o;
+		o.x = ((m01 & 0x00800080u) << 8) | (e01 << 7) | (m01 & 0x007f007fu);
+		o.y = ((m23 & 0x00800080u) << 8) | (e23 << 7) | (m23 & 0x007f007fu);
+		*(uint2 *)(t.out + 2u * i) = o;
+		return;
+	}
+	case 3: { /* f32: q = p1 | p2 << 8 | p3 << 16 | p0 << 24 */
+		transpose4(load4(t, 1, i, fp, sub), load4(t, 2, i, fp, sub), load4(t, 3, i, fp, sub), load4(t, 0, i, fp, sub), w);
+		uint4 o;
+		o.x = (w[0] & 0x007fffffu) | ((w[0] >> 1) & 0x7f800000u) | ((w[0] << 8) & 0x80000000u);
+		o.y = (w[1] & 0x007fffffu) | ((w[1] >> 1) & 0x7f800000u) | ((w[1] << 8) & 0x80000000u);
+		o.z = (w[2] & 0x007fffffu) | ((w[2] >> 1) & 0x7f800000u) | ((w[2] << 8) & 0x80000000u);
+		o.w = (w[3] & 0x007fffffu) | ((w[3] >> 1) & 0x7f800000u) | ((w[3] << 8) & 0x80000000u);
+		*(uint4 *)(t.out + 4u * i) = o;
+		return;
+	}
+	case 1: /* shuffle: plane k = byte w-1-k */
+		if (t.elem_size == 2) {
+			const uint32_t hi = load4(t, 0, i, fp, sub), lo = load4(t, 1, i, fp, sub);
+			uint2 o;
+			o.x = __byte_perm(lo, hi, 0x5140);
+			o.y = __byte_perm(lo, hi, 0x7362);
+			*(uint2 *)(t.out + 2u * i) = o;
+		} else if (t.elem_size == 4) {
+			transpose4(load4(t, 3, i, fp, sub), load4(t, 2, i, fp, sub), load4(t, 1, i, fp, sub), load4(t, 0, i, fp, sub), w);
+			*(uint4 *)(t.out + 4u * i) = make_uint4(w[0], w[1], w[2], w[3]);
+		} else {
+			uint32_t h[4];
+			transpose4(load4(t, 7, i, fp, sub), load4(t, 6, i, fp, sub), load4(t, 5, i, fp, sub), load4(t, 4, i, fp, sub), w);
+			transpose4(load4(t, 3, i, fp, sub), load4(t, 2, i, fp, sub), load4(t, 1, i, fp, sub), load4(t, 0, i, fp, sub), h);
+			uint4 *o = (uint4 *)(t.out + 8u * i);
+			o[0] = make_uint4(w[0], h[0], w[1], h[1]);
+			o[1] = make_uint4(w[2], h[2], w[3], h[3]);
+		}
+		return;
+	default: /* bytes */
+		*(uint32_t *)(t.out + i) = load4(t, 0, i, fp, sub);
+		return;
+	}
+}
+
+/* One element, any alignment. */
+__device__ __forceinline__ void merge_one(const wcc_merge_tile &t, uint32_t i, unsigned fp = NO_SUB,
+					  uint32_t sub = 0)
+{
+	const unsigned w = t.elem_size;
+	uint8_t *o = t.out + (size_t)w * i;
+	switch (t.kind) {
+	case 2: {
+		const uint32_t e = load1(t, 0, i, fp, sub), m = load1(t, 1, i, fp, sub);
+		const uint32_t v = ((m & 0x80u) << 8) | (e << 7) | (m & 0x7fu);
+		o[0] = (uint8_t)v;
+		o[1] = (uint8_t)(v >> 8);
+		return;
+	}
+	case 3: {
+		const uint32_t p0 = load1(t, 0, i, fp, sub), p1 = load1(t, 1, i, fp, sub), p2 = load1(t, 2, i, fp, sub),
+			       p3 = load1(t, 3, i, fp, sub);
+		const uint32_t u = ((p3 & 0x80u) << 24) | (p0 << 23) | ((p3 & 0x7fu) << 16) | (p2 << 8) | p1;
+		o[0] = (uint8_t)u;
+		o[1] = (uint8_t)(u >> 8);
+		o[2] = (uint8_t)(u >> 16);
+		o[3] = (uint8_t)(u >> 24);
+		return;
+	}
+	case 1:
+		for (unsigned k = 0; k < w; k++)
+			o[w - 1u - k] = load1(t, k, i, fp, sub);
+		return;
+	default:
+		o[0] = load1(t, 0, i, fp, sub);
+		return;
+	}
+}
+
+/* MINB: blocks per SM the register budget is cut for (8: 32 registers, full
+ * occupancy; 6: 40 registers). */
+template <int MINB>
+__global__ void __launch_bounds__(RANS_THREADS, MINB)
+wcc_rans_kernel(const wcc_rans_block *__restrict__ blocks, const wcc_chunk *__restrict__ chunks,
+		const uint16_t *__restrict__ freqs, const wcc_merge_tile *__restrict__ tiles,
+		uint32_t *__restrict__ status)
+{
+	__shared__ uint32_t tab[4096];
+	__shared__ uint32_t cum[257];
+	__shared__ __align__(16) uint8_t stage_all[WCC_RANS_WARPS][STAGE_BYTES];
+	__shared__ wcc_merge_tile tile_all[WCC_RANS_WARPS];
+
+	const wcc_rans_block blk = blocks[blockIdx.x];
+	build_dtab(freqs + (size_t)blk.table * 256u, tab, cum);
+
+	const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+	if (warp >= blk.count)
+		return;
+	uint8_t *stage = stage_all[warp];
+	const uint32_t lt_mask = (1u << lane) - 1u;
+	const wcc_chunk ch = chunks[blk.first + warp];
+
+	/* fused: this warp writes tensor bytes itself (see wcc_chunk.fuse) */
+	const uint32_t fuse = ch.fuse;
+	const unsigned fp = fuse >> 28;
+	wcc_merge_tile &mt = tile_all[warp];
+	uint32_t e0 = 0; /* element index of the chunk's symbol 0 */
+	if (fuse) {
+		if (lane < sizeof(wcc_merge_tile) / 4u)
+			((uint32_t *)&mt)[lane] = ((const uint32_t *)&tiles[(fuse & 0x0fffffffu) - 1u])[lane];
+		__syncwarp();
+		e0 = (uint32_t)((size_t)(ch.out - mt.out) / mt.elem_size);
+	}
+
+	const uint32_t m = ch.nsym;
+	const uint32_t nslots = (ch.in_bytes - 128u) / 2u; /* u16 words incl. pad */
+	const uint16_t *__restrict__ words = (const uint16_t *)(ch.in + 128);
+	uint32_t x = ((const uint32_t *)ch.in)[lane];
+	bool bad = x < 65536u;
+
+	uint32_t base = 0, p = 0; /* window start and read position, warp-uniform */
+	uint32_t w_cur = lane < nslots ? words[lane] : 0u;
+	uint32_t w_next = 32u + lane < nslots ? words[32u + lane] : 0u;
+
+	const uint32_t rounds = (m + 31u) / 32u;
+	const uint32_t full_rounds = (m / STAGE_BYTES) * (STAGE_BYTES / 32u);
+	uint8_t *out = ch.out;
+
+	for (uint32_t r = 0; r < rounds; r++) {
+		const bool active = r * 32u + lane < m;
+		const uint32_t e = tab[x & 4095u];
+		if (active)
+			x = ((e >> 8) & 0xfffu) * (x >> 12) + (e >> 20);
+		const bool need = active && x < 65536u;
+		const uint32_t mask = __ballot_sync(FULL_MASK, need);
+		if (mask) {
+			const uint32_t idx = (p - base) + __popc(mask & lt_mask);
+			const uint32_t v0 = __shfl_sync(FULL_MASK, w_cur, idx & 31u);
+			const uint32_t v1 = __shfl_sync(FULL_MASK, w_next, idx & 31u);
+			if (need) {
+				if (base + idx >= nslots)
+					bad = true;
+				x = (x << 16) | (idx < 32u ? v0 : v1);
+			}
+			p += __popc(mask);
+			if (p - base >= 32u) {
+				base += 32u;
+				w_cur = w_next;
+				w_next = base + 32u + lane < nslots ? words[base + 32u + lane] : 0u;
+			}
+		}
+		stage[(r & 15u) * 32u + lane] = (uint8_t)e;
+		if ((r & 15u) == 15u && r < full_rounds) {
+			__syncwarp();
+			const uint4 sv = ((const uint4 *)stage)[lane];
+			if (!fuse) {
+				((uint4 *)(out + (r - 15u) * 32u))[lane] = sv;
+			} else {
+				/* lane: elements i .. i+15 of the tile */
+				const uint32_t i = e0 + (r - 15u) * 32u + 16u * lane;
+				merge_vec4(mt, i, fp, sv.x);
+				merge_vec4(mt, i + 4u, fp, sv.y);
+				merge_vec4(mt, i + 8u, fp, sv.z);
+				merge_vec4(mt, i + 12u, fp, sv.w);
+			}
+			__syncwarp();
+		}
+	}
+	/* symbols after the last full 512-byte group */
+	__syncwarp();
+	const uint32_t done = full_rounds * 32u;
+	for (uint32_t i = lane; done + i < m; i += 32u) {
+		if (!fuse)
+			out[done + i] = stage[i];
+		else
+			merge_one(mt, e0 + done + i, fp, stage[i]);
+	}
+
+	/* Validation (FORMAT.md 4): every state back at 2^16, every word read,
+	 * the optional pad word present only to make the count even and zero. */
+	bool words_ok = p == nslots ||
+			(p + 1u == nslots && (p & 1u) && words[p] == 0u);
+	if (__any_sync(FULL_MASK, bad || x != 65536u) || !words_ok) {
+		if (lane == 0)
+			status[ch.job] = 1u;
+	}
+}
+
+__global__ void __launch_bounds__(256)
+wcc_merge_kernel(const wcc_merge_seg *__restrict__ segs, const wcc_merge_tile *__restrict__ tiles)
+{
+	/* the tile descriptor in shared memory: plane pointers are indexed by
+	 * run-time plane numbers, which would put a register copy in local memory */
+	__shared__ wcc_merge_tile t;
+	const wcc_merge_seg sg = segs[blockIdx.x];
+	if (threadIdx.x == 0)
+		t = tiles[sg.tile];
+	__syncthreads();
+	const uint32_t end = sg.begin + sg.count;
+
+	bool vec = (sg.begin & 3u) == 0;
+	const unsigned oalign = t.elem_size >= 4 ? 16u : 4u * t.elem_size;
+	vec = vec && ((uintptr_t)t.out & (oalign - 1u)) == 0;
+	for (unsigned k = 0; k < t.nplanes; k++)
+		vec = vec && ((uintptr_t)t.src[k] & 3u) == 0;
+
+	uint32_t i = sg.begin;
+	if (vec) {
+		const uint32_t vend = sg.begin + (sg.count & ~3u);
+		for (uint32_t j = sg.begin + 4u * threadIdx.x; j < vend; j += 4u * blockDim.x)
+			merge_vec4(t, j);
+		i = vend;
+	}
+	for (uint32_t j = i + threadIdx.x; j < end; j += blockDim.x)
+		merge_one(t, j);
+}
+
+/* ---- launchers ---------------------------------------------------------- */
+
+static int g_variant = 0;
+
+extern "C" void wcc_set_variant(int v)
+{
+	g_variant = v;
+}
+
+extern "C" int wcc_launch_rans(const wcc_rans_block *blocks, uint32_t nblocks, const wcc_chunk *chunks,
+			       const uint16_t *freqs, const wcc_merge_tile *tiles, uint32_t *status, void *stream)
+{
+	if (nblocks == 0)
+		return 0;
+	if (g_variant == 1)
+		wcc_rans_kernel<6><<<nblocks, RANS_THREADS, 0, (cudaStream_t)stream>>>(blocks, chunks, freqs, tiles, status);
+	else
+		wcc_rans_kernel<8><<<nblocks, RANS_THREADS, 0, (cudaStream_t)stream>>>(blocks, chunks, freqs, tiles, status);
+	return (int)cudaGetLastError();
+}
+
+extern "C" int wcc_launch_merge(const wcc_merge_seg *segs, uint32_t nsegs, const wcc_merge_tile *tiles,
+				void *stream)
+{
+	if (nsegs == 0)
+		return 0;
+	wcc_merge_kernel<<<nsegs, 256, 0, (cudaStream_t)stream>>>(segs, tiles);
+	return (int)cudaGetLastError();
+}

@@ -1,0 +1,82 @@
+/*
+ * wcodec_cuda.h - public entry points of the CUDA plugin (wcodec-cuda.so)
+ * for programs that want decoded tensors in GPU memory, with no host round
+ * trip of the decoded bytes (model loaders). Link with -l:wcodec-cuda.so
+ * from $(pkglibdir) or dlopen() it; it needs libwcodec and a CUDA driver.
+ *
+ * Integrity on these device paths: every tile's compressed payload is
+ * checked against its XXH3-64 chash on the host when it is read, and every
+ * rANS chunk passes the stream checks of docs/FORMAT.md section 4 on the
+ * device (all 32 final states equal 2^16, every renormalisation word
+ * consumed, no read outside the chunk). The decoded bytes are NOT hashed
+ * (their dhash would need them on the host); a tile that fails a device
+ * check is decoded again on the CPU, which decides between "corrupt" and "GPU
+ * fault" (then the CPU's bytes are copied up). The host-memory backend
+ * (WC_CUDA_PLUGIN_SYMBOL in engine/backend.h) does check every dhash.
+ *
+ * All functions are synchronous: work queued on `stream` before the call
+ * completes first, and the bytes are in place when the call returns.
+ * Thread-safe; one internal decode context per GPU is created on first use
+ * and kept for the life of the process.
+ */
+#ifndef WCODEC_CUDA_H
+#define WCODEC_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "container/container.h"
+#include "core/wc_error.h"
+#include "engine/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Decode tensor `tensor_name` of the .wcodec file at `wcodec_path` into
+ * device memory `device_dst` (dst_bytes bytes, on GPU ordinal `gpu`): the
+ * tensor's bytes exactly as in the original safetensors data section
+ * (little-endian elements). tensor_name NULL decodes the whole data section
+ * (every tensor, in file order, as safetensors lays them out).
+ * Errors: WC_E_IO, WC_E_FORMAT (the file), WC_E_NOTFOUND (no such tensor),
+ * WC_E_RANGE (dst_bytes smaller than the tensor; the reason names the size),
+ * WC_E_CORRUPT (a payload failed its chash or a stream its checks),
+ * WC_E_BACKEND (no usable GPU or a CUDA call failed), WC_E_NOMEM. */
+wc_err wcodec_cuda_decode_tensor(const char *wcodec_path, const char *tensor_name, void *device_dst,
+				 size_t dst_bytes, int gpu, cudaStream_t stream);
+
+/* The same on an open container (the caller keeps its reference). */
+wc_err wcodec_cuda_decode_tensor_c(wc_container *c, const char *tensor_name, void *device_dst,
+				   size_t dst_bytes, int gpu, cudaStream_t stream);
+
+/* Decode tile jobs (engine/backend.h; payloads in host memory, chash
+ * already checked by the caller) into device memory: job i's out_size bytes
+ * go to device_dst[i]; job->out is not used. Sets every job's status.
+ * Returns WC_OK if every job was attempted (look at each status), else
+ * WC_E_BACKEND (no usable GPU, or a CUDA call failed: no output may be
+ * trusted) or WC_E_NOMEM. */
+wc_err wcodec_cuda_decode_jobs(wc_tile_job *jobs, size_t n, void *const *device_dst, int gpu);
+
+/* Page-locked host memory for tile buffers (payloads and decoded tiles):
+ * the backend DMAs straight to and from such buffers instead of staging
+ * them through its own pinned buffers, which saves two memory copies per
+ * tile (docs/BENCHMARKS-GPU.md: 41 GB/s instead of 34 on an H200 host).
+ * Any page-locked memory works the same (cudaHostAlloc, cudaHostRegister).
+ * Returns NULL when no GPU is usable or the allocation fails. */
+void *wcodec_cuda_host_alloc(size_t bytes);
+void wcodec_cuda_host_free(void *p);
+
+/* The plugin's backend constructor (WC_CUDA_PLUGIN_SYMBOL, see backend.h):
+ * opts->gpu selects the device, opts->gpu_memory_limit bounds the device
+ * bytes it allocates (0: 320 MiB), opts->threads bounds its host copy/hash
+ * threads. Errors: WC_E_BACKEND with a reason when no driver or device is
+ * usable, WC_E_NOMEM. */
+wc_err wcodec_cuda_backend_create(const wc_backend_opts *opts, wc_backend **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WCODEC_CUDA_H */
