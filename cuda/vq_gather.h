@@ -3,6 +3,7 @@
  * the codebook gather kernel (vq_gather.cu) and the backend path that feeds
  * it. Plain C so the plugin's host code stays C11.
  *
+ * Files: the kernel in vq_gather.cu, the backend path in vq_decode.cu.
  * A VQ job is decoded in two steps on the device:
  *   1. its payload, a tile-codec payload of codebook indices, is decoded by
  *      the plugin's plane pipeline (wcc_decode with device outputs: the
@@ -20,12 +21,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" { /* the project's C headers, C linkage from nvcc's C++ too */
+#endif
+
 #include "core/wc_error.h"
 #include "engine/backend.h"
-
-#ifdef __cplusplus
-extern "C" {
-#endif
 
 /* One image to gather; every pointer is a device address. */
 typedef struct wcc_vq_image {
@@ -63,6 +64,10 @@ int wcc_vq_any(const wc_tile_job *jobs, size_t n);
  * set its status; other jobs are not touched. Returns WC_OK if every job was
  * attempted, WC_E_BACKEND if the device failed as a whole. */
 wc_err wcc_vq_decode(wcc_vq *vq, wc_tile_job *jobs, size_t n);
+
+/* The plugin's decode: WC_JOB_VQ jobs as above, every other job through
+ * wcc_decode() (host outputs). Same contract as wc_backend_ops.decode. */
+wc_err wcc_vq_decode_mixed(wcc_vq *vq, wc_tile_job *jobs, size_t n);
 
 #ifdef __cplusplus
 }
