@@ -24,6 +24,8 @@ EXTRA_DIST += \
 	contrib/bench/bench-ratio.sh \
 	contrib/bench/bench-mount.sh \
 	contrib/bench/lib.sh \
+	contrib/bench/merge-safetensors.py \
+	contrib/bench/ratio_table.py \
 	contrib/tests/tfjs2safetensors.sh \
 	contrib/tests/check_tfjs2safetensors.py \
 	contrib/tests/ramfs.sh

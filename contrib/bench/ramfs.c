@@ -10,9 +10,9 @@
  * costs: a wcodecfs read of the same bytes can only approach it.
  *
  * The page-cache semantics are the ones wcodecfs uses, so the comparison is
- * fair: no direct_io, keep_cache on open, long entry/attr timeouts (the
- * file never changes), st_blksize reported as the tile size (1 MiB unless
- * -o blksize=N). Connection options of libfuse (-o max_readahead=N,
+ * fair: no direct_io, keep_cache on open, entry/attr timeouts of 1 s like
+ * wcodecfs's default (-o timeout=SECONDS), st_blksize reported as the tile
+ * size (1 MiB unless -o blksize=N). Connection options of libfuse (-o max_readahead=N,
  * max_background=N, ...) are accepted through fuse_parse_conn_info_opts().
  * Without -f the daemon detaches once mounted (fuse_daemonize), like
  * wcodecfs; stop it with `fusermount3 -u MOUNTPOINT`.
@@ -34,7 +34,6 @@
 #include <unistd.h>
 
 #define RAMFS_FILE_INO 2
-#define RAMFS_TIMEOUT 86400.0 /* seconds: nothing here ever changes */
 
 struct ramfs {
 	const char *source;                 /* path given on the command line */
@@ -43,11 +42,12 @@ struct ramfs {
 	size_t size;                        /* bytes */
 	struct timespec mtime;              /* SOURCE's, shown on both inodes */
 	unsigned blksize;                   /* st_blksize reported, bytes */
+	double timeout;                     /* entry/attr cache timeout, seconds */
 	struct fuse_conn_info_opts *conn_opts;
 	int show_help;
 };
 
-static struct ramfs g_fs = {.blksize = 1u << 20};
+static struct ramfs g_fs = {.blksize = 1u << 20, .timeout = 1.0};
 
 /* Read the whole file into anonymous memory (so it is never paged back to
  * the source file). Returns 0, or -1 with a message on stderr. */
@@ -132,8 +132,8 @@ static void ramfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct fuse_entry_param e;
 	memset(&e, 0, sizeof e);
 	e.ino = RAMFS_FILE_INO;
-	e.attr_timeout = RAMFS_TIMEOUT;
-	e.entry_timeout = RAMFS_TIMEOUT;
+	e.attr_timeout = g_fs.timeout;
+	e.entry_timeout = g_fs.timeout;
 	fill_attr(e.ino, &e.attr);
 	fuse_reply_entry(req, &e);
 }
@@ -147,7 +147,7 @@ static void ramfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	}
 	struct stat st;
 	fill_attr(ino, &st);
-	fuse_reply_attr(req, &st, RAMFS_TIMEOUT);
+	fuse_reply_attr(req, &st, g_fs.timeout);
 }
 
 static void ramfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -236,6 +236,7 @@ static const struct fuse_lowlevel_ops ramfs_ops = {
 
 static const struct fuse_opt ramfs_opts[] = {
 	{"blksize=%u", offsetof(struct ramfs, blksize), 0},
+	{"timeout=%lf", offsetof(struct ramfs, timeout), 0},
 	FUSE_OPT_END,
 };
 
@@ -269,11 +270,16 @@ int main(int argc, char *argv[])
 	if (opts.show_help || !g_fs.source || !opts.mountpoint) {
 		printf("usage: %s [options] SOURCE MOUNTPOINT\n"
 		       "Serve SOURCE from RAM as MOUNTPOINT/<name> (read-only FUSE).\n"
-		       "  -o blksize=N    st_blksize to report (default 1048576)\n",
+		       "  -o blksize=N    st_blksize to report (default 1048576)\n"
+		       "  -o timeout=S    entry/attr cache timeout in seconds (default 1)\n",
 		       argv[0]);
 		fuse_cmdline_help();
 		fuse_lowlevel_help();
 		ret = opts.show_help ? 0 : 1;
+		goto out_args;
+	}
+	if (!(g_fs.timeout >= 0 && g_fs.timeout <= 86400)) {
+		fprintf(stderr, "ramfs: timeout must be in [0, 86400] seconds\n");
 		goto out_args;
 	}
 	if (g_fs.blksize < 512 || (g_fs.blksize & (g_fs.blksize - 1))) {
@@ -304,7 +310,8 @@ int main(int argc, char *argv[])
 			goto out_unmount;
 		fuse_loop_cfg_set_clone_fd(cfg, (unsigned)opts.clone_fd);
 		fuse_loop_cfg_set_idle_threads(cfg, opts.max_idle_threads);
-		fuse_loop_cfg_set_max_threads(cfg, opts.max_threads);
+		if (opts.max_threads <= 100000) /* else unset: libfuse's default */
+			fuse_loop_cfg_set_max_threads(cfg, opts.max_threads);
 		ret = fuse_session_loop_mt(se, cfg);
 		fuse_loop_cfg_destroy(cfg);
 	}
