@@ -34,7 +34,7 @@ step "Debian packages"
 missing=$(for p in $pkgs; do dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "ok installed" || echo "$p"; done)
 if [ -n "$missing" ]; then
 	if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
-	echo "installing:" $missing
+	echo "installing:" "$missing"
 	export DEBIAN_FRONTEND=noninteractive
 	$SUDO apt-get update -qq
 	# shellcheck disable=SC2086
@@ -56,7 +56,7 @@ cd "$build"
 make -j"$(nproc)" >/dev/null
 wcodec=$build/wcodec
 wcodecfs=$build/wcodecfs
-[ -x "$wcodec" ] && [ -x "$wcodecfs" ] || fail "wcodec/wcodecfs were not built"
+if [ ! -x "$wcodec" ] || [ ! -x "$wcodecfs" ]; then fail "wcodec/wcodecfs were not built"; fi
 cd "$top"
 
 # ---- 3. sample data ----------------------------------------------------------------

@@ -25,6 +25,7 @@
 #     one fresh wcodecfs mount per cache_size; the daemon's VmHWM (peak RSS)
 #     afterwards, against cache_size.
 set -euo pipefail
+# shellcheck source=contrib/bench/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 reps=5 nreads=2000 caches="64M 256M" work=

@@ -14,6 +14,7 @@
 #   before its numbers count.
 # Environment: BUILD, WCODEC, PYTHON3 (see lib.sh).
 set -euo pipefail
+# shellcheck source=contrib/bench/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 work=

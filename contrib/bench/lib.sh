@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # lib.sh - helpers shared by the contrib/bench/*.sh benchmarks (sourced).
 #
 # Tools are found in $BUILD (default: the current directory if it holds
@@ -55,8 +56,7 @@ mb_per_s() { awk -v b="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.0f", b / s / 
 
 # wait_mount MOUNTPOINT PID: until MOUNTPOINT is a mount (10 s), or PID died.
 wait_mount() {
-	local i
-	for i in $(seq 200); do
+	for _ in $(seq 200); do
 		mountpoint -q "$1" && return 0
 		kill -0 "$2" 2>/dev/null || { echo "mount daemon $2 exited" >&2; return 1; }
 		sleep 0.05

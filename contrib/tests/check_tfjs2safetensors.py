@@ -22,6 +22,7 @@ import sys
 
 SRC, WORK = sys.argv[1], sys.argv[2]
 TOOL = os.path.join(SRC, "contrib", "tfjs2safetensors.py")
+sys.dont_write_bytecode = True  # never write into the source tree
 sys.path.insert(0, os.path.join(SRC, "contrib"))
 import tfjs2safetensors as t2s  # noqa: E402
 

@@ -5,6 +5,7 @@
 # Runs under $PYTHON3 (numpy path and pure path) and, when it differs, also
 # under a python3 without numpy from PATH.
 set -eu
+export PYTHONDONTWRITEBYTECODE=1
 : "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${PYTHON3:=python3}"
 work=$(mktemp -d "${TMPDIR:-/tmp}/tfjs2st.XXXXXX")
