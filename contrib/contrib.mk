@@ -24,6 +24,7 @@ EXTRA_DIST += \
 	contrib/bench/bench-ratio.sh \
 	contrib/bench/bench-mount.sh \
 	contrib/bench/lib.sh \
+	contrib/bench/prepare-data.sh \
 	contrib/bench/merge-safetensors.py \
 	contrib/bench/ratio_table.py \
 	contrib/tests/tfjs2safetensors.sh \
