@@ -31,6 +31,7 @@ mkdir -p "$b"
 genuine="age blazeface-back blazeface-front blazeface efficientpose emotion faceres-deep
 	gender-ssrnet-imdb gender handskeleton iris liveness mobileface mobilefacenet posenet"
 u8="handtrack rvm"
+# shellcheck disable=SC2086
 both=$(printf " %s" $genuine $u8)
 f16=$(cd "$h" && for j in *.json; do m=${j%.json}; case "$both " in *" $m "*) ;; *) echo "$m" ;; esac; done)
 
