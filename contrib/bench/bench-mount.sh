@@ -40,7 +40,13 @@ shift $((OPTIND - 1))
 [ $# = 1 ] || die "usage: bench-mount.sh [-r REPS] [-n READS] [-c SIZES] [-w WORKDIR] FILE.safetensors"
 file=$(readlink -f "$1")
 [ -f "$file" ] || die "$1: no such file"
-for t in WCODEC WCODECFS RAMFS RANDREAD; do need_tool "${!t}" "$t"; done
+for t in RAMFS RANDREAD; do need_tool "${!t}" "$t"; done
+# Without the product (wcodec + wcodecfs) only the ramfs and disk rows are measured.
+have_wc=1
+if [ ! -x "$WCODEC" ] || [ ! -x "$WCODECFS" ]; then
+	have_wc=0
+	echo "wcodec/wcodecfs not found in $BUILD: measuring ramfs and disk only" >&2
+fi
 size=$(stat -c %s "$file")
 name=$(basename "$file" .safetensors)
 
@@ -54,11 +60,14 @@ trap cleanup EXIT INT TERM
 cold=yes
 drop_caches || cold="no (not permitted: page cache warm)"
 
-echo "packing $file ..." >&2
-t0=$(date +%s.%N)
-"$WCODEC" pack "$file" "$work/src/$name.wcodec" >&2
-t1=$(date +%s.%N)
-packed=$(stat -c %s "$work/src/$name.wcodec")
+packed=0 t0=0 t1=0
+if [ $have_wc = 1 ]; then
+	echo "packing $file ..." >&2
+	t0=$(date +%s.%N)
+	"$WCODEC" pack "$file" "$work/src/$name.wcodec" >&2
+	t1=$(date +%s.%N)
+	packed=$(stat -c %s "$work/src/$name.wcodec")
+fi
 
 mount_wcodecfs() { # mount_wcodecfs SRC [extra -o options]; sets $daemon
 	local opts=${2:-}${WCODECFS_OPTS:+,$WCODECFS_OPTS}
@@ -74,13 +83,16 @@ mount_ramfs() {
 umount_it() { unmount_wait "$mnt" "$daemon"; daemon=; }
 
 # Correctness first: the virtual file must equal the original.
-mount_wcodecfs "$work/src"
-cmp "$mnt/$name.safetensors" "$file" || die "the virtual file differs from $file"
-umount_it
+if [ $have_wc = 1 ]; then
+	mount_wcodecfs "$work/src"
+	cmp "$mnt/$name.safetensors" "$file" || die "the virtual file differs from $file"
+	umount_it
+fi
 
 # ---- 1. sequential reads -----------------------------------------------------
 declare -a s_wc s_ram s_disk s_warm
 seq_wcodecfs() {
+	[ $have_wc = 1 ] || return 0
 	mount_wcodecfs "$work/src"
 	drop_caches || true
 	s_wc+=("$(dd_seconds "$mnt/$name.safetensors")")
@@ -110,16 +122,20 @@ rand_line() { # rand_line FILE -> "p50 p99 max" in microseconds
 	echo "$out" | sed -n 's/.*p50_us=\([^ ]*\) p99_us=\([^ ]*\) max_us=\([^ ]*\).*/\1 \2 \3/p'
 }
 echo "random reads ..." >&2
-mount_wcodecfs "$work/src"; drop_caches || true; r_wc=$(rand_line "$mnt/$name.safetensors"); umount_it
+r_wc="- - -"
+if [ $have_wc = 1 ]; then
+	mount_wcodecfs "$work/src"; drop_caches || true; r_wc=$(rand_line "$mnt/$name.safetensors"); umount_it
+fi
 mount_ramfs; drop_caches || true; r_ram=$(rand_line "$mnt/$name.safetensors"); umount_it
 drop_caches || true; r_disk=$(rand_line "$file")
 
 # ---- 3. peak RSS under 4 streaming readers --------------------------------------
+mem_rows=()
+[ $have_wc = 1 ] || caches=
 mkdir -p "$work/src4"
-for i in 0 1 2 3; do
+for i in $([ $have_wc = 1 ] && echo 0 1 2 3); do
 	[ -f "$work/src4/$name-$i.wcodec" ] || cp "$work/src/$name.wcodec" "$work/src4/$name-$i.wcodec"
 done
-mem_rows=()
 for c in $caches; do
 	echo "memory, cache_size=$c ..." >&2
 	mount_wcodecfs "$work/src4" "cache_size=$c"
@@ -137,8 +153,8 @@ for c in $caches; do
 done
 
 # ---- report ---------------------------------------------------------------------
-med_wc=$(median "${s_wc[@]}"); med_ram=$(median "${s_ram[@]}")
-med_disk=$(median "${s_disk[@]}"); med_warm=$(median "${s_warm[@]}")
+med_wc=$(median "${s_wc[@]+"${s_wc[@]}"}"); med_ram=$(median "${s_ram[@]}")
+med_disk=$(median "${s_disk[@]}"); med_warm=$(median "${s_warm[@]+"${s_warm[@]}"}")
 cat <<EOF
 ### Mount benchmark: $(basename "$file")
 

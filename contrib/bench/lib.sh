@@ -52,7 +52,7 @@ median() {
 }
 
 # mb_per_s BYTES SECONDS -> decimal MB/s with no fraction
-mb_per_s() { awk -v b="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.0f", b / s / 1e6; else print "inf" }'; }
+mb_per_s() { awk -v b="$1" -v s="$2" 'BEGIN { if (s !~ /^[0-9.e+-]+$/) print "-"; else if (s + 0 > 0) printf "%.0f", b / s / 1e6; else print "inf" }'; }
 
 # wait_mount MOUNTPOINT PID: until MOUNTPOINT is a mount (10 s), or PID died.
 wait_mount() {
