@@ -12,8 +12,12 @@
  * The page-cache semantics are the ones wcodecfs uses, so the comparison is
  * fair: no direct_io, keep_cache on open, entry/attr timeouts of 1 s like
  * wcodecfs's default (-o timeout=SECONDS), st_blksize reported as the tile
- * size (1 MiB unless -o blksize=N). Connection options of libfuse (-o max_readahead=N,
+ * size (1 MiB unless -o blksize=N), and the mount's kernel readahead
+ * (/sys/class/bdi/MAJ:MIN/read_ahead_kb) raised to 1 MiB on the first
+ * request after INIT, as wcodecfs does (-o kernel_readahead=BYTES, 0 keeps
+ * the kernel's; needs root, else it stays). Connection options of libfuse (-o max_readahead=N,
  * max_background=N, ...) are accepted through fuse_parse_conn_info_opts().
+ * FUSE worker threads: max(2 x online CPUs, 4), wcodecfs's default.
  * Without -f the daemon detaches once mounted (fuse_daemonize), like
  * wcodecfs; stop it with `fusermount3 -u MOUNTPOINT`.
  *
@@ -22,6 +26,8 @@
 #define FUSE_USE_VERSION 312
 
 #include <errno.h>
+#include <limits.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <fuse3/fuse_lowlevel.h>
 #include <stddef.h>
@@ -43,11 +49,83 @@ struct ramfs {
 	struct timespec mtime;              /* SOURCE's, shown on both inodes */
 	unsigned blksize;                   /* st_blksize reported, bytes */
 	double timeout;                     /* entry/attr cache timeout, seconds */
+	unsigned long kernel_readahead;     /* bytes for read_ahead_kb; 0 = kernel's */
+	char mountpoint[PATH_MAX];          /* absolute, to find our mount's bdi */
+	atomic_int bdi_pending;             /* readahead not set yet */
 	struct fuse_conn_info_opts *conn_opts;
 	int show_help;
 };
 
-static struct ramfs g_fs = {.blksize = 1u << 20, .timeout = 1.0};
+static struct ramfs g_fs = {.blksize = 1u << 20, .timeout = 1.0, .kernel_readahead = 1ul << 20};
+
+/* Undo mountinfo's octal escapes (\040 for a space, ...) in place. */
+static void unescape_mountinfo(char *s)
+{
+	char *w = s;
+	for (char *r = s; *r; r++) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' && r[3] >= '0' &&
+		    r[3] <= '7') {
+			*w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
+			r += 3;
+		} else {
+			*w++ = *r;
+		}
+	}
+	*w = '\0';
+}
+
+/* Write read_ahead_kb of the backing device (bdi) of our FUSE mount, found
+ * as the last "fuse" line of /proc/self/mountinfo (proc(5)) whose mount
+ * point is ours. Returns 0 or an errno value. */
+static int set_kernel_readahead(const char *mountpoint, unsigned long bytes)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return errno;
+	char *line = NULL, mp[PATH_MAX];
+	size_t cap = 0;
+	unsigned maj = 0, min = 0, a, b;
+	int found = 0;
+	while (getline(&line, &cap, f) > 0) {
+		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS ... - FSTYPE SOURCE SUPEROPTS */
+		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &a, &b, mp) != 3)
+			continue;
+		const char *sep = strstr(line, " - ");
+		if (!sep || strncmp(sep + 3, "fuse", 4) != 0)
+			continue;
+		unescape_mountinfo(mp);
+		if (strcmp(mp, mountpoint) == 0) {
+			maj = a;
+			min = b;
+			found = 1;
+		}
+	}
+	free(line);
+	fclose(f);
+	if (!found)
+		return ENOENT;
+	char path[96];
+	snprintf(path, sizeof path, "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
+	FILE *w = fopen(path, "we");
+	if (!w)
+		return errno;
+	int ok = fprintf(w, "%lu\n", bytes >> 10) > 0;
+	if (fclose(w) != 0 || !ok)
+		return errno ? errno : EIO;
+	return 0;
+}
+
+/* The kernel sets the bdi's readahead from the INIT reply while processing
+ * it, so a value written before that is lost: set it on the first request
+ * that follows INIT, once. */
+static void tune_readahead_once(void)
+{
+	if (!atomic_exchange(&g_fs.bdi_pending, 0))
+		return;
+	int err = set_kernel_readahead(g_fs.mountpoint, g_fs.kernel_readahead);
+	if (err)
+		fprintf(stderr, "ramfs: kernel readahead stays at its default: %s\n", strerror(err));
+}
 
 /* Read the whole file into anonymous memory (so it is never paged back to
  * the source file). Returns 0, or -1 with a message on stderr. */
@@ -125,6 +203,7 @@ static void ramfs_init(void *userdata, struct fuse_conn_info *conn)
 
 static void ramfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	tune_readahead_once();
 	if (parent != FUSE_ROOT_ID || strcmp(name, g_fs.name) != 0) {
 		fuse_reply_err(req, ENOENT);
 		return;
@@ -141,6 +220,7 @@ static void ramfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void ramfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)fi;
+	tune_readahead_once();
 	if (ino != FUSE_ROOT_ID && ino != RAMFS_FILE_INO) {
 		fuse_reply_err(req, ENOENT);
 		return;
@@ -237,6 +317,7 @@ static const struct fuse_lowlevel_ops ramfs_ops = {
 static const struct fuse_opt ramfs_opts[] = {
 	{"blksize=%u", offsetof(struct ramfs, blksize), 0},
 	{"timeout=%lf", offsetof(struct ramfs, timeout), 0},
+	{"kernel_readahead=%lu", offsetof(struct ramfs, kernel_readahead), 0},
 	FUSE_OPT_END,
 };
 
@@ -271,7 +352,9 @@ int main(int argc, char *argv[])
 		printf("usage: %s [options] SOURCE MOUNTPOINT\n"
 		       "Serve SOURCE from RAM as MOUNTPOINT/<name> (read-only FUSE).\n"
 		       "  -o blksize=N    st_blksize to report (default 1048576)\n"
-		       "  -o timeout=S    entry/attr cache timeout in seconds (default 1)\n",
+		       "  -o timeout=S    entry/attr cache timeout in seconds (default 1)\n"
+		       "  -o kernel_readahead=BYTES  the mount's read_ahead_kb in bytes\n"
+		       "                  (default 1048576; 0 keeps the kernel's)\n",
 		       argv[0]);
 		fuse_cmdline_help();
 		fuse_lowlevel_help();
@@ -289,6 +372,15 @@ int main(int argc, char *argv[])
 	g_fs.conn_opts = fuse_parse_conn_info_opts(&args);
 	if (!g_fs.conn_opts)
 		goto out_args;
+	if (g_fs.kernel_readahead > (64ul << 20)) {
+		fprintf(stderr, "ramfs: kernel_readahead must be at most 64 MiB\n");
+		goto out_args;
+	}
+	if (!realpath(opts.mountpoint, g_fs.mountpoint)) {
+		fprintf(stderr, "ramfs: %s: %s\n", opts.mountpoint, strerror(errno));
+		goto out_args;
+	}
+	atomic_init(&g_fs.bdi_pending, g_fs.kernel_readahead != 0);
 	if (load_source(&g_fs) != 0)
 		goto out_args;
 
@@ -309,9 +401,13 @@ int main(int argc, char *argv[])
 		if (!cfg)
 			goto out_unmount;
 		fuse_loop_cfg_set_clone_fd(cfg, (unsigned)opts.clone_fd);
-		fuse_loop_cfg_set_idle_threads(cfg, opts.max_idle_threads);
-		if (opts.max_threads <= 100000) /* else unset: libfuse's default */
-			fuse_loop_cfg_set_max_threads(cfg, opts.max_threads);
+		/* Worker threads as wcodecfs has them: max(2 x online CPUs, 4)
+		 * both at most and idle, unless -o max_threads / max_idle_threads
+		 * say otherwise (libfuse leaves UINT_MAX in those when unset). */
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		unsigned def = cpus > 2 ? 2u * (unsigned)cpus : 4u;
+		fuse_loop_cfg_set_max_threads(cfg, opts.max_threads <= 100000 ? opts.max_threads : def);
+		fuse_loop_cfg_set_idle_threads(cfg, opts.max_idle_threads <= 100000 ? opts.max_idle_threads : def);
 		ret = fuse_session_loop_mt(se, cfg);
 		fuse_loop_cfg_destroy(cfg);
 	}
