@@ -1,1 +1,31 @@
-# src/codec: owned by that component; appends to the variables in Makefile.am.
+# src/codec: the lossless codec (byte planes, 32-lane rANS, tile payloads).
+libwcodec_la_SOURCES += \
+	src/codec/codec_scratch.c \
+	src/codec/entropy.c \
+	src/codec/freq_normalize.c \
+	src/codec/planes.c \
+	src/codec/rans_decode.c \
+	src/codec/rans_encode.c \
+	src/codec/tile_decode.c \
+	src/codec/tile_encode.c \
+	src/codec/tile_parse.c
+noinst_HEADERS += src/codec/codec_internal.h
+pkginclude_HEADERS += src/codec/rans.h src/codec/planes.h src/codec/tile_codec.h
+
+check_PROGRAMS += tests/test_rans tests/test_planes tests/test_tile_codec
+TESTS += tests/test_rans tests/test_planes tests/test_tile_codec
+tests_test_rans_SOURCES = tests/test_rans.c tests/codec_testutil.h
+tests_test_rans_CFLAGS = $(TEST_CFLAGS)
+tests_test_rans_LDADD = $(TEST_LIBS)
+tests_test_planes_SOURCES = tests/test_planes.c tests/codec_testutil.h
+tests_test_planes_CFLAGS = $(TEST_CFLAGS)
+tests_test_planes_LDADD = $(TEST_LIBS)
+tests_test_tile_codec_SOURCES = tests/test_tile_codec.c tests/codec_testutil.h
+tests_test_tile_codec_CFLAGS = $(TEST_CFLAGS) $(ZSTD_CFLAGS)
+tests_test_tile_codec_LDADD = $(TEST_LIBS)
+
+# Decode/encode throughput benchmark (not a test: timing never runs in make check).
+noinst_PROGRAMS += bench/bench_decode
+bench_bench_decode_SOURCES = bench/bench_decode.c
+bench_bench_decode_CFLAGS = $(AM_CFLAGS)
+bench_bench_decode_LDADD = libwcodec.la -lm

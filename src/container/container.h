@@ -62,7 +62,10 @@ typedef struct wc_container wc_container;
  * and tile index (not the payloads). The container is reference-counted
  * (starts at 1) and safe to share between threads.
  * Errors: WC_E_IO (open/read), WC_E_FORMAT (anything malformed, with the
- * reason via wc_last_detail()), WC_E_UNSUPPORTED (newer version), WC_E_NOMEM. */
+ * reason via wc_last_detail()), WC_E_CORRUPT (the XXH3 check of header,
+ * prefix, tables, index and metadata does not match), WC_E_RANGE (a count or
+ * size beyond docs/FORMAT.md section 5), WC_E_UNSUPPORTED (newer version or
+ * unknown flags), WC_E_NOMEM. */
 wc_err wc_container_open(const char *path, wc_container **out);
 void wc_container_retain(wc_container *c);
 void wc_container_release(wc_container *c); /* closes at zero */
@@ -112,13 +115,26 @@ wc_err wc_container_pread(const wc_container *c, uint8_t *buf, size_t len, uint6
 
 /* ---- writing -------------------------------------------------------- */
 
+/* rANS chunk of packed files: each chunk costs 4 + 128 bytes (its end offset
+ * and 32 lane states), so 65536 symbols keeps that overhead near 0.2% of a
+ * plane coded at 8 bits (the data section must stay within 1% of the
+ * entropy) while a 1 MiB BF16 tile still gives 16 chunks (warps). */
+#define WC_PACK_CHUNK_DEFAULT 65536u
+
 typedef struct wc_pack_opts {
-	uint32_t tile_size;     /* decoded bytes per tile; 0 = WC_TILE_SIZE_DEFAULT */
-	uint32_t chunk_symbols; /* rANS chunk; 0 = WC_RANS_CHUNK_DEFAULT */
+	uint32_t tile_size;     /* decoded bytes per tile, a multiple of 8 in
+				   [WC_TILE_SIZE_MIN, WC_TILE_SIZE_MAX]; 0 = WC_TILE_SIZE_DEFAULT */
+	uint32_t chunk_symbols; /* rANS chunk; 0 = WC_PACK_CHUNK_DEFAULT */
 	unsigned threads;       /* encoder threads; 0 = online CPUs */
+	int verify;             /* nonzero: reopen the written temporary file, decode
+				   every tile and compare with the input before the rename */
 	/* Called from one thread with bytes of input done so far; may be NULL. */
 	void (*progress)(void *ctx, uint64_t done, uint64_t total);
 	void *progress_ctx;
+	/* Called with the temporary file's path once it exists and with NULL
+	 * once it is renamed or removed, so a tool can remove it when killed by
+	 * a signal; may be NULL. */
+	void (*temp_file)(const char *path);
 } wc_pack_opts;
 
 typedef struct wc_pack_stats {

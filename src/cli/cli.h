@@ -1,0 +1,125 @@
+/*
+ * cli.h - the `wcodec` command-line tool: command table, file formats, and
+ * helpers shared by the commands.
+ *
+ * Adding a command: write cmd_NAME.c with `int cmd_NAME(int argc, char **argv)`
+ * (argv[0] is the command name; parse with getopt_long; --help prints usage
+ * and returns 0) and add one row to the table in main.c.
+ *
+ * Adding a file format to unpack/info/verify (e.g. .qvq): add one row to the
+ * table in formats.c with its magic and handlers; the commands pick the row
+ * by the file's first bytes.
+ */
+#ifndef WC_CLI_H
+#define WC_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/wc_error.h"
+
+/* Exit statuses of every command. */
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+typedef struct cli_command {
+	const char *name;
+	const char *summary; /* one line for `wcodec --help` */
+	int (*run)(int argc, char **argv);
+} cli_command;
+
+/* Options shared by the commands that decode tiles. */
+typedef struct cli_decode_opts {
+	const char *backend; /* "auto", "cpu", "cuda" */
+	unsigned threads;    /* 0 = online CPUs */
+	int quiet;
+} cli_decode_opts;
+
+/* getopt_long entries and help text of --backend/-b and --threads/-j. */
+#define CLI_DECODE_LONGOPTS {"backend", required_argument, NULL, 'b'}, {"threads", required_argument, NULL, 'j'}
+#define CLI_DECODE_HELP \
+	"  -b, --backend NAME    decode backend: auto (CUDA if usable, else CPU), cpu, cuda\n" \
+	"  -j, --threads N       CPU decode threads (default: all online CPUs)\n"
+/* Handle option c ('b' or 'j') for command cmd; returns 0, or CLI_USAGE
+ * after printing why. */
+int cli_decode_opt(const char *cmd, int c, const char *arg, cli_decode_opts *o);
+
+/* A container format the CLI can unpack, describe and verify. Handlers
+ * return an exit status and print their own errors. */
+typedef struct cli_format {
+	const char *name;        /* "wcodec" */
+	const char *magic;       /* the file's first magic_len bytes */
+	size_t magic_len;
+	int (*unpack)(const char *in, const char *out, const cli_decode_opts *o);
+	int (*info)(const char *path, int json);
+	int (*verify)(const char *path, const cli_decode_opts *o);
+} cli_format;
+
+/* The format of the file at path by its magic; NULL (with a message
+ * printed) if unreadable or unknown. */
+const cli_format *cli_format_of(const char *path);
+
+/* Handlers of the .wcodec format (cmd_unpack.c, cmd_info.c, cmd_verify.c). */
+int wcodec_unpack(const char *in, const char *out, const cli_decode_opts *o);
+int wcodec_info(const char *path, int json);
+int wcodec_verify(const char *path, const cli_decode_opts *o);
+
+/* Commands (one file each). */
+int cmd_pack(int argc, char **argv);
+int cmd_unpack(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_cat(int argc, char **argv);
+
+/* A progress bar on stderr, drawn only if stderr is a terminal and not quiet;
+ * redrawn at most 10 times a second. */
+typedef struct cli_progress {
+	const char *label;
+	int enabled;
+	double start, last;
+} cli_progress;
+void cli_progress_init(cli_progress *p, const char *label, int quiet);
+void cli_progress_update(cli_progress *p, uint64_t done, uint64_t total);
+void cli_progress_done(cli_progress *p);
+
+/* Called for each tile in tile order: data/size are its decoded bytes when
+ * status is WC_OK, else why says what is wrong with it. Return nonzero to stop. */
+struct wc_container;
+typedef int (*cli_tile_sink)(void *ctx, uint32_t tile, const uint8_t *data, uint32_t size, wc_err status,
+			     const char *why);
+
+/* Decode every tile of c through the decode backend o->backend (engine/
+ * backend.h) in batches of its preferred size, calling sink in tile order,
+ * with progress over decoded bytes. Errors: the backend's creation error
+ * (with a reason), WC_E_NOMEM. Damaged tiles are reported to the sink, not
+ * as errors. */
+wc_err cli_decode_tiles(struct wc_container *c, const cli_decode_opts *o, cli_tile_sink sink, void *ctx,
+			cli_progress *progress);
+
+/* "wcodec: CONTEXT: <wc_strerror(e)>: <wc_last_detail()>" on stderr; returns CLI_FAIL. */
+int cli_error(wc_err e, const char *context);
+/* Print "wcodec CMD: MESSAGE" and a hint to run --help; returns CLI_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parse a byte size with an optional K/M/G suffix (powers of 1024) or an
+ * unsigned count; -1 on a malformed or out-of-range value. */
+int cli_parse_size(const char *s, uint64_t max, uint64_t *out);
+
+/* "12.3 MiB" into buf. */
+const char *cli_human_bytes(uint64_t n, char buf[32]);
+
+
+/* Temporary output "OUT.tmp.XXXXXX" next to OUT, removed by cli_tmp_abort or
+ * renamed over OUT (after fsync) by cli_tmp_commit. A SIGINT/SIGTERM while
+ * one is open removes it before the process dies. */
+typedef struct cli_tmpfile {
+	char *tmp, *final;
+	int fd;
+} cli_tmpfile;
+wc_err cli_tmp_create(cli_tmpfile *t, const char *out);
+wc_err cli_tmp_commit(cli_tmpfile *t);
+void cli_tmp_abort(cli_tmpfile *t);
+/* Let the signal cleanup know about a temporary path created elsewhere (the
+ * library's packer); NULL forgets it. */
+void cli_tmp_watch_path(const char *path);
+
+#endif /* WC_CLI_H */

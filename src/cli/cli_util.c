@@ -1,0 +1,227 @@
+/* cli_util.c - errors, sizes, the progress bar and temporary outputs of the CLI. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int cli_error(wc_err e, const char *context)
+{
+	const char *why = wc_last_detail();
+	if (why[0])
+		fprintf(stderr, "wcodec: %s: %s: %s\n", context, wc_strerror(e), why);
+	else
+		fprintf(stderr, "wcodec: %s: %s\n", context, wc_strerror(e));
+	return CLI_FAIL;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "wcodec %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry 'wcodec %s --help'.\n", cmd);
+	return CLI_USAGE;
+}
+
+int cli_parse_size(const char *s, uint64_t max, uint64_t *out)
+{
+	if (!s || !*s || *s == '-')
+		return -1;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -1;
+	unsigned shift = 0;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	default: break;
+	}
+	if (shift && (*end == 'i' || *end == 'I'))
+		end++;
+	if (shift && (*end == 'b' || *end == 'B'))
+		end++;
+	if (*end || v > (max >> shift))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+const char *cli_human_bytes(uint64_t n, char buf[32])
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)n;
+	int u = 0;
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, 32, "%llu B", (unsigned long long)n);
+	else
+		snprintf(buf, 32, "%.1f %s", v, units[u]);
+	return buf;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void cli_progress_init(cli_progress *p, const char *label, int quiet)
+{
+	p->label = label;
+	p->enabled = !quiet && isatty(STDERR_FILENO);
+	p->start = now();
+	p->last = 0;
+}
+
+void cli_progress_update(cli_progress *p, uint64_t done, uint64_t total)
+{
+	if (!p->enabled)
+		return;
+	double t = now();
+	if (t - p->last < 0.1 && done < total)
+		return;
+	p->last = t;
+	const int width = 30;
+	double frac = total ? (double)done / (double)total : 1.0;
+	int fill = (int)(frac * width);
+	char bar[64], hb[32];
+	for (int i = 0; i < width; i++)
+		bar[i] = i < fill ? '#' : '.';
+	bar[width] = 0;
+	double rate = t > p->start ? (double)done / (t - p->start) : 0;
+	fprintf(stderr, "\r%s %3d%% [%s] %s/s ", p->label, (int)(frac * 100), bar, cli_human_bytes((uint64_t)rate, hb));
+	fflush(stderr);
+}
+
+void cli_progress_done(cli_progress *p)
+{
+	if (p->enabled)
+		fprintf(stderr, "\r\033[K");
+}
+
+/* ---- temporary outputs, removed on SIGINT/SIGTERM ------------------- */
+
+static char watched[4096];
+static volatile sig_atomic_t have_watched;
+
+static void on_signal(int sig)
+{
+	if (have_watched)
+		unlink(watched);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+void cli_tmp_watch_path(const char *path)
+{
+	static int installed;
+	if (!installed) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_signal;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+		sigaction(SIGHUP, &sa, NULL);
+		installed = 1;
+	}
+	have_watched = 0;
+	if (path && strlen(path) < sizeof watched) {
+		memcpy(watched, path, strlen(path) + 1);
+		have_watched = 1;
+	}
+}
+
+wc_err cli_tmp_create(cli_tmpfile *t, const char *out)
+{
+	memset(t, 0, sizeof *t);
+	t->fd = -1;
+	size_t n = strlen(out) + 16;
+	t->tmp = malloc(n);
+	t->final = strdup(out);
+	if (!t->tmp || !t->final) {
+		free(t->tmp);
+		free(t->final);
+		return wc_fail(WC_E_NOMEM, "out of memory");
+	}
+	snprintf(t->tmp, n, "%s.tmp.XXXXXX", out);
+	t->fd = mkostemp(t->tmp, O_CLOEXEC);
+	if (t->fd < 0) {
+		wc_err e = wc_fail(WC_E_IO, "creating %s: %s", t->tmp, strerror(errno));
+		free(t->tmp);
+		free(t->final);
+		t->tmp = t->final = NULL;
+		return e;
+	}
+	cli_tmp_watch_path(t->tmp);
+	mode_t mask = umask(0);
+	umask(mask);
+	fchmod(t->fd, 0666 & ~mask);
+	return WC_OK;
+}
+
+void cli_tmp_abort(cli_tmpfile *t)
+{
+	if (!t->tmp)
+		return;
+	if (t->fd >= 0)
+		close(t->fd);
+	unlink(t->tmp);
+	cli_tmp_watch_path(NULL);
+	free(t->tmp);
+	free(t->final);
+	t->tmp = t->final = NULL;
+	t->fd = -1;
+}
+
+wc_err cli_tmp_commit(cli_tmpfile *t)
+{
+	wc_err e = WC_OK;
+	if (fsync(t->fd) != 0)
+		e = wc_fail(WC_E_IO, "fsync %s: %s", t->tmp, strerror(errno));
+	else if (close(t->fd) != 0)
+		e = wc_fail(WC_E_IO, "closing %s: %s", t->tmp, strerror(errno));
+	t->fd = -1;
+	if (!e && rename(t->tmp, t->final) != 0)
+		e = wc_fail(WC_E_IO, "renaming %s to %s: %s", t->tmp, t->final, strerror(errno));
+	if (e) {
+		cli_tmp_abort(t);
+		return e;
+	}
+	cli_tmp_watch_path(NULL);
+	free(t->tmp);
+	free(t->final);
+	t->tmp = t->final = NULL;
+	return WC_OK;
+}
+
+int cli_decode_opt(const char *cmd, int c, const char *arg, cli_decode_opts *o)
+{
+	uint64_t v;
+	if (c == 'b') {
+		if (strcmp(arg, "auto") && strcmp(arg, "cpu") && strcmp(arg, "cuda"))
+			return cli_usage_error(cmd, "--backend '%s': want auto, cpu or cuda", arg);
+		o->backend = arg;
+		return 0;
+	}
+	if (cli_parse_size(arg, 1024, &v) || v == 0)
+		return cli_usage_error(cmd, "--threads '%s': want 1 to 1024", arg);
+	o->threads = (unsigned)v;
+	return 0;
+}

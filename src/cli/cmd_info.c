@@ -1,0 +1,224 @@
+/* cmd_info.c - `wcodec info`: what a container holds and how well it is coded. */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli/cli.h"
+#include "config.h"
+#include "codec/tile_codec.h"
+#include "container/container.h"
+
+static void usage(FILE *out)
+{
+	fprintf(out, "Usage: wcodec info [OPTIONS] FILE\n\n"
+		     "Describe FILE: its tensors with dtype, shape and compression ratio, totals, the\n"
+		     "ratio per dtype, and the order-0 entropy bound of the tensor-planes with how close\n"
+		     "the coded data section comes to it.\n\n"
+		     "  -J, --json            one JSON object on standard output\n"
+		     "  -h, --help            this help\n"
+		     "  -V, --version         the version\n");
+}
+
+typedef struct tensor_sum {
+	uint64_t bytes, coded;
+	double bound; /* bytes: sum over planes of entropy * elements / 8 */
+} tensor_sum;
+
+typedef struct dtype_sum {
+	const char *dtype;
+	uint32_t tensors;
+	uint64_t bytes, coded;
+	double bound;
+} dtype_sum;
+
+static tensor_sum sum_tensor(const wc_container *c, const wc_tensor_info *t)
+{
+	tensor_sum s = {.bytes = t->end - t->begin};
+	for (uint32_t k = 0; k < t->ntiles; k++)
+		s.coded += wc_container_tile(c, t->first_tile + k)->csize;
+	uint64_t n = s.bytes / t->layout.elem_size;
+	for (unsigned p = 0; p < t->layout.nplanes; p++)
+		s.bound += t->planes[p].entropy_bits * (double)n / 8.0;
+	return s;
+}
+
+static double ratio(uint64_t a, uint64_t b) { return b ? (double)a / (double)b : 0.0; }
+
+static void shape_str(const wc_tensor_info *t, char *buf, size_t cap)
+{
+	size_t pos = (size_t)snprintf(buf, cap, "[");
+	for (uint32_t d = 0; d < t->ndim && pos < cap; d++)
+		pos += (size_t)snprintf(buf + pos, cap - pos, "%s%llu", d ? ", " : "", (unsigned long long)t->shape[d]);
+	if (pos < cap)
+		snprintf(buf + pos, cap - pos, "]");
+}
+
+/* Totals over all tensors and per dtype (dts has room for ntensors entries). */
+static void summarise(const wc_container *c, dtype_sum *dts, uint32_t *ndts, tensor_sum *total)
+{
+	memset(total, 0, sizeof *total);
+	*ndts = 0;
+	for (uint32_t i = 0; i < wc_container_ntensors(c); i++) {
+		const wc_tensor_info *t = wc_container_tensor(c, i);
+		tensor_sum s = sum_tensor(c, t);
+		total->bytes += s.bytes;
+		total->coded += s.coded;
+		total->bound += s.bound;
+		uint32_t k = 0;
+		while (k < *ndts && strcmp(dts[k].dtype, t->dtype))
+			k++;
+		if (k == *ndts)
+			dts[(*ndts)++] = (dtype_sum){.dtype = t->dtype};
+		dts[k].tensors++;
+		dts[k].bytes += s.bytes;
+		dts[k].coded += s.coded;
+		dts[k].bound += s.bound;
+	}
+}
+
+static int info_text(const char *path, const wc_container *c, const dtype_sum *dts, uint32_t ndts,
+		     const tensor_sum *total)
+{
+	uint64_t vsize = wc_container_virtual_size(c), fsize = wc_container_file_size(c);
+	uint32_t ntables;
+	wc_container_tables(c, &ntables);
+	size_t plen;
+	wc_container_prefix(c, &plen);
+	char a[32], b[32];
+	printf("file:           %s\n", path);
+	printf("format:         wcodec %u, tiles of %s, rANS chunks of %u symbols\n", WC_FORMAT_VERSION,
+	       cli_human_bytes(wc_container_tile_size(c), a), wc_container_chunk_symbols(c));
+	printf("contents:       %u tensors, %u tiles, %u frequency tables\n", wc_container_ntensors(c),
+	       wc_container_ntiles(c), ntables);
+	printf("original size:  %llu bytes (%s), safetensors header %zu bytes\n", (unsigned long long)vsize,
+	       cli_human_bytes(vsize, a), plen);
+	printf("file size:      %llu bytes (%s): ratio %.3fx, %.2f%% of the original\n", (unsigned long long)fsize,
+	       cli_human_bytes(fsize, b), ratio(vsize, fsize), 100.0 * ratio(fsize, vsize));
+	printf("data section:   %llu -> %llu bytes, ratio %.3fx\n", (unsigned long long)total->bytes,
+	       (unsigned long long)total->coded, ratio(total->bytes, total->coded));
+	printf("entropy bound:  %.0f bytes (order-0 entropy of every tensor-plane); coded data is %.2f%% of it\n",
+	       total->bound, total->bound > 0 ? 100.0 * (double)total->coded / total->bound : 0.0);
+	printf("overhead:       %llu bytes (fixed header, frequency tables, tile index, metadata)\n",
+	       (unsigned long long)(fsize - total->coded - plen));
+	printf("\n%-10s %8s %16s %16s %9s %9s\n", "dtype", "tensors", "bytes", "coded", "ratio", "vs bound");
+	for (uint32_t k = 0; k < ndts; k++)
+		printf("%-10s %8u %16llu %16llu %8.3fx %8.2f%%\n", dts[k].dtype, dts[k].tensors,
+		       (unsigned long long)dts[k].bytes, (unsigned long long)dts[k].coded,
+		       ratio(dts[k].bytes, dts[k].coded), dts[k].bound > 0 ? 100.0 * (double)dts[k].coded / dts[k].bound : 0.0);
+	printf("\n%-40s %-8s %-18s %-9s %12s %12s %8s  %s\n", "tensor", "dtype", "shape", "layout", "bytes", "coded",
+	       "ratio", "plane entropy (bits)");
+	for (uint32_t i = 0; i < wc_container_ntensors(c); i++) {
+		const wc_tensor_info *t = wc_container_tensor(c, i);
+		tensor_sum s = sum_tensor(c, t);
+		char shape[64];
+		shape_str(t, shape, sizeof shape);
+		printf("%-40s %-8s %-18s %-9s %12llu %12llu %7.3fx ", t->name, t->dtype, shape, wc_layout_name(t->layout),
+		       (unsigned long long)s.bytes, (unsigned long long)s.coded, ratio(s.bytes, s.coded));
+		for (unsigned p = 0; p < t->layout.nplanes; p++)
+			printf(" %.2f", t->planes[p].entropy_bits);
+		printf("\n");
+	}
+	return CLI_OK;
+}
+
+static int info_json(const char *path, const wc_container *c, const dtype_sum *dts, uint32_t ndts,
+		     const tensor_sum *total)
+{
+	uint64_t vsize = wc_container_virtual_size(c), fsize = wc_container_file_size(c);
+	uint32_t ntables;
+	wc_container_tables(c, &ntables);
+	size_t plen;
+	wc_container_prefix(c, &plen);
+	json_t *dtypes = json_object(), *tensors = json_array();
+	for (uint32_t k = 0; k < ndts; k++)
+		json_object_set_new(dtypes, dts[k].dtype,
+				    json_pack("{s:i, s:I, s:I, s:f, s:f}", "tensors", (int)dts[k].tensors, "bytes",
+					      (json_int_t)dts[k].bytes, "coded_bytes", (json_int_t)dts[k].coded,
+					      "ratio", ratio(dts[k].bytes, dts[k].coded), "entropy_bound_bytes",
+					      dts[k].bound));
+	for (uint32_t i = 0; i < wc_container_ntensors(c); i++) {
+		const wc_tensor_info *t = wc_container_tensor(c, i);
+		tensor_sum s = sum_tensor(c, t);
+		json_t *shape = json_array(), *planes = json_array();
+		for (uint32_t d = 0; d < t->ndim; d++)
+			json_array_append_new(shape, json_integer((json_int_t)t->shape[d]));
+		for (unsigned p = 0; p < t->layout.nplanes; p++)
+			json_array_append_new(planes, json_pack("{s:f, s:I, s:o}", "entropy_bits", t->planes[p].entropy_bits,
+								"coded_bytes", (json_int_t)t->planes[p].coded_bytes, "table",
+								t->planes[p].table == WC_NO_TABLE
+									? json_null()
+									: json_integer(t->planes[p].table)));
+		json_array_append_new(
+			tensors,
+			json_pack("{s:s, s:s, s:o, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:i, s:i, s:o}", "name", t->name,
+				  "dtype", t->dtype, "shape", shape, "layout", wc_layout_name(t->layout), "begin",
+				  (json_int_t)t->begin, "end", (json_int_t)t->end, "bytes", (json_int_t)s.bytes,
+				  "coded_bytes", (json_int_t)s.coded, "ratio", ratio(s.bytes, s.coded),
+				  "entropy_bound_bytes", s.bound, "first_tile", (int)t->first_tile, "tiles",
+				  (int)t->ntiles, "planes", planes));
+	}
+	json_t *root = json_pack(
+		"{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:f, s:I, s:I, s:f, s:f, s:o, s:o}", "file", path,
+		"format", "wcodec", "version", (int)WC_FORMAT_VERSION, "tile_size", (int)wc_container_tile_size(c),
+		"chunk_symbols", (int)wc_container_chunk_symbols(c), "ntensors", (int)wc_container_ntensors(c), "ntiles",
+		(int)wc_container_ntiles(c), "ntables", (int)ntables, "virtual_size", (json_int_t)vsize, "file_size",
+		(json_int_t)fsize, "prefix_bytes", (json_int_t)plen, "ratio", ratio(vsize, fsize), "data_bytes",
+		(json_int_t)total->bytes, "coded_data_bytes", (json_int_t)total->coded, "entropy_bound_bytes",
+		total->bound, "coded_over_bound", total->bound > 0 ? (double)total->coded / total->bound : 0.0,
+		"dtypes", dtypes, "tensors", tensors);
+	if (!root) {
+		fprintf(stderr, "wcodec: info: cannot build the JSON report\n");
+		return CLI_FAIL;
+	}
+	int rc = json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10)) == 0 ? CLI_OK : CLI_FAIL;
+	printf("\n");
+	json_decref(root);
+	return rc;
+}
+
+int wcodec_info(const char *path, int json)
+{
+	wc_container *c;
+	wc_err e = wc_container_open(path, &c);
+	if (e)
+		return cli_error(e, "info");
+	uint32_t n = wc_container_ntensors(c), ndts;
+	dtype_sum *dts = calloc(n ? n : 1, sizeof *dts);
+	if (!dts) {
+		wc_container_release(c);
+		return cli_error(wc_fail(WC_E_NOMEM, "out of memory"), "info");
+	}
+	tensor_sum total;
+	summarise(c, dts, &ndts, &total);
+	int rc = json ? info_json(path, c, dts, ndts, &total) : info_text(path, c, dts, ndts, &total);
+	free(dts);
+	wc_container_release(c);
+	return rc;
+}
+
+int cmd_info(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, 'J'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	int json = 0, c;
+	while ((c = getopt_long(argc, argv, "JhV", opts, NULL)) != -1) {
+		switch (c) {
+		case 'J': json = 1; break;
+		case 'h': usage(stdout); return CLI_OK;
+		case 'V': printf("wcodec info (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return CLI_OK;
+		default: return cli_usage_error("info", "bad option");
+		}
+	}
+	if (argc - optind != 1)
+		return cli_usage_error("info", "expected one FILE");
+	const cli_format *f = cli_format_of(argv[optind]);
+	if (!f)
+		return CLI_FAIL;
+	return f->info(argv[optind], json);
+}

@@ -1,0 +1,95 @@
+/* cmd_pack.c - `wcodec pack`: safetensors -> .wcodec. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/cli.h"
+#include "config.h"
+#include "container/container.h"
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: wcodec pack [OPTIONS] IN.safetensors OUT.wcodec\n\n"
+		"Compress a safetensors file losslessly. Tiles are encoded in parallel; OUT is\n"
+		"written to a temporary file, verified, fsynced and renamed into place.\n\n"
+		"  -t, --tile-size SIZE  decoded bytes per tile, a multiple of 8 from 4K to 64M\n"
+		"                        (suffixes K, M; default 1M)\n"
+		"  -c, --chunk N         rANS chunk in symbols, a multiple of 32 (default %u)\n"
+		"  -j, --threads N       encoder threads (default: all online CPUs)\n"
+		"      --no-verify       skip decoding the written file against the input\n"
+		"  -q, --quiet           no progress bar and no summary\n"
+		"  -h, --help            this help\n"
+		"  -V, --version         the version\n",
+		WC_PACK_CHUNK_DEFAULT);
+}
+
+static cli_progress progress;
+
+static void on_progress(void *ctx, uint64_t done, uint64_t total)
+{
+	(void)ctx;
+	cli_progress_update(&progress, done, total);
+}
+
+int cmd_pack(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"tile-size", required_argument, NULL, 't'}, {"chunk", required_argument, NULL, 'c'},
+		{"threads", required_argument, NULL, 'j'},   {"no-verify", no_argument, NULL, 'n'},
+		{"quiet", no_argument, NULL, 'q'},           {"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},         {NULL, 0, NULL, 0},
+	};
+	wc_pack_opts po = {.verify = 1, .progress = on_progress, .temp_file = cli_tmp_watch_path};
+	int quiet = 0, c;
+	uint64_t v;
+	while ((c = getopt_long(argc, argv, "t:c:j:qhV", opts, NULL)) != -1) {
+		switch (c) {
+		case 't':
+			if (cli_parse_size(optarg, WC_TILE_SIZE_MAX, &v) || v < WC_TILE_SIZE_MIN || v % 8)
+				return cli_usage_error("pack", "--tile-size '%s': want a multiple of 8 from 4K to 64M",
+						       optarg);
+			po.tile_size = (uint32_t)v;
+			break;
+		case 'c':
+			if (cli_parse_size(optarg, WC_RANS_CHUNK_MAX, &v) || v < WC_RANS_CHUNK_MIN || v % 32)
+				return cli_usage_error("pack", "--chunk '%s': want a multiple of 32 from %u to %u", optarg,
+						       WC_RANS_CHUNK_MIN, WC_RANS_CHUNK_MAX);
+			po.chunk_symbols = (uint32_t)v;
+			break;
+		case 'j':
+			if (cli_parse_size(optarg, 1024, &v) || v == 0)
+				return cli_usage_error("pack", "--threads '%s': want 1 to 1024", optarg);
+			po.threads = (unsigned)v;
+			break;
+		case 'n': po.verify = 0; break;
+		case 'q': quiet = 1; break;
+		case 'h': usage(stdout); return CLI_OK;
+		case 'V': printf("wcodec pack (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return CLI_OK;
+		default: return cli_usage_error("pack", "bad option");
+		}
+	}
+	if (argc - optind != 2)
+		return cli_usage_error("pack", "expected IN.safetensors OUT.wcodec");
+	const char *in = argv[optind], *out = argv[optind + 1];
+
+	cli_progress_init(&progress, "packing", quiet);
+	wc_pack_stats st;
+	wc_err e = wc_pack_safetensors(in, out, &po, &st);
+	cli_progress_done(&progress);
+	if (e)
+		return cli_error(e, "pack");
+	if (!quiet) {
+		char a[32], b[32], d[32], cd[32];
+		printf("%s -> %s: %s -> %s (ratio %.3fx, %.2f%%)%s\n", in, out, cli_human_bytes(st.input_bytes, a),
+		       cli_human_bytes(st.output_bytes, b),
+		       st.output_bytes ? (double)st.input_bytes / (double)st.output_bytes : 0.0,
+		       st.input_bytes ? 100.0 * (double)st.output_bytes / (double)st.input_bytes : 0.0,
+		       po.verify ? ", verified" : "");
+		printf("data section: %s -> %s; order-0 entropy bound of its planes %.0f bytes (coded = %.2f%% of bound)\n",
+		       cli_human_bytes(st.data_bytes, d), cli_human_bytes(st.coded_data_bytes, cd),
+		       st.entropy_bound_bytes,
+		       st.entropy_bound_bytes > 0 ? 100.0 * (double)st.coded_data_bytes / st.entropy_bound_bytes : 0.0);
+	}
+	return CLI_OK;
+}

@@ -1,0 +1,66 @@
+/* main.c - `wcodec`: the command table and dispatch. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "config.h"
+
+static const cli_command commands[] = {
+	{"pack", "compress a .safetensors file into a .wcodec container", cmd_pack},
+	{"unpack", "restore the original file, byte-identical", cmd_unpack},
+	{"info", "describe a container: tensors, ratios, entropy bound", cmd_info},
+	{"verify", "decode every tile and check every checksum", cmd_verify},
+	{"cat", "write the original file's bytes to standard output", cmd_cat},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *out)
+{
+	fprintf(out, "Usage: wcodec COMMAND [OPTIONS] ARGS...\n"
+		     "       wcodec --help | --version\n\n"
+		     "Lossless compression of tensor files; see wcodec(1).\n\nCommands:\n");
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+	fprintf(out, "\nRun 'wcodec COMMAND --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	/* Options before the command only; the command parses its own. */
+	int c;
+	opterr = 1;
+	while ((c = getopt_long(argc, argv, "+hV", opts, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			usage(stdout);
+			return CLI_OK;
+		case 'V':
+			printf("wcodec (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+			return CLI_OK;
+		default:
+			usage(stderr);
+			return CLI_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return CLI_USAGE;
+	}
+	const char *name = argv[optind];
+	for (size_t i = 0; i < NCOMMANDS; i++) {
+		if (strcmp(name, commands[i].name) == 0) {
+			int at = optind;
+			optind = 0; /* glibc: 0 fully reinitialises getopt for the command */
+			return commands[i].run(argc - at, argv + at);
+		}
+	}
+	fprintf(stderr, "wcodec: unknown command '%s'\n", name);
+	usage(stderr);
+	return CLI_USAGE;
+}

@@ -1,0 +1,143 @@
+/* rans_decode.c - decoding table and the validating chunked rANS decoder
+ * (docs/FORMAT.md section 4). */
+#include "codec/codec_internal.h"
+
+void wc_rans_dtab_build(const wc_freqtab *ft, wc_rans_dtab *out)
+{
+	uint32_t slot = 0;
+	for (uint32_t s = 0; s < 256; s++) {
+		uint32_t f = ft->freq[s];
+		/* Bounded by the table size even for an unvalidated table. */
+		for (uint32_t i = 0; i < f && slot < WC_RANS_PROB_SCALE; i++, slot++)
+			out->entry[slot] = s | (f << 8) | (i << 20);
+	}
+	for (; slot < WC_RANS_PROB_SCALE; slot++)
+		out->entry[slot] = 0; /* freq 0: such a state can never end at 2^16 */
+}
+
+wc_err wc_rans_body_parse(const uint8_t *in, size_t in_len, size_t nsym,
+			  uint32_t chunk_symbols, wc_rans_body *body)
+{
+	if (!wc_rans_chunk_symbols_ok(chunk_symbols))
+		return wc_fail(WC_E_CORRUPT, "rANS: chunk size %u is not a multiple of 32 in [32, 2^20]",
+			       chunk_symbols);
+	size_t nchunks = wc_rans_nchunks(nsym, chunk_symbols);
+	if (in_len / 4 < nchunks || (nchunks == 0 && in_len != 0))
+		return wc_fail(WC_E_CORRUPT, "rANS: body of %zu bytes too short for %zu chunk offsets",
+			       in_len, nchunks);
+	size_t data_len = in_len - 4 * nchunks;
+	size_t prev = 0;
+	for (size_t k = 0; k < nchunks; k++) {
+		size_t end = wc_ld32(in + 4 * k);
+		size_t m = nsym - k * chunk_symbols < chunk_symbols ? nsym - k * chunk_symbols : chunk_symbols;
+		size_t size = end - prev;
+		if (end <= prev || end > data_len)
+			return wc_fail(WC_E_CORRUPT, "rANS: chunk %zu end %zu out of order or past %zu bytes",
+				       k, end, data_len);
+		if (size % 4 || size < 4 * WC_RANS_LANES || size > 4 * WC_RANS_LANES + 2 * m + 2)
+			return wc_fail(WC_E_CORRUPT, "rANS: chunk %zu has impossible size %zu for %zu symbols",
+				       k, size, m);
+		prev = end;
+	}
+	if (prev != data_len)
+		return wc_fail(WC_E_CORRUPT, "rANS: chunks end at %zu, body data is %zu bytes", prev, data_len);
+	body->data = in + 4 * nchunks;
+	body->end_arr = in;
+	body->nchunks = nchunks;
+	return WC_OK;
+}
+
+/* One decode step of one lane with a bounds-checked word read; returns -1
+ * when the lane needs a word beyond nw. */
+static inline int step_checked(uint32_t *x, const wc_rans_dtab *dt, const uint8_t *w,
+			       size_t *p, size_t nw, uint8_t *out)
+{
+	uint32_t v = *x;
+	uint32_t e = dt->entry[v & (WC_RANS_PROB_SCALE - 1)];
+	*out = (uint8_t)e;
+	v = ((e >> 8) & 0xfff) * (v >> WC_RANS_PROB_BITS) + (e >> 20);
+	if (v < WC_RANS_STATE_LOW) {
+		if (*p >= nw)
+			return -1;
+		v = (v << 16) | wc_ld16(w + 2 * *p);
+		++*p;
+	}
+	*x = v;
+	return 0;
+}
+
+/*
+ * The fast path decodes a whole round without bounds checks while at least
+ * 32 words remain (a round reads at most one word per lane): each lane reads
+ * the next word unconditionally and advances by the renormalisation flag,
+ * which compiles to cmov/adc instead of an unpredictable branch.
+ */
+#define LANE_FAST(l)                                                              \
+	do {                                                                      \
+		uint32_t v_ = x[l];                                               \
+		uint32_t e_ = tab[v_ & (WC_RANS_PROB_SCALE - 1)];                 \
+		o[l] = (uint8_t)e_;                                               \
+		v_ = ((e_ >> 8) & 0xfff) * (v_ >> WC_RANS_PROB_BITS) + (e_ >> 20); \
+		uint32_t wv_ = wc_ld16(wp);                                       \
+		int c_ = v_ < WC_RANS_STATE_LOW;                                  \
+		x[l] = c_ ? (v_ << 16) | wv_ : v_;                                \
+		wp += 2 * c_;                                                     \
+	} while (0)
+
+wc_err wc_rans_decode_chunk(const uint8_t *chunk, size_t bytes, const wc_rans_dtab *dt,
+			    uint8_t *out, size_t m)
+{
+	uint32_t x[WC_RANS_LANES];
+	for (unsigned l = 0; l < WC_RANS_LANES; l++) {
+		x[l] = wc_ld32(chunk + 4 * l);
+		if (x[l] < WC_RANS_STATE_LOW)
+			return wc_fail(WC_E_CORRUPT, "rANS: lane %u initial state %#x below 2^16", l, x[l]);
+	}
+	const uint8_t *w = chunk + 4 * WC_RANS_LANES;
+	size_t nw = (bytes - 4 * WC_RANS_LANES) / 2; /* word slots, pad included */
+	const uint32_t *tab = dt->entry;
+	size_t full = m / WC_RANS_LANES;
+	size_t r = 0;
+	const uint8_t *wp = w;
+	for (; r < full && nw - (size_t)(wp - w) / 2 >= WC_RANS_LANES; r++) {
+		uint8_t *o = out + r * WC_RANS_LANES;
+		LANE_FAST(0);  LANE_FAST(1);  LANE_FAST(2);  LANE_FAST(3);
+		LANE_FAST(4);  LANE_FAST(5);  LANE_FAST(6);  LANE_FAST(7);
+		LANE_FAST(8);  LANE_FAST(9);  LANE_FAST(10); LANE_FAST(11);
+		LANE_FAST(12); LANE_FAST(13); LANE_FAST(14); LANE_FAST(15);
+		LANE_FAST(16); LANE_FAST(17); LANE_FAST(18); LANE_FAST(19);
+		LANE_FAST(20); LANE_FAST(21); LANE_FAST(22); LANE_FAST(23);
+		LANE_FAST(24); LANE_FAST(25); LANE_FAST(26); LANE_FAST(27);
+		LANE_FAST(28); LANE_FAST(29); LANE_FAST(30); LANE_FAST(31);
+	}
+	size_t p = (size_t)(wp - w) / 2;
+	for (size_t j = r * WC_RANS_LANES; j < m; j++) {
+		if (step_checked(&x[j % WC_RANS_LANES], dt, w, &p, nw, out + j))
+			return wc_fail(WC_E_CORRUPT, "rANS: symbol %zu reads past the chunk's %zu words", j, nw);
+	}
+	for (unsigned l = 0; l < WC_RANS_LANES; l++)
+		if (x[l] != WC_RANS_STATE_LOW)
+			return wc_fail(WC_E_CORRUPT, "rANS: lane %u final state %#x != 2^16", l, x[l]);
+	/* All words consumed, except one zero pad word after an odd count. */
+	if (p != nw && !(p + 1 == nw && (p & 1) && wc_ld16(w + 2 * p) == 0))
+		return wc_fail(WC_E_CORRUPT, "rANS: %zu of %zu word slots consumed", p, nw);
+	return WC_OK;
+}
+
+wc_err wc_rans_decode(const uint8_t *in, size_t in_len, const wc_rans_dtab *dt,
+		      uint32_t chunk_symbols, uint8_t *out, size_t nsym)
+{
+	wc_rans_body b;
+	wc_err e = wc_rans_body_parse(in, in_len, nsym, chunk_symbols, &b);
+	if (e != WC_OK)
+		return e;
+	for (size_t k = 0; k < b.nchunks; k++) {
+		uint32_t s0 = wc_rans_chunk_start(&b, k), s1 = wc_rans_chunk_end(&b, k);
+		size_t first = k * (size_t)chunk_symbols;
+		size_t m = nsym - first < chunk_symbols ? nsym - first : chunk_symbols;
+		e = wc_rans_decode_chunk(b.data + s0, s1 - s0, dt, out + first, m);
+		if (e != WC_OK)
+			return wc_fail_context(e, "chunk %zu", k);
+	}
+	return WC_OK;
+}

@@ -1,0 +1,140 @@
+/* rans_encode.c - chunked 32-lane rANS encoder (docs/FORMAT.md section 4). */
+#include <stdlib.h>
+
+#include "codec/codec_internal.h"
+
+/* Per-symbol encoder constants: the state bound for renormalisation and the
+ * cumulative frequency. */
+typedef struct enc_sym {
+	uint32_t x_max; /* f << 20: a state at or above it must shed 16 bits */
+	uint32_t freq;
+	uint32_t cum;
+} enc_sym;
+
+static void enc_table(const wc_freqtab *ft, enc_sym es[256])
+{
+	uint32_t c = 0;
+	for (int s = 0; s < 256; s++) {
+		es[s].freq = ft->freq[s];
+		es[s].cum = c;
+		es[s].x_max = (uint32_t)ft->freq[s] << 20;
+		c += ft->freq[s];
+	}
+}
+
+/*
+ * Encode one chunk of m symbols. The words are written downwards ending at
+ * wend (the decoder reads them upwards); returns the number of words and
+ * stores the final states, which become the decoder's initial states.
+ */
+static size_t encode_chunk(const uint8_t *sym, size_t m, const enc_sym es[256],
+			   uint16_t *wend, uint32_t state[WC_RANS_LANES])
+{
+	uint32_t x[WC_RANS_LANES];
+	for (unsigned l = 0; l < WC_RANS_LANES; l++)
+		x[l] = WC_RANS_STATE_LOW;
+	uint16_t *w = wend;
+	size_t rounds = (m + WC_RANS_LANES - 1) / WC_RANS_LANES;
+	for (size_t r = rounds; r-- > 0;) {
+		size_t base = r * WC_RANS_LANES;
+		unsigned lanes = (unsigned)(m - base < WC_RANS_LANES ? m - base : WC_RANS_LANES);
+		for (unsigned l = lanes; l-- > 0;) {
+			const enc_sym *e = &es[sym[base + l]];
+			uint32_t v = x[l];
+			if (v >= e->x_max) {
+				*--w = (uint16_t)v;
+				v >>= 16;
+			}
+			x[l] = ((v / e->freq) << WC_RANS_PROB_BITS) + (v % e->freq) + e->cum;
+		}
+	}
+	memcpy(state, x, sizeof x);
+	return (size_t)(wend - w);
+}
+
+size_t wc_rans_bound(size_t nsym, uint32_t chunk_symbols)
+{
+	if (!wc_rans_chunk_symbols_ok(chunk_symbols))
+		chunk_symbols = WC_RANS_CHUNK_MIN;
+	size_t nchunks = wc_rans_nchunks(nsym, chunk_symbols);
+	/* chunk_end + states + pad per chunk; at most one word per symbol. */
+	return nchunks * (4 + 4 * WC_RANS_LANES + 2) + 2 * nsym;
+}
+
+static wc_err check_args(const uint8_t *sym, size_t nsym, const wc_freqtab *ft,
+			 uint32_t chunk_symbols)
+{
+	if (!wc_rans_chunk_symbols_ok(chunk_symbols))
+		return wc_fail(WC_E_INVAL, "chunk_symbols %u is not a multiple of 32 in [32, 2^20]",
+			       chunk_symbols);
+	wc_err e = wc_freq_validate(ft);
+	if (e != WC_OK)
+		return wc_fail_context(WC_E_INVAL, "rANS encode");
+	if (wc_rans_bound(nsym, chunk_symbols) > UINT32_MAX)
+		return wc_fail(WC_E_INVAL, "rANS encode: %zu symbols exceed the 32-bit chunk offsets", nsym);
+	uint8_t seen[256] = {0};
+	for (size_t i = 0; i < nsym; i++)
+		seen[sym[i]] = 1;
+	for (int s = 0; s < 256; s++)
+		if (seen[s] && !ft->freq[s])
+			return wc_fail(WC_E_INVAL, "rANS encode: symbol %d has frequency 0 in the table", s);
+	return WC_OK;
+}
+
+/* Shared by encode and encoded_size: out == NULL only counts. */
+static wc_err encode(const uint8_t *sym, size_t nsym, const wc_freqtab *ft,
+		     uint32_t chunk_symbols, uint8_t *out, size_t cap, size_t *out_len)
+{
+	wc_err e = check_args(sym, nsym, ft, chunk_symbols);
+	if (e != WC_OK)
+		return e;
+	enc_sym es[256];
+	enc_table(ft, es);
+	size_t nchunks = wc_rans_nchunks(nsym, chunk_symbols);
+	size_t cmax = nsym < chunk_symbols ? nsym : chunk_symbols;
+	uint16_t *words = malloc((cmax ? cmax : 1) * sizeof *words);
+	if (!words)
+		return wc_fail(WC_E_NOMEM, "rANS encode: no memory for %zu words", cmax);
+
+	size_t pos = 4 * nchunks; /* write position; chunk data follows chunk_end[] */
+	if (out && pos > cap) {
+		free(words);
+		return wc_fail(WC_E_RANGE, "rANS encode: output capacity %zu too small", cap);
+	}
+	for (size_t k = 0; k < nchunks; k++) {
+		size_t first = k * chunk_symbols;
+		size_t m = nsym - first < chunk_symbols ? nsym - first : chunk_symbols;
+		uint32_t state[WC_RANS_LANES];
+		size_t nw = encode_chunk(sym + first, m, es, words + cmax, state);
+		size_t bytes = 4 * WC_RANS_LANES + 2 * nw + 2 * (nw & 1);
+		if (out) {
+			if (cap - pos < bytes) {
+				free(words);
+				return wc_fail(WC_E_RANGE, "rANS encode: output capacity %zu too small", cap);
+			}
+			uint8_t *p = out + pos;
+			for (unsigned l = 0; l < WC_RANS_LANES; l++)
+				wc_st32(p + 4 * l, state[l]);
+			memcpy(p + 4 * WC_RANS_LANES, words + cmax - nw, 2 * nw);
+			if (nw & 1)
+				wc_st16(p + 4 * WC_RANS_LANES + 2 * nw, 0);
+			wc_st32(out + 4 * k, (uint32_t)(pos + bytes - 4 * nchunks));
+		}
+		pos += bytes;
+	}
+	free(words);
+	*out_len = pos;
+	return WC_OK;
+}
+
+wc_err wc_rans_encode(const uint8_t *sym, size_t nsym, const wc_freqtab *ft,
+		      uint32_t chunk_symbols, uint8_t *out, size_t cap, size_t *out_len)
+{
+	return encode(sym, nsym, ft, chunk_symbols, out, cap, out_len);
+}
+
+wc_err wc_rans_encoded_size(const uint8_t *sym, size_t nsym, const wc_freqtab *ft,
+			    uint32_t chunk_symbols, size_t *out_len)
+{
+	return encode(sym, nsym, ft, chunk_symbols, NULL, 0, out_len);
+}

@@ -1,0 +1,135 @@
+/* tile_encode.c - tile payload writer: per plane the smallest of CONST,
+ * RANS, ZSTD and RAW (docs/FORMAT.md section 3). */
+#include <stdlib.h>
+#include <zstd.h>
+
+#include "codec/codec_internal.h"
+#include "codec/tile_codec.h"
+
+static size_t align4(size_t x) { return (x + 3) & ~(size_t)3; }
+
+size_t wc_tile_encode_bound(wc_layout l, size_t nbytes, uint32_t chunk_symbols)
+{
+	(void)chunk_symbols; /* RAW is always a candidate, so no body exceeds n */
+	size_t np = l.nplanes ? l.nplanes : 1;
+	size_t w = l.elem_size ? l.elem_size : 1;
+	return WC_TILE_HEADER_BYTES(np) + np * align4(nbytes / w);
+}
+
+static int plane_is_const(const uint8_t *p, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		if (p[i] != p[0])
+			return 0;
+	return n > 0;
+}
+
+/* The chosen encoding of one plane; body points at the plane, or at tmp. */
+typedef struct choice {
+	uint8_t mode, value;
+	uint32_t table;
+	size_t size;
+	const uint8_t *body;
+} choice;
+
+static wc_err choose(const uint8_t *pl, size_t n, const wc_plane_plan *plan, uint32_t chunk_symbols,
+		     uint8_t *rans_tmp, uint8_t *zstd_tmp, size_t zstd_cap, choice *c)
+{
+	*c = (choice){WC_PLANE_RAW, 0, WC_NO_TABLE, n, pl};
+	if (plane_is_const(pl, n)) {
+		*c = (choice){WC_PLANE_CONST, pl[0], WC_NO_TABLE, 0, NULL};
+		return WC_OK;
+	}
+	if (plan->table) {
+		size_t len;
+		wc_err e = wc_rans_encode(pl, n, plan->table, chunk_symbols, rans_tmp,
+					  wc_rans_bound(n, chunk_symbols), &len);
+		if (e != WC_OK)
+			return e;
+		if (len < c->size)
+			*c = (choice){WC_PLANE_RANS, 0, plan->table_id, len, rans_tmp};
+	}
+	if (plan->allow_zstd && n) {
+		/* The frame checksum lets the decoder itself reject a damaged body. */
+		ZSTD_CCtx *cctx = ZSTD_createCCtx();
+		if (!cctx)
+			return wc_fail(WC_E_NOMEM, "no memory for a zstd context");
+		size_t len = ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, WC_ZSTD_LEVEL);
+		if (!ZSTD_isError(len))
+			len = ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+		if (!ZSTD_isError(len))
+			len = ZSTD_compress2(cctx, zstd_tmp, zstd_cap, pl, n);
+		ZSTD_freeCCtx(cctx);
+		if (!ZSTD_isError(len) && len < c->size)
+			*c = (choice){WC_PLANE_ZSTD, 0, WC_NO_TABLE, len, zstd_tmp};
+	}
+	return WC_OK;
+}
+
+wc_err wc_tile_encode(wc_layout l, const uint8_t *data, size_t nbytes,
+		      const wc_plane_plan *plan, uint32_t chunk_symbols,
+		      uint8_t *out, size_t cap, size_t *out_len, uint64_t *plane_bytes)
+{
+	if (!wc_layout_valid(l))
+		return wc_fail(WC_E_INVAL, "tile encode: invalid layout");
+	if (nbytes % l.elem_size)
+		return wc_fail(WC_E_INVAL, "tile encode: %zu bytes is not a whole number of %u-byte elements",
+			       nbytes, l.elem_size);
+	size_t n = nbytes / l.elem_size;
+	if (n > UINT32_MAX)
+		return wc_fail(WC_E_INVAL, "tile encode: %zu elements exceed a plane's 32-bit size", n);
+	for (unsigned p = 0; p < l.nplanes; p++)
+		if (plan[p].table && !wc_rans_chunk_symbols_ok(chunk_symbols))
+			return wc_fail(WC_E_INVAL, "tile encode: chunk_symbols %u invalid", chunk_symbols);
+
+	size_t hdr = WC_TILE_HEADER_BYTES(l.nplanes);
+	size_t zstd_cap = ZSTD_compressBound(n);
+	size_t rans_cap = wc_rans_bound(n, wc_rans_chunk_symbols_ok(chunk_symbols) ? chunk_symbols : 32);
+	uint8_t *planes_mem = malloc(l.nplanes * n + rans_cap + zstd_cap + 1);
+	if (!planes_mem)
+		return wc_fail(WC_E_NOMEM, "tile encode: no memory for %zu bytes of planes", nbytes);
+	uint8_t *planes[WC_MAX_PLANES];
+	for (unsigned p = 0; p < l.nplanes; p++)
+		planes[p] = planes_mem + p * n;
+	uint8_t *rans_tmp = planes_mem + l.nplanes * n;
+	uint8_t *zstd_tmp = rans_tmp + rans_cap;
+	wc_planes_split(l, data, n, planes);
+
+	wc_err e = WC_OK;
+	if (cap < hdr) {
+		e = wc_fail(WC_E_RANGE, "tile encode: capacity %zu below the %zu-byte header", cap, hdr);
+		goto out;
+	}
+	out[0] = l.nplanes;
+	out[1] = out[2] = out[3] = 0;
+	size_t pos = hdr;
+	for (unsigned p = 0; p < l.nplanes; p++) {
+		choice c;
+		e = choose(planes[p], n, &plan[p], chunk_symbols, rans_tmp, zstd_tmp, zstd_cap, &c);
+		if (e != WC_OK) {
+			e = wc_fail_context(e, "tile encode: plane %u", p);
+			goto out;
+		}
+		size_t start = align4(pos);
+		if (start > cap || cap - start < c.size) {
+			e = wc_fail(WC_E_RANGE, "tile encode: capacity %zu too small", cap);
+			goto out;
+		}
+		memset(out + pos, 0, start - pos);
+		if (c.size)
+			memcpy(out + start, c.body, c.size);
+		uint8_t *d = out + 4 + 12 * p;
+		d[0] = c.mode;
+		d[1] = c.value;
+		wc_st16(d + 2, 0);
+		wc_st32(d + 4, c.table);
+		wc_st32(d + 8, (uint32_t)c.size);
+		if (plane_bytes)
+			plane_bytes[p] = c.size;
+		pos = start + c.size;
+	}
+	*out_len = pos;
+out:
+	free(planes_mem);
+	return e;
+}

@@ -1,0 +1,91 @@
+/*
+ * format.h - the on-disk pieces of a .wcodec file (docs/FORMAT.md section 1):
+ * the fixed header, the sparse frequency-table section and the binary tile
+ * index, with their little-endian encoders and validating decoders. Shared
+ * by the reader (reader.c) and the writer (writer.c). Internal to the library.
+ */
+#ifndef WC_CONTAINER_FORMAT_H
+#define WC_CONTAINER_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codec/rans.h"
+#include "container/container.h"
+#include "core/wc_error.h"
+
+#define WC_HEADER_BYTES 160u     /* fixed header, version 1 */
+#define WC_HEADER_HASH_OFF 152u  /* u64 XXH3-64 check at the end of the header */
+#define WC_INDEX_ENTRY_BYTES 48u /* one wc_tile_info */
+#define WC_TABLE_BITMAP_BYTES 32u
+
+/* Limits a reader enforces (docs/FORMAT.md section 5). */
+#define WC_LIMIT_TENSORS (1u << 20)
+#define WC_LIMIT_TILES (1u << 24)
+#define WC_LIMIT_TABLES (1u << 23)
+#define WC_LIMIT_META_BYTES (256u << 20)      /* the zstd frame */
+#define WC_LIMIT_META_JSON_BYTES (512u << 20) /* the JSON inside it */
+#define WC_LIMIT_PREFIX_BYTES (8u + (100u << 20))
+#define WC_LIMIT_NAME_BYTES 4096u
+#define WC_LIMIT_DTYPE_BYTES 32u
+#define WC_LIMIT_NDIM 64u
+#define WC_LIMIT_VIRTUAL_SIZE (1ull << 62)
+
+/* The fixed header, decoded. Section order in the file is fixed:
+ * header, prefix, payloads, tables, index, metadata (a zstd frame of JSON),
+ * contiguous. */
+typedef struct wc_file_header {
+	uint32_t version, flags, header_size;
+	uint32_t tile_size, chunk_symbols;
+	uint32_t ntensors, ntiles, ntables;
+	uint64_t virtual_size;
+	uint64_t prefix_off, prefix_len;
+	uint64_t payload_off, payload_len;
+	uint64_t tables_off, tables_len;
+	uint64_t index_off, index_len;
+	uint64_t meta_off, meta_len;
+	uint64_t file_size;
+	uint64_t check; /* XXH3-64 of header[0..152) | prefix | tables | index | metadata */
+} wc_file_header;
+
+static inline void wc_put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static inline void wc_put_u32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void wc_put_u64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t wc_get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint32_t wc_get_u32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t wc_get_u64(const uint8_t *p)
+{
+	return (uint64_t)wc_get_u32(p) | (uint64_t)wc_get_u32(p + 4) << 32;
+}
+
+/* Encode h into WC_HEADER_BYTES bytes (magic included; h->check as given). */
+void wc_header_encode(const wc_file_header *h, uint8_t out[WC_HEADER_BYTES]);
+
+/* Decode and validate the fixed header of a file of file_size bytes: magic,
+ * version, flags, limits, section layout, file size. Does not check the hash.
+ * Errors: WC_E_FORMAT, WC_E_UNSUPPORTED (version/flags), WC_E_RANGE (limits). */
+wc_err wc_header_decode(const uint8_t in[WC_HEADER_BYTES], uint64_t file_size, wc_file_header *h);
+
+/* Bytes of the sparse encoding of table t: 32-byte bitmap + 2 per present symbol. */
+size_t wc_table_encoded_size(const wc_freqtab *t);
+/* Encode t at out (wc_table_encoded_size(t) bytes); returns the bytes written. */
+size_t wc_table_encode(const wc_freqtab *t, uint8_t *out);
+/* Decode exactly n tables from len bytes, validating each (wc_freq_validate).
+ * Errors: WC_E_FORMAT with the table number. */
+wc_err wc_tables_decode(const uint8_t *in, size_t len, uint32_t n, wc_freqtab *out);
+
+void wc_index_entry_encode(const wc_tile_info *t, uint8_t out[WC_INDEX_ENTRY_BYTES]);
+void wc_index_entry_decode(const uint8_t in[WC_INDEX_ENTRY_BYTES], wc_tile_info *t);
+
+#endif /* WC_CONTAINER_FORMAT_H */

@@ -1,0 +1,283 @@
+/* safetensors.c - validating safetensors header parser (see safetensors.h). */
+#include "container/safetensors.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+	const char *name;
+	unsigned size;
+} dtype_sizes[] = {
+	{"BOOL", 1}, {"U8", 1}, {"I8", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"F8_E8M0", 1},
+	{"I16", 2}, {"U16", 2}, {"F16", 2}, {"BF16", 2},
+	{"I32", 4}, {"U32", 4}, {"F32", 4},
+	{"I64", 8}, {"U64", 8}, {"F64", 8}, {"C64", 8},
+};
+
+unsigned wc_st_dtype_size(const char *dtype)
+{
+	for (size_t i = 0; i < sizeof dtype_sizes / sizeof dtype_sizes[0]; i++)
+		if (strcmp(dtype, dtype_sizes[i].name) == 0)
+			return dtype_sizes[i].size;
+	return 0;
+}
+
+static uint64_t load_u64le(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+wc_err wc_st_header_length(const uint8_t *first8, uint64_t file_size, uint64_t *n)
+{
+	if (file_size < 8)
+		return wc_fail(WC_E_FORMAT, "safetensors: file of %llu bytes is shorter than the 8-byte header length",
+			       (unsigned long long)file_size);
+	uint64_t len = load_u64le(first8);
+	if (len > WC_ST_HEADER_MAX)
+		return wc_fail(WC_E_RANGE, "safetensors: JSON header length %llu exceeds the limit of %u bytes",
+			       (unsigned long long)len, WC_ST_HEADER_MAX);
+	if (len < 2)
+		return wc_fail(WC_E_FORMAT, "safetensors: JSON header length %llu is too short for an object",
+			       (unsigned long long)len);
+	if (len > file_size - 8)
+		return wc_fail(WC_E_FORMAT,
+			       "safetensors: truncated file: header length %llu but only %llu bytes follow it",
+			       (unsigned long long)len, (unsigned long long)(file_size - 8));
+	*n = len;
+	return WC_OK;
+}
+
+void wc_st_free(wc_st_header *h)
+{
+	if (!h)
+		return;
+	for (uint32_t i = 0; i < h->ntensors; i++) {
+		free(h->tensors[i].name);
+		free(h->tensors[i].dtype);
+		free(h->tensors[i].shape);
+	}
+	free(h->tensors);
+	if (h->metadata)
+		json_decref(h->metadata);
+	free(h);
+}
+
+/* A JSON integer in [0, 2^63). */
+static int get_uint(const json_t *v, uint64_t *out)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 0)
+		return -1;
+	*out = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+static wc_err parse_tensor(const char *name, const json_t *obj, uint64_t data_size, wc_st_tensor *t)
+{
+	if (!json_is_object(obj))
+		return wc_fail(WC_E_FORMAT, "safetensors: tensor \"%s\": entry is not a JSON object", name);
+	size_t name_len = strlen(name);
+	if (name_len > WC_ST_NAME_MAX)
+		return wc_fail(WC_E_RANGE, "safetensors: tensor name of %zu bytes exceeds the limit of %u",
+			       name_len, WC_ST_NAME_MAX);
+
+	const json_t *dtype = json_object_get(obj, "dtype");
+	if (!dtype)
+		return wc_fail(WC_E_FORMAT, "safetensors: tensor \"%s\": missing \"dtype\"", name);
+	if (!json_is_string(dtype) || json_string_length(dtype) == 0)
+		return wc_fail(WC_E_FORMAT, "safetensors: tensor \"%s\": \"dtype\" is not a non-empty string", name);
+	if (json_string_length(dtype) > WC_ST_DTYPE_MAX)
+		return wc_fail(WC_E_RANGE, "safetensors: tensor \"%s\": dtype name longer than %u bytes", name,
+			       WC_ST_DTYPE_MAX);
+
+	const json_t *shape = json_object_get(obj, "shape");
+	if (!shape)
+		return wc_fail(WC_E_FORMAT, "safetensors: tensor \"%s\": missing \"shape\"", name);
+	if (!json_is_array(shape))
+		return wc_fail(WC_E_FORMAT, "safetensors: tensor \"%s\": \"shape\" is not an array", name);
+	size_t ndim = json_array_size(shape);
+	if (ndim > WC_ST_NDIM_MAX)
+		return wc_fail(WC_E_RANGE, "safetensors: tensor \"%s\": %zu dimensions exceed the limit of %u", name,
+			       ndim, WC_ST_NDIM_MAX);
+
+	const json_t *offs = json_object_get(obj, "data_offsets");
+	if (!offs)
+		return wc_fail(WC_E_FORMAT, "safetensors: tensor \"%s\": missing \"data_offsets\"", name);
+	uint64_t begin, end;
+	if (!json_is_array(offs) || json_array_size(offs) != 2 ||
+	    get_uint(json_array_get(offs, 0), &begin) || get_uint(json_array_get(offs, 1), &end))
+		return wc_fail(WC_E_FORMAT,
+			       "safetensors: tensor \"%s\": \"data_offsets\" is not an array of two non-negative integers",
+			       name);
+	if (end < begin)
+		return wc_fail(WC_E_FORMAT, "safetensors: tensor \"%s\": data_offsets end %llu < begin %llu", name,
+			       (unsigned long long)end, (unsigned long long)begin);
+	if (end > data_size)
+		return wc_fail(WC_E_FORMAT,
+			       "safetensors: truncated file: tensor \"%s\" ends at data offset %llu but the data section has %llu bytes",
+			       name, (unsigned long long)end, (unsigned long long)data_size);
+
+	t->ndim = (uint32_t)ndim;
+	t->begin = begin;
+	t->end = end;
+	if (!(t->name = strdup(name)) || !(t->dtype = strdup(json_string_value(dtype))))
+		return wc_fail(WC_E_NOMEM, "safetensors: out of memory");
+	if (ndim && !(t->shape = malloc(ndim * sizeof *t->shape)))
+		return wc_fail(WC_E_NOMEM, "safetensors: out of memory");
+
+	/* prod(shape), detecting overflow; a zero dimension makes it 0 but
+	 * every dimension is still range-checked. */
+	uint64_t nelem = 1;
+	int overflow = 0;
+	for (size_t d = 0; d < ndim; d++) {
+		const json_t *v = json_array_get(shape, d);
+		if (!json_is_integer(v))
+			return wc_fail(WC_E_FORMAT, "safetensors: tensor \"%s\": shape[%zu] is not an integer", name, d);
+		if (json_integer_value(v) < 0)
+			return wc_fail(WC_E_FORMAT, "safetensors: tensor \"%s\": shape[%zu] = %lld is negative", name,
+				       d, (long long)json_integer_value(v));
+		uint64_t dim = (uint64_t)json_integer_value(v);
+		t->shape[d] = dim;
+		if (dim && nelem > UINT64_MAX / dim)
+			overflow = 1;
+		nelem *= dim;
+	}
+	for (size_t d = 0; d < ndim; d++)
+		if (t->shape[d] == 0)
+			overflow = 0, nelem = 0;
+	unsigned esize = wc_st_dtype_size(t->dtype);
+	if (esize) {
+		if (overflow || nelem > UINT64_MAX / esize)
+			return wc_fail(WC_E_FORMAT, "safetensors: tensor \"%s\": shape overflows 64 bits", name);
+		if (end - begin != nelem * esize)
+			return wc_fail(WC_E_FORMAT,
+				       "safetensors: tensor \"%s\": %llu bytes in data_offsets but shape x %s size = %llu bytes",
+				       name, (unsigned long long)(end - begin), t->dtype,
+				       (unsigned long long)(nelem * esize));
+	} else if (overflow) {
+		return wc_fail(WC_E_FORMAT, "safetensors: tensor \"%s\": shape overflows 64 bits", name);
+	}
+	return WC_OK;
+}
+
+static wc_err check_metadata(const json_t *md)
+{
+	if (!json_is_object(md))
+		return wc_fail(WC_E_FORMAT, "safetensors: \"__metadata__\" is not a JSON object");
+	const char *k;
+	const json_t *v;
+	json_object_foreach((json_t *)md, k, v) {
+		if (!json_is_string(v))
+			return wc_fail(WC_E_FORMAT, "safetensors: \"__metadata__\" value of \"%s\" is not a string", k);
+	}
+	return WC_OK;
+}
+
+static int by_offsets(const void *a, const void *b)
+{
+	const wc_st_tensor *x = a, *y = b;
+	if (x->begin != y->begin)
+		return x->begin < y->begin ? -1 : 1;
+	if (x->end != y->end)
+		return x->end < y->end ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+/* Tensors in data order must tile [0, data_size) exactly: no overlap, no hole. */
+static wc_err check_coverage(const wc_st_header *h)
+{
+	uint64_t cursor = 0;
+	const char *prev = NULL;
+	for (uint32_t i = 0; i < h->ntensors; i++) {
+		const wc_st_tensor *t = &h->tensors[i];
+		if (t->begin < cursor)
+			return wc_fail(WC_E_FORMAT,
+				       "safetensors: tensors \"%s\" and \"%s\" overlap (data offset %llu < %llu)",
+				       prev, t->name, (unsigned long long)t->begin, (unsigned long long)cursor);
+		if (t->begin > cursor)
+			return wc_fail(WC_E_FORMAT,
+				       "safetensors: hole of %llu bytes at data offset %llu before tensor \"%s\"",
+				       (unsigned long long)(t->begin - cursor), (unsigned long long)cursor, t->name);
+		cursor = t->end;
+		prev = t->name;
+	}
+	if (cursor != h->data_size)
+		return wc_fail(WC_E_FORMAT,
+			       "safetensors: %llu trailing bytes after the last tensor (file size %llu != 8 + %llu + %llu)",
+			       (unsigned long long)(h->data_size - cursor),
+			       (unsigned long long)(h->data_offset + h->data_size), (unsigned long long)h->header_len,
+			       (unsigned long long)cursor);
+	return WC_OK;
+}
+
+wc_err wc_st_parse(const uint8_t *buf, size_t buf_len, uint64_t file_size, wc_st_header **out)
+{
+	*out = NULL;
+	if (buf_len < 8)
+		return wc_fail(WC_E_FORMAT, "safetensors: file shorter than the 8-byte header length");
+	uint64_t n;
+	wc_err e = wc_st_header_length(buf, file_size, &n);
+	if (e)
+		return e;
+	if (n > buf_len - 8)
+		return wc_fail(WC_E_FORMAT, "safetensors: truncated header: %llu JSON bytes expected, %zu present",
+			       (unsigned long long)n, buf_len - 8);
+
+	json_error_t jerr;
+	json_t *root = json_loadb((const char *)buf + 8, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root)
+		return wc_fail(WC_E_FORMAT, "safetensors: header is not valid JSON: %s (line %d, column %d)",
+			       jerr.text, jerr.line, jerr.column);
+	wc_st_header *h = calloc(1, sizeof *h);
+	if (!h) {
+		json_decref(root);
+		return wc_fail(WC_E_NOMEM, "safetensors: out of memory");
+	}
+	h->header_len = n;
+	h->data_offset = 8 + n;
+	h->data_size = file_size - h->data_offset;
+
+	if (!json_is_object(root)) {
+		e = wc_fail(WC_E_FORMAT, "safetensors: header JSON is not an object");
+		goto fail;
+	}
+	size_t count = json_object_size(root);
+	json_t *md = json_object_get(root, "__metadata__");
+	if (md) {
+		if ((e = check_metadata(md)))
+			goto fail;
+		h->metadata = json_incref(md);
+		count--;
+	}
+	if (count > WC_ST_TENSORS_MAX) {
+		e = wc_fail(WC_E_RANGE, "safetensors: %zu tensors exceed the limit of %u", count, WC_ST_TENSORS_MAX);
+		goto fail;
+	}
+	h->tensors = calloc(count ? count : 1, sizeof *h->tensors);
+	if (!h->tensors) {
+		e = wc_fail(WC_E_NOMEM, "safetensors: out of memory");
+		goto fail;
+	}
+	const char *key;
+	json_t *val;
+	json_object_foreach(root, key, val) {
+		if (strcmp(key, "__metadata__") == 0)
+			continue;
+		e = parse_tensor(key, val, h->data_size, &h->tensors[h->ntensors]);
+		h->ntensors++; /* counted even on failure so wc_st_free frees its strings */
+		if (e)
+			goto fail;
+	}
+	qsort(h->tensors, h->ntensors, sizeof *h->tensors, by_offsets);
+	if ((e = check_coverage(h)))
+		goto fail;
+	json_decref(root);
+	*out = h;
+	return WC_OK;
+fail:
+	json_decref(root);
+	wc_st_free(h);
+	return e;
+}

@@ -1,0 +1,776 @@
+/*
+ * writer.c - packing a safetensors file into a .wcodec container.
+ *
+ * Three passes over the memory-mapped input, each parallel over tiles:
+ *   1. histograms of every tensor-plane (tiles of one tensor add into it);
+ *   2. one frequency table per tensor-plane where rANS can pay for it; then
+ *      encoding, in tile order through a bounded reorder window, so the
+ *      payload section is written sequentially while workers run ahead;
+ *   3. (opts->verify) reopening the written temporary file with the reader
+ *      and decoding every tile against the input, before the rename.
+ * The file is written as "OUT.tmp.XXXXXX", fsynced and renamed over OUT; on
+ * any failure the temporary file is removed.
+ */
+#include "container/container.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "codec/tile_codec.h"
+#include "config.h"
+#include "container/format.h"
+#include "container/safetensors.h"
+
+typedef struct tensor_plan {
+	const wc_st_tensor *st;
+	wc_layout layout;
+	const uint8_t *data; /* the tensor's bytes in the mapped input */
+	uint64_t nbytes, vbegin;
+	uint32_t first_tile, ntiles;
+	int allow_zstd;
+	uint64_t (*hist)[256]; /* nplanes histograms during pass 1 */
+	wc_plane_plan plan[WC_MAX_PLANES];
+	double entropy[WC_MAX_PLANES];
+	uint64_t coded[WC_MAX_PLANES];
+} tensor_plan;
+
+typedef struct tile_plan {
+	uint32_t tensor;
+	uint32_t dsize;
+	uint64_t offset; /* within the tensor */
+} tile_plan;
+
+/* One encoded tile waiting in the reorder window. */
+typedef struct slot {
+	uint8_t *buf;
+	size_t len;
+	uint64_t chash, dhash;
+	uint64_t plane_bytes[WC_MAX_PLANES];
+	wc_err err;
+	char why[256];
+	int ready;
+} slot;
+
+typedef struct packer {
+	const wc_pack_opts *opts;
+	uint32_t tile_size, chunk;
+	unsigned threads;
+	const uint8_t *in;
+	uint64_t in_size;
+	wc_st_header *st;
+	tensor_plan *tensors;
+	tile_plan *tiles;
+	uint32_t ntiles;
+	wc_freqtab *tables;
+	uint32_t ntables;
+	pthread_mutex_t hist_lock[64];
+
+	/* pass-2 window */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	slot *slots;
+	uint32_t window;
+	uint32_t next_tile;    /* next tile a worker takes */
+	uint32_t written;      /* tiles the writer has consumed */
+	size_t slot_cap;
+	int abort;
+	atomic_uint cursor;    /* pass 1 / verify work counter */
+	atomic_int failed;
+	wc_err first_err;
+	char first_why[400];
+	wc_container *check;   /* verify pass: the written file */
+} packer;
+
+/* ---- small helpers -------------------------------------------------- */
+
+static wc_err write_all(int fd, const void *buf, size_t len, uint64_t off, const char *path)
+{
+	const uint8_t *p = buf;
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return wc_fail(WC_E_IO, "writing %s: %s", path, strerror(errno));
+		}
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return WC_OK;
+}
+
+static void record_failure(packer *pk, wc_err e)
+{
+	pthread_mutex_lock(&pk->lock);
+	if (!pk->first_err) {
+		pk->first_err = e;
+		snprintf(pk->first_why, sizeof pk->first_why, "%s", wc_last_detail());
+	}
+	pthread_mutex_unlock(&pk->lock);
+	atomic_store(&pk->failed, 1);
+}
+
+/* Run fn(pk, worker) on pk->threads threads (the caller's included). */
+static void run_workers(packer *pk, void *(*fn)(void *))
+{
+	unsigned n = pk->threads;
+	pthread_t *tids = calloc(n, sizeof *tids);
+	unsigned started = 0;
+	if (tids)
+		for (; started + 1 < n; started++)
+			if (pthread_create(&tids[started], NULL, fn, pk) != 0)
+				break;
+	fn(pk);
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(tids[i], NULL);
+	free(tids);
+}
+
+static int is_float_dtype(const char *dtype)
+{
+	return dtype[0] == 'F' || strcmp(dtype, "BF16") == 0 || dtype[0] == 'C';
+}
+
+/* ---- pass 1: tensor-plane histograms -------------------------------- */
+
+static void *hist_worker(void *arg)
+{
+	packer *pk = arg;
+	uint8_t *scratch = malloc((size_t)pk->tile_size);
+	uint64_t (*local)[256] = malloc(sizeof(uint64_t[WC_MAX_PLANES][256]));
+	if (!scratch || !local) {
+		record_failure(pk, wc_fail(WC_E_NOMEM, "out of memory"));
+		goto out;
+	}
+	for (;;) {
+		uint32_t i = atomic_fetch_add(&pk->cursor, 1);
+		if (i >= pk->ntiles || atomic_load(&pk->failed))
+			break;
+		const tile_plan *tp = &pk->tiles[i];
+		tensor_plan *t = &pk->tensors[tp->tensor];
+		unsigned np = t->layout.nplanes;
+		size_t n = tp->dsize / t->layout.elem_size;
+		uint8_t *planes[WC_MAX_PLANES];
+		for (unsigned p = 0; p < np; p++)
+			planes[p] = scratch + p * n;
+		wc_planes_split(t->layout, t->data + tp->offset, n, planes);
+		memset(local, 0, np * sizeof local[0]);
+		for (unsigned p = 0; p < np; p++)
+			for (size_t k = 0; k < n; k++)
+				local[p][planes[p][k]]++;
+		pthread_mutex_t *l = &pk->hist_lock[tp->tensor % 64];
+		pthread_mutex_lock(l);
+		for (unsigned p = 0; p < np; p++)
+			for (int s = 0; s < 256; s++)
+				t->hist[p][s] += local[p][s];
+		pthread_mutex_unlock(l);
+	}
+out:
+	free(scratch);
+	free(local);
+	return NULL;
+}
+
+/* Bytes a RANS body of n symbols at `bits` per symbol takes, chunk overhead included. */
+static double rans_estimate(uint64_t n, double bits, uint32_t chunk, uint32_t tile_syms)
+{
+	uint64_t chunks_per_tile = (tile_syms + chunk - 1) / chunk;
+	uint64_t tiles = (n + tile_syms - 1) / tile_syms;
+	return (double)n * bits / 8.0 + (double)(tiles * chunks_per_tile) * (4 + 4 * WC_RANS_LANES + 2);
+}
+
+/* Give each tensor-plane with at least two symbols a table if rANS with it
+ * (plus the table's bytes) beats storing the plane raw. */
+static wc_err build_tables(packer *pk)
+{
+	uint32_t cap = 0;
+	for (uint32_t t = 0; t < pk->st->ntensors; t++)
+		cap += pk->tensors[t].layout.nplanes;
+	pk->tables = calloc(cap ? cap : 1, sizeof *pk->tables);
+	if (!pk->tables)
+		return wc_fail(WC_E_NOMEM, "out of memory");
+	for (uint32_t t = 0; t < pk->st->ntensors; t++) {
+		tensor_plan *tp = &pk->tensors[t];
+		for (unsigned p = 0; p < tp->layout.nplanes; p++) {
+			tp->plan[p].table = NULL;
+			tp->plan[p].table_id = WC_NO_TABLE;
+			tp->plan[p].allow_zstd = tp->allow_zstd;
+			if (!tp->hist)
+				continue;
+			uint64_t n = tp->nbytes / tp->layout.elem_size;
+			double h = wc_entropy_bits(tp->hist[p]);
+			tp->entropy[p] = h;
+			int distinct = 0;
+			for (int s = 0; s < 256; s++)
+				distinct += tp->hist[p][s] != 0;
+			if (distinct < 2)
+				continue;
+			wc_freqtab *ft = &pk->tables[pk->ntables];
+			wc_err e = wc_freq_normalize(tp->hist[p], ft);
+			if (e)
+				return e;
+			double cost = rans_estimate(n, h, pk->chunk, pk->tile_size / tp->layout.elem_size) +
+				      (double)wc_table_encoded_size(ft);
+			if (cost >= 0.995 * (double)n)
+				continue;
+			tp->plan[p].table = ft;
+			tp->plan[p].table_id = pk->ntables++;
+		}
+		free(tp->hist);
+		tp->hist = NULL;
+	}
+	return WC_OK;
+}
+
+/* ---- pass 2: encoding through the reorder window -------------------- */
+
+static void *encode_worker(void *arg)
+{
+	packer *pk = arg;
+	for (;;) {
+		pthread_mutex_lock(&pk->lock);
+		while (!pk->abort && pk->next_tile < pk->ntiles && pk->next_tile >= pk->written + pk->window)
+			pthread_cond_wait(&pk->cond, &pk->lock);
+		if (pk->abort || pk->next_tile >= pk->ntiles) {
+			pthread_mutex_unlock(&pk->lock);
+			return NULL;
+		}
+		uint32_t i = pk->next_tile++;
+		slot *s = &pk->slots[i % pk->window];
+		pthread_mutex_unlock(&pk->lock);
+
+		const tile_plan *tp = &pk->tiles[i];
+		const tensor_plan *t = &pk->tensors[tp->tensor];
+		const uint8_t *src = t->data + tp->offset;
+		memset(s->plane_bytes, 0, sizeof s->plane_bytes);
+		s->err = wc_tile_encode(t->layout, src, tp->dsize, t->plan, pk->chunk, s->buf, pk->slot_cap, &s->len,
+					s->plane_bytes);
+		if (s->err) {
+			snprintf(s->why, sizeof s->why, "tile %u of tensor \"%s\": %s", i, t->st->name, wc_last_detail());
+		} else {
+			s->chash = XXH3_64bits(s->buf, s->len);
+			s->dhash = XXH3_64bits(src, tp->dsize);
+		}
+		pthread_mutex_lock(&pk->lock);
+		s->ready = 1;
+		pthread_cond_broadcast(&pk->cond);
+		pthread_mutex_unlock(&pk->lock);
+	}
+}
+
+static void *encode_thread_main(void *arg)
+{
+	return encode_worker(arg);
+}
+
+/* The writer: consume tiles in order, append payloads, fill the index. */
+static wc_err write_payloads(packer *pk, int fd, const char *path, uint64_t off, wc_tile_info *index,
+			     uint64_t prefix_len)
+{
+	unsigned nworkers = pk->threads;
+	pthread_t *tids = calloc(nworkers, sizeof *tids);
+	if (!tids)
+		return wc_fail(WC_E_NOMEM, "out of memory");
+	unsigned started = 0;
+	for (; started < nworkers; started++)
+		if (pthread_create(&tids[started], NULL, encode_thread_main, pk) != 0)
+			break;
+	wc_err e = WC_OK;
+	if (started == 0)
+		e = wc_fail(WC_E_NOMEM, "cannot start encoder threads");
+	uint64_t done = 0, total = pk->st->data_size;
+	for (uint32_t i = 0; !e && i < pk->ntiles; i++) {
+		slot *s = &pk->slots[i % pk->window];
+		pthread_mutex_lock(&pk->lock);
+		while (!s->ready)
+			pthread_cond_wait(&pk->cond, &pk->lock);
+		pthread_mutex_unlock(&pk->lock);
+		const tile_plan *tp = &pk->tiles[i];
+		tensor_plan *t = &pk->tensors[tp->tensor];
+		if (s->err) {
+			e = wc_fail(s->err, "%s", s->why);
+		} else if (s->len > UINT32_MAX) {
+			e = wc_fail(WC_E_RANGE, "tile %u: payload too large", i);
+		} else {
+			e = write_all(fd, s->buf, s->len, off, path);
+			wc_tile_info *x = &index[i];
+			x->voff = prefix_len + t->st->begin + tp->offset;
+			x->coff = off;
+			x->csize = (uint32_t)s->len;
+			x->dsize = tp->dsize;
+			x->tensor = tp->tensor;
+			x->flags = 0;
+			x->chash = s->chash;
+			x->dhash = s->dhash;
+			off += s->len;
+			for (unsigned p = 0; p < t->layout.nplanes; p++)
+				t->coded[p] += s->plane_bytes[p];
+		}
+		done += tp->dsize;
+		if (!e && pk->opts->progress)
+			pk->opts->progress(pk->opts->progress_ctx, done, total);
+		pthread_mutex_lock(&pk->lock);
+		s->ready = 0;
+		pk->written = i + 1;
+		if (e)
+			pk->abort = 1;
+		pthread_cond_broadcast(&pk->cond);
+		pthread_mutex_unlock(&pk->lock);
+	}
+	pthread_mutex_lock(&pk->lock);
+	pk->abort = 1;
+	pthread_cond_broadcast(&pk->cond);
+	pthread_mutex_unlock(&pk->lock);
+	for (unsigned k = 0; k < started; k++)
+		pthread_join(tids[k], NULL);
+	free(tids);
+	return e;
+}
+
+/* ---- metadata JSON -------------------------------------------------- */
+
+static json_t *tensor_json(const packer *pk, uint32_t i, uint64_t prefix_len)
+{
+	const tensor_plan *t = &pk->tensors[i];
+	json_t *shape = json_array(), *planes = json_array();
+	for (uint32_t d = 0; d < t->st->ndim; d++)
+		json_array_append_new(shape, json_integer((json_int_t)t->st->shape[d]));
+	for (unsigned p = 0; p < t->layout.nplanes; p++)
+		json_array_append_new(
+			planes, json_pack("{s:o, s:f, s:I}", "table",
+					  t->plan[p].table ? json_integer(t->plan[p].table_id) : json_null(), "entropy",
+					  t->entropy[p], "coded_bytes", (json_int_t)t->coded[p]));
+	return json_pack("{s:s, s:s, s:o, s:I, s:I, s:s, s:I, s:I, s:o}", "name", t->st->name, "dtype", t->st->dtype,
+			 "shape", shape, "begin", (json_int_t)(prefix_len + t->st->begin), "end",
+			 (json_int_t)(prefix_len + t->st->end), "layout", wc_layout_name(t->layout), "first_tile",
+			 (json_int_t)t->first_tile, "tiles", (json_int_t)t->ntiles, "planes", planes);
+}
+
+static char *metadata_json(const packer *pk, uint64_t prefix_len, size_t *len)
+{
+	json_t *tensors = json_array();
+	for (uint32_t i = 0; i < pk->st->ntensors; i++)
+		json_array_append_new(tensors, tensor_json(pk, i, prefix_len));
+	json_t *root = json_pack("{s:s, s:i, s:s, s:o}", "format", "wcodec", "version", (int)WC_FORMAT_VERSION,
+				 "writer", PACKAGE_NAME " " PACKAGE_VERSION, "tensors", tensors);
+	if (!root)
+		return NULL;
+	char *s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(6));
+	json_decref(root);
+	if (!s)
+		return NULL;
+	/* Stored as one zstd frame: the JSON repeats keys per tensor and
+	 * compresses several times, which matters for small models. */
+	size_t n = strlen(s), cap = ZSTD_compressBound(n);
+	char *z = malloc(cap);
+	size_t zl = z ? ZSTD_compress(z, cap, s, n, n < (4u << 20) ? 19 : 3) : 0;
+	free(s);
+	if (!z || ZSTD_isError(zl)) {
+		free(z);
+		return NULL;
+	}
+	*len = zl;
+	return z;
+}
+
+/* ---- pass 3: verification of the written file ----------------------- */
+
+static void *verify_worker(void *arg)
+{
+	packer *pk = arg;
+	size_t cap = 2ull * pk->tile_size + 65536u;
+	uint8_t *payload = malloc(cap), *out = malloc(pk->tile_size);
+	if (!payload || !out) {
+		record_failure(pk, wc_fail(WC_E_NOMEM, "out of memory"));
+		goto done;
+	}
+	for (;;) {
+		uint32_t i = atomic_fetch_add(&pk->cursor, 1);
+		if (i >= pk->ntiles || atomic_load(&pk->failed))
+			break;
+		const wc_tile_info *x = wc_container_tile(pk->check, i);
+		wc_err e = wc_container_read_payload(pk->check, i, payload);
+		if (!e)
+			e = wc_container_decode_tile(pk->check, i, payload, out);
+		if (!e) {
+			const tile_plan *tp = &pk->tiles[i];
+			const uint8_t *orig = pk->tensors[tp->tensor].data + tp->offset;
+			if (x->dsize != tp->dsize || memcmp(out, orig, tp->dsize) != 0)
+				e = wc_fail(WC_E_CORRUPT, "verification: tile %u decodes to different bytes", i);
+		}
+		if (e) {
+			record_failure(pk, e);
+			break;
+		}
+	}
+done:
+	free(payload);
+	free(out);
+	return NULL;
+}
+
+static wc_err verify_file(packer *pk, const char *tmp, size_t prefix_len)
+{
+	wc_err e = wc_container_open(tmp, &pk->check);
+	if (e) {
+		char why[400];
+		snprintf(why, sizeof why, "%s", wc_last_detail());
+		return wc_fail(e, "verification: cannot reopen the written file: %s", why);
+	}
+	size_t plen;
+	const uint8_t *prefix = wc_container_prefix(pk->check, &plen);
+	if (plen != prefix_len || memcmp(prefix, pk->in, plen) != 0 ||
+	    wc_container_virtual_size(pk->check) != pk->in_size || wc_container_ntiles(pk->check) != pk->ntiles) {
+		e = wc_fail(WC_E_CORRUPT, "verification: the written prefix or tile count differs from the input");
+	} else {
+		atomic_store(&pk->cursor, 0);
+		run_workers(pk, verify_worker);
+		if (atomic_load(&pk->failed))
+			e = wc_fail(pk->first_err, "%s", pk->first_why);
+	}
+	wc_container_release(pk->check);
+	pk->check = NULL;
+	return e;
+}
+
+/* ---- planning ------------------------------------------------------- */
+
+static wc_err plan_tiles(packer *pk)
+{
+	const wc_st_header *st = pk->st;
+	pk->tensors = calloc(st->ntensors ? st->ntensors : 1, sizeof *pk->tensors);
+	if (!pk->tensors)
+		return wc_fail(WC_E_NOMEM, "out of memory");
+	uint64_t ntiles = 0;
+	for (uint32_t i = 0; i < st->ntensors; i++) {
+		tensor_plan *t = &pk->tensors[i];
+		t->st = &st->tensors[i];
+		t->nbytes = t->st->end - t->st->begin;
+		t->data = pk->in + st->data_offset + t->st->begin;
+		t->layout = wc_layout_for_dtype(t->st->dtype);
+		if (t->nbytes % t->layout.elem_size)
+			t->layout = wc_layout_for_dtype("U8"); /* odd byte count: keep it as bytes */
+		t->allow_zstd = !is_float_dtype(t->st->dtype);
+		t->first_tile = (uint32_t)ntiles;
+		uint64_t n = (t->nbytes + pk->tile_size - 1) / pk->tile_size;
+		if (ntiles + n > WC_LIMIT_TILES)
+			return wc_fail(WC_E_RANGE, "more than %u tiles of %u bytes: use a larger --tile-size",
+				       WC_LIMIT_TILES, pk->tile_size);
+		t->ntiles = (uint32_t)n;
+		ntiles += n;
+		if (t->nbytes) {
+			t->hist = calloc(t->layout.nplanes, sizeof *t->hist);
+			if (!t->hist)
+				return wc_fail(WC_E_NOMEM, "out of memory");
+		}
+	}
+	pk->ntiles = (uint32_t)ntiles;
+	pk->tiles = calloc(ntiles ? ntiles : 1, sizeof *pk->tiles);
+	if (!pk->tiles)
+		return wc_fail(WC_E_NOMEM, "out of memory");
+	for (uint32_t i = 0; i < st->ntensors; i++) {
+		const tensor_plan *t = &pk->tensors[i];
+		for (uint32_t k = 0; k < t->ntiles; k++) {
+			tile_plan *tp = &pk->tiles[t->first_tile + k];
+			tp->tensor = i;
+			tp->offset = (uint64_t)k * pk->tile_size;
+			uint64_t left = t->nbytes - tp->offset;
+			tp->dsize = (uint32_t)(left < pk->tile_size ? left : pk->tile_size);
+		}
+	}
+	return WC_OK;
+}
+
+/* ---- the whole pack ------------------------------------------------- */
+
+static wc_err pack_into(packer *pk, int fd, const char *tmp, wc_pack_stats *stats)
+{
+	const wc_st_header *st = pk->st;
+	uint64_t prefix_len = st->data_offset;
+	wc_err e;
+	if (prefix_len > WC_LIMIT_PREFIX_BYTES)
+		return wc_fail(WC_E_RANGE, "safetensors header of %llu bytes exceeds the limit",
+			       (unsigned long long)prefix_len);
+	if ((e = plan_tiles(pk)))
+		return e;
+
+	atomic_store(&pk->cursor, 0);
+	run_workers(pk, hist_worker);
+	if (atomic_load(&pk->failed))
+		return wc_fail(pk->first_err, "%s", pk->first_why);
+	if ((e = build_tables(pk)))
+		return e;
+
+	/* Header placeholder and the prefix, then the payloads. */
+	wc_file_header h = {0};
+	h.version = WC_FORMAT_VERSION;
+	h.header_size = WC_HEADER_BYTES;
+	h.tile_size = pk->tile_size;
+	h.chunk_symbols = pk->chunk;
+	h.ntensors = st->ntensors;
+	h.ntiles = pk->ntiles;
+	h.ntables = pk->ntables;
+	h.virtual_size = pk->in_size;
+	h.prefix_off = WC_HEADER_BYTES;
+	h.prefix_len = prefix_len;
+	h.payload_off = h.prefix_off + prefix_len;
+	uint8_t hdr[WC_HEADER_BYTES] = {0};
+	if ((e = write_all(fd, hdr, sizeof hdr, 0, tmp)) || (e = write_all(fd, pk->in, prefix_len, h.prefix_off, tmp)))
+		return e;
+
+	wc_tile_info *index = calloc(pk->ntiles ? pk->ntiles : 1, sizeof *index);
+	uint8_t *tables = NULL, *index_bytes = NULL;
+	char *meta = NULL;
+	XXH3_state_t *hs = NULL;
+	if (!index) {
+		e = wc_fail(WC_E_NOMEM, "out of memory");
+		goto out;
+	}
+	pk->window = 2 * pk->threads + 2;
+	pk->slot_cap = 0;
+	for (uint32_t t = 0; t < st->ntensors; t++) {
+		size_t b = wc_tile_encode_bound(pk->tensors[t].layout, pk->tile_size, pk->chunk);
+		if (b > pk->slot_cap)
+			pk->slot_cap = b;
+	}
+	pk->slots = calloc(pk->window, sizeof *pk->slots);
+	if (!pk->slots) {
+		e = wc_fail(WC_E_NOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t k = 0; k < pk->window; k++)
+		if (!(pk->slots[k].buf = malloc(pk->slot_cap ? pk->slot_cap : 1))) {
+			e = wc_fail(WC_E_NOMEM, "out of memory");
+			goto out;
+		}
+	if ((e = write_payloads(pk, fd, tmp, h.payload_off, index, prefix_len)))
+		goto out;
+	h.payload_len = 0;
+	for (uint32_t i = 0; i < pk->ntiles; i++)
+		h.payload_len += index[i].csize;
+
+	/* Tables, index, metadata. */
+	size_t tables_len = 0;
+	for (uint32_t k = 0; k < pk->ntables; k++)
+		tables_len += wc_table_encoded_size(&pk->tables[k]);
+	tables = malloc(tables_len ? tables_len : 1);
+	index_bytes = malloc(pk->ntiles ? (size_t)pk->ntiles * WC_INDEX_ENTRY_BYTES : 1);
+	size_t meta_len = 0;
+	meta = metadata_json(pk, prefix_len, &meta_len);
+	hs = XXH3_createState();
+	if (!tables || !index_bytes || !meta || !hs) {
+		e = wc_fail(WC_E_NOMEM, "out of memory");
+		goto out;
+	}
+	size_t pos = 0;
+	for (uint32_t k = 0; k < pk->ntables; k++)
+		pos += wc_table_encode(&pk->tables[k], tables + pos);
+	for (uint32_t i = 0; i < pk->ntiles; i++)
+		wc_index_entry_encode(&index[i], index_bytes + (size_t)i * WC_INDEX_ENTRY_BYTES);
+	h.tables_off = h.payload_off + h.payload_len;
+	h.tables_len = tables_len;
+	h.index_off = h.tables_off + tables_len;
+	h.index_len = (uint64_t)pk->ntiles * WC_INDEX_ENTRY_BYTES;
+	h.meta_off = h.index_off + h.index_len;
+	h.meta_len = meta_len;
+	h.file_size = h.meta_off + meta_len;
+	if (meta_len > WC_LIMIT_META_BYTES) {
+		e = wc_fail(WC_E_RANGE, "metadata of %zu bytes exceeds the limit", meta_len);
+		goto out;
+	}
+	wc_header_encode(&h, hdr);
+	XXH3_64bits_reset(hs);
+	XXH3_64bits_update(hs, hdr, WC_HEADER_HASH_OFF);
+	XXH3_64bits_update(hs, pk->in, prefix_len);
+	XXH3_64bits_update(hs, tables, tables_len);
+	XXH3_64bits_update(hs, index_bytes, h.index_len);
+	XXH3_64bits_update(hs, meta, meta_len);
+	h.check = XXH3_64bits_digest(hs);
+	wc_header_encode(&h, hdr);
+	if ((e = write_all(fd, tables, tables_len, h.tables_off, tmp)) ||
+	    (e = write_all(fd, index_bytes, h.index_len, h.index_off, tmp)) ||
+	    (e = write_all(fd, meta, meta_len, h.meta_off, tmp)) || (e = write_all(fd, hdr, sizeof hdr, 0, tmp)))
+		goto out;
+	if (fsync(fd) != 0) {
+		e = wc_fail(WC_E_IO, "fsync %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	if (stats) {
+		memset(stats, 0, sizeof *stats);
+		stats->input_bytes = pk->in_size;
+		stats->output_bytes = h.file_size;
+		stats->data_bytes = st->data_size;
+		stats->coded_data_bytes = h.payload_len;
+		for (uint32_t t = 0; t < st->ntensors; t++) {
+			const tensor_plan *tp = &pk->tensors[t];
+			uint64_t n = tp->nbytes / tp->layout.elem_size;
+			for (unsigned p = 0; p < tp->layout.nplanes; p++)
+				stats->entropy_bound_bytes += tp->entropy[p] * (double)n / 8.0;
+		}
+	}
+	if (pk->opts->verify)
+		e = verify_file(pk, tmp, prefix_len);
+out:
+	if (pk->slots)
+		for (uint32_t k = 0; k < pk->window; k++)
+			free(pk->slots[k].buf);
+	free(pk->slots);
+	pk->slots = NULL;
+	free(index);
+	free(tables);
+	free(index_bytes);
+	free(meta);
+	if (hs)
+		XXH3_freeState(hs);
+	return e;
+}
+
+static wc_err check_opts(const wc_pack_opts *o, packer *pk)
+{
+	pk->tile_size = o->tile_size ? o->tile_size : WC_TILE_SIZE_DEFAULT;
+	pk->chunk = o->chunk_symbols ? o->chunk_symbols : WC_PACK_CHUNK_DEFAULT;
+	if (pk->tile_size < WC_TILE_SIZE_MIN || pk->tile_size > WC_TILE_SIZE_MAX || pk->tile_size % 8)
+		return wc_fail(WC_E_INVAL, "tile size %u must be a multiple of 8 in [%u, %u]", pk->tile_size,
+			       WC_TILE_SIZE_MIN, WC_TILE_SIZE_MAX);
+	if (pk->chunk < WC_RANS_CHUNK_MIN || pk->chunk > WC_RANS_CHUNK_MAX || pk->chunk % WC_RANS_LANES)
+		return wc_fail(WC_E_INVAL, "chunk of %u symbols must be a multiple of 32 in [%u, %u]", pk->chunk,
+			       WC_RANS_CHUNK_MIN, WC_RANS_CHUNK_MAX);
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	pk->threads = o->threads ? o->threads : (ncpu > 0 ? (unsigned)ncpu : 1);
+	if (pk->threads > 1024)
+		pk->threads = 1024;
+	return WC_OK;
+}
+
+wc_err wc_pack_safetensors(const char *in_path, const char *out_path, const wc_pack_opts *opts,
+			   wc_pack_stats *stats)
+{
+	static const wc_pack_opts defaults = {0};
+	packer pk = {0};
+	pk.opts = opts ? opts : &defaults;
+	wc_err e = check_opts(pk.opts, &pk);
+	if (e)
+		return e;
+	pthread_mutex_init(&pk.lock, NULL);
+	pthread_cond_init(&pk.cond, NULL);
+	for (int i = 0; i < 64; i++)
+		pthread_mutex_init(&pk.hist_lock[i], NULL);
+
+	char *tmp = NULL;
+	int in_fd = -1, out_fd = -1;
+	void *map = MAP_FAILED;
+	in_fd = open(in_path, O_RDONLY | O_CLOEXEC);
+	if (in_fd < 0) {
+		e = wc_fail(WC_E_IO, "%s: %s", in_path, strerror(errno));
+		goto out;
+	}
+	struct stat sb;
+	if (fstat(in_fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+		e = wc_fail(WC_E_IO, "%s: not a readable regular file", in_path);
+		goto out;
+	}
+	pk.in_size = (uint64_t)sb.st_size;
+	if (pk.in_size < 8) {
+		e = wc_fail(WC_E_FORMAT, "%s: safetensors: file of %llu bytes is shorter than the 8-byte header length",
+			    in_path, (unsigned long long)pk.in_size);
+		goto out;
+	}
+	map = mmap(NULL, (size_t)pk.in_size, PROT_READ, MAP_PRIVATE, in_fd, 0);
+	if (map == MAP_FAILED) {
+		e = wc_fail(WC_E_IO, "%s: mmap: %s", in_path, strerror(errno));
+		goto out;
+	}
+	pk.in = map;
+	if ((e = wc_st_parse(pk.in, (size_t)pk.in_size, pk.in_size, &pk.st))) {
+		char why[400];
+		snprintf(why, sizeof why, "%s", wc_last_detail());
+		e = wc_fail(e, "%s: %s", in_path, why);
+		goto out;
+	}
+	madvise(map, (size_t)pk.in_size, MADV_SEQUENTIAL);
+
+	size_t tl = strlen(out_path) + 16;
+	if (!(tmp = malloc(tl))) {
+		e = wc_fail(WC_E_NOMEM, "out of memory");
+		goto out;
+	}
+	snprintf(tmp, tl, "%s.tmp.XXXXXX", out_path);
+	out_fd = mkostemp(tmp, O_CLOEXEC);
+	if (out_fd < 0) {
+		e = wc_fail(WC_E_IO, "creating %s: %s", tmp, strerror(errno));
+		free(tmp);
+		tmp = NULL;
+		goto out;
+	}
+	if (pk.opts->temp_file)
+		pk.opts->temp_file(tmp);
+	mode_t mask = umask(0);
+	umask(mask);
+	fchmod(out_fd, 0666 & ~mask);
+	if ((e = pack_into(&pk, out_fd, tmp, stats)))
+		goto out;
+	if (close(out_fd) != 0) {
+		out_fd = -1;
+		e = wc_fail(WC_E_IO, "closing %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	out_fd = -1;
+	if (rename(tmp, out_path) != 0) {
+		e = wc_fail(WC_E_IO, "renaming %s to %s: %s", tmp, out_path, strerror(errno));
+		goto out;
+	}
+	if (pk.opts->temp_file)
+		pk.opts->temp_file(NULL);
+	free(tmp);
+	tmp = NULL;
+	/* Make the rename durable: fsync the directory. */
+	char *dir = strdup(out_path);
+	if (dir) {
+		char *slash = strrchr(dir, '/');
+		const char *d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
+		int dfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd >= 0) {
+			fsync(dfd);
+			close(dfd);
+		}
+		free(dir);
+	}
+out:
+	if (out_fd >= 0)
+		close(out_fd);
+	if (tmp) {
+		unlink(tmp);
+		if (pk.opts->temp_file)
+			pk.opts->temp_file(NULL);
+		free(tmp);
+	}
+	if (map != MAP_FAILED)
+		munmap(map, (size_t)pk.in_size);
+	if (in_fd >= 0)
+		close(in_fd);
+	if (pk.tensors)
+		for (uint32_t t = 0; t < (pk.st ? pk.st->ntensors : 0); t++)
+			free(pk.tensors[t].hist);
+	free(pk.tensors);
+	free(pk.tiles);
+	free(pk.tables);
+	wc_st_free(pk.st);
+	pthread_mutex_destroy(&pk.lock);
+	pthread_cond_destroy(&pk.cond);
+	for (int i = 0; i < 64; i++)
+		pthread_mutex_destroy(&pk.hist_lock[i]);
+	return e;
+}

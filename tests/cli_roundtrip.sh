@@ -1,0 +1,60 @@
+#!/bin/sh
+# cli_roundtrip.sh - pack/unpack/cat are byte-identical for every dtype; pack
+# is deterministic across thread counts; info --json is valid and consistent.
+. "${top_srcdir:-.}/tests/cli_lib.sh"
+
+"$PY" "$GEN" --profile all --seed 11 "$T/all.safetensors"
+"$PY" "$GEN" --profile weights --dtype BF16 --params 200000 --seed 12 "$T/bf16.safetensors"
+"$PY" "$GEN" --profile weights --dtype F32 --params 100000 --seed 13 --no-metadata --no-pad "$T/f32.safetensors"
+
+for f in all bf16 f32; do
+	"$WCODEC" pack -q --tile-size 4K "$T/$f.safetensors" "$T/$f.wcodec" || fail "pack $f"
+	"$WCODEC" unpack -q "$T/$f.wcodec" "$T/$f.out" || fail "unpack $f"
+	cmp "$T/$f.safetensors" "$T/$f.out" || fail "$f: unpack is not byte-identical"
+	a=$(sha256sum <"$T/$f.safetensors")
+	b=$(sha256sum <"$T/$f.out")
+	[ "$a" = "$b" ] || fail "$f: sha256 differs"
+	"$WCODEC" cat "$T/$f.wcodec" >"$T/$f.cat" || fail "cat $f"
+	cmp "$T/$f.safetensors" "$T/$f.cat" || fail "$f: cat is not byte-identical"
+	"$WCODEC" unpack -q --backend cpu --threads 1 "$T/$f.wcodec" "$T/$f.out1" || fail "unpack cpu $f"
+	cmp "$T/$f.safetensors" "$T/$f.out1" || fail "$f: cpu unpack differs"
+done
+
+# Default tile size, no verification, summary printed.
+"$WCODEC" pack --no-verify "$T/bf16.safetensors" "$T/bf16d.wcodec" >"$T/pack.txt" || fail "pack default"
+grep -q "entropy bound" "$T/pack.txt" || fail "pack prints no entropy bound"
+grep -q "ratio" "$T/pack.txt" || fail "pack prints no ratio"
+"$WCODEC" unpack -q "$T/bf16d.wcodec" "$T/bf16d.out" && cmp "$T/bf16.safetensors" "$T/bf16d.out" ||
+	fail "default tile size round trip"
+
+# The same input packs to the same bytes with 1 or 3 threads.
+"$WCODEC" pack -q -j 1 --tile-size 4K "$T/all.safetensors" "$T/j1.wcodec"
+"$WCODEC" pack -q -j 3 --tile-size 4K "$T/all.safetensors" "$T/j3.wcodec"
+cmp "$T/j1.wcodec" "$T/j3.wcodec" || fail "pack output depends on the thread count"
+
+# Overwriting an existing output works, and no temporary file is left.
+"$WCODEC" pack -q "$T/all.safetensors" "$T/all.wcodec"
+[ "$(leftovers "$T")" = 0 ] || fail "temporary files left behind"
+
+# info --json is JSON and agrees with the input.
+"$WCODEC" info --json "$T/all.wcodec" >"$T/info.json" || fail "info --json"
+size=$(wc -c <"$T/all.safetensors" | tr -d ' ')
+"$PY" - "$T/info.json" "$size" <<'PYEOF' || fail "info --json content"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["format"] == "wcodec", d["format"]
+assert d["virtual_size"] == int(sys.argv[2]), (d["virtual_size"], sys.argv[2])
+assert d["ntensors"] == len(d["tensors"]) > 90
+names = {t["name"] for t in d["tensors"]}
+assert "bf16.empty" in names and "u64.one" in names and "model.bf16.weight" in names
+assert sum(t["bytes"] for t in d["tensors"]) == d["data_bytes"]
+assert sum(t["coded_bytes"] for t in d["tensors"]) == d["coded_data_bytes"]
+assert {"BF16", "F32", "F16", "I64", "BOOL"} <= set(d["dtypes"])
+w = [t for t in d["tensors"] if t["name"] == "model.bf16.weight"][0]
+assert w["dtype"] == "BF16" and w["shape"] == [96, 160] and w["layout"] == "bf16"
+assert 1.0 < w["planes"][0]["entropy_bits"] < 4.0
+PYEOF
+"$WCODEC" info "$T/all.wcodec" >"$T/info.txt" || fail "info"
+grep -q "model.bf16.weight" "$T/info.txt" || fail "info lists no tensor"
+grep -q "entropy bound" "$T/info.txt" || fail "info prints no entropy bound"
+exit 0
