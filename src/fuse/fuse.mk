@@ -1,1 +1,23 @@
-# src/fuse: owned by that component; appends to the variables in Makefile.am.
+# src/fuse: the wcodecfs daemon (libfuse3 low-level API). Owned by the fuse
+# component. Providers of other components append to wcodecfs_SOURCES in
+# their own fragment (see src/fuse/provider.h).
+bin_PROGRAMS += wcodecfs
+wcodecfs_SOURCES = \
+	src/fuse/main.c \
+	src/fuse/options.c src/fuse/options.h \
+	src/fuse/daemon.c src/fuse/daemon.h \
+	src/fuse/bdi.c src/fuse/bdi.h \
+	src/fuse/inode.c src/fuse/inode.h \
+	src/fuse/vtree.c src/fuse/vtree.h \
+	src/fuse/readahead.c src/fuse/readahead.h \
+	src/fuse/ops.c src/fuse/ops.h \
+	src/fuse/provider.h src/fuse/providers.c src/fuse/provider_wcodec.c
+wcodecfs_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS) $(XXHASH_CFLAGS)
+wcodecfs_LDADD = libwcodec.la $(FUSE_LIBS) $(XXHASH_LIBS)
+
+# Mount tests (need /dev/fuse and fusermount3; they skip otherwise).
+TESTS += tests/mount_passthrough.sh tests/mount_lifecycle.sh
+EXTRA_DIST += tests/mount_lib.sh tests/mount_passthrough.sh tests/mount_lifecycle.sh
+dist_man_MANS += docs/wcodecfs.1
+EXTRA_DIST += tests/mount_check.py tests/mount_wcodec.sh tests/mount_concurrent.sh \
+	tests/mount_corrupt.sh

@@ -1,0 +1,92 @@
+/*
+ * inode.h - the table of inodes the kernel knows (FUSE node ids).
+ *
+ * A node is one object of the virtual tree:
+ *   - a source entry passed through (directory, file, symlink), or
+ *   - a provider root (X.wcodec shown as X.safetensors, Y.qvq shown as Y/),
+ *   - or a child of a provider's virtual directory.
+ * The FUSE node id is the node's address (FUSE_ROOT_ID stands for the root),
+ * as in libfuse's passthrough_ll. Nodes are found again by a key so repeated
+ * lookups of one object give the same node id: a source entry's (st_dev,
+ * st_ino), a virtual child's parent key plus its index.
+ *
+ * A node lives while the kernel holds lookups on it (nlookup, decremented by
+ * FORGET) or the daemon holds references (open handles, a virtual child's
+ * link to its parent). When both reach zero it is freed: its O_PATH
+ * descriptor is closed and its provider vnode released (which drops the
+ * vnode's tiles from the cache).
+ */
+#ifndef WCFS_INODE_H
+#define WCFS_INODE_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "fuse/provider.h"
+#include "fuse/readahead.h"
+
+/* wcfs_key.child of a source entry passed through, of a provider root; any
+ * other value is the index of a virtual child, whose key's ino is the
+ * address of its directory's node (which the child keeps alive). */
+#define WCFS_NO_CHILD UINT32_MAX
+#define WCFS_PROV_ROOT (UINT32_MAX - 1)
+
+typedef struct wcfs_key {
+	uint64_t dev, ino; /* the source entry's; a virtual child: its provider root's */
+	uint32_t child;    /* WCFS_NO_CHILD, or the child index in the virtual directory */
+} wcfs_key;
+
+typedef struct wcfs_node wcfs_node;
+struct wcfs_node {
+	wcfs_node *hnext; /* hash chain */
+	wcfs_key key;
+	uint64_t nlookup; /* kernel lookups not yet forgotten */
+	uint64_t refs;    /* daemon references: handles, children */
+	int fd;           /* O_PATH|O_NOFOLLOW descriptor of the source entry; -1 for
+			   * a virtual child */
+	mode_t type;      /* S_IFDIR, S_IFREG, S_IFLNK, ... as shown */
+	const wcfs_provider *prov; /* provider root: its provider; else NULL */
+	wcfs_vnode *vn;   /* provider root or virtual child: its vnode; else NULL */
+	wcfs_node *parent; /* virtual child: its directory (referenced); else NULL */
+	wcfs_ra ra;       /* readahead streams (virtual files) */
+};
+
+typedef struct wcfs_itable wcfs_itable;
+
+/* Create the table with the root node for the source directory open as
+ * root_fd (O_PATH; the table owns it). Returns NULL on allocation failure. */
+wcfs_itable *wcfs_itable_create(int root_fd, const struct stat *root_st);
+/* Free every node (at unmount; no handle may be open). */
+void wcfs_itable_destroy(wcfs_itable *t);
+
+wcfs_node *wcfs_itable_root(wcfs_itable *t);
+/* The node of a FUSE node id handed out by this table. */
+wcfs_node *wcfs_node_of(wcfs_itable *t, uint64_t ino);
+/* The FUSE node id of a node. */
+uint64_t wcfs_ino_of(wcfs_itable *t, const wcfs_node *n);
+
+/* Find the node with key k and add one kernel lookup to it. Returns NULL if
+ * there is none. */
+wcfs_node *wcfs_itable_lookup(wcfs_itable *t, const wcfs_key *k);
+
+/* Insert `fresh` (a node made by wcfs_node_new, not in any table) with one
+ * kernel lookup, unless a node with its key appeared meanwhile: then that
+ * node gets the lookup, `fresh` is freed and the existing one returned. */
+wcfs_node *wcfs_itable_insert(wcfs_itable *t, wcfs_node *fresh);
+
+/* A detached node; takes ownership of fd, vn and a reference on parent. NULL
+ * on allocation failure (then fd is closed, vn released, parent kept). */
+wcfs_node *wcfs_node_new(const wcfs_key *k, mode_t type, int fd, const wcfs_provider *prov,
+			 wcfs_vnode *vn, wcfs_node *parent);
+
+/* Daemon references (open handles). */
+void wcfs_node_ref(wcfs_itable *t, wcfs_node *n);
+void wcfs_node_unref(wcfs_itable *t, wcfs_node *n);
+/* FORGET: drop nlookup kernel lookups. */
+void wcfs_node_forget(wcfs_itable *t, wcfs_node *n, uint64_t nlookup);
+
+/* Number of nodes in the table (for the debug log and tests). */
+uint64_t wcfs_itable_count(wcfs_itable *t);
+
+#endif /* WCFS_INODE_H */

@@ -1,0 +1,182 @@
+/*
+ * main.c - wcodecfs: mount a read-only mirror of SOURCE in which .wcodec
+ * containers appear as the safetensors files they were packed from.
+ *
+ * Order matters: parse and check arguments, fork (daemonize) while the
+ * process has one thread, then create the decode backend (threads, maybe a
+ * GPU context) and the cache, mount, report readiness, serve.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "fuse/daemon.h"
+#include "fuse/ops.h"
+#include "fuse/options.h"
+
+/* Every looked-up inode holds an O_PATH descriptor: allow many. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static void log_stats(wc_cache *cache)
+{
+	wc_cache_stats s;
+	wc_cache_get_stats(cache, &s);
+	wc_log(WC_LOG_INFO,
+	       "cache: %llu hits, %llu misses, %llu decodes (%llu failed), %llu prefetches, "
+	       "%llu evictions, %llu batches of %llu tiles",
+	       (unsigned long long)s.hits, (unsigned long long)s.misses,
+	       (unsigned long long)s.decodes, (unsigned long long)s.decode_errors,
+	       (unsigned long long)s.prefetches, (unsigned long long)s.evictions,
+	       (unsigned long long)s.batches, (unsigned long long)s.batch_tiles);
+}
+
+int main(int argc, char **argv)
+{
+	wcfs_options o;
+	int rc = wcfs_options_parse(argc, argv, &o);
+	if (rc != WCFS_EXIT_OK) {
+		wcfs_options_free(&o);
+		return rc;
+	}
+	if (o.show_help) {
+		wcfs_options_usage(argv[0]);
+		wcfs_options_free(&o);
+		return 0;
+	}
+	if (o.show_version) {
+		printf("wcodecfs %s (libfuse %s)\n", PACKAGE_VERSION, fuse_pkgversion());
+		wcfs_options_free(&o);
+		return 0;
+	}
+	wc_log_set_level(o.log_level);
+
+	/* Check SOURCE and MOUNTPOINT here, where the user sees the message. */
+	int root_fd = open(o.source, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct stat root_st;
+	if (root_fd < 0 || fstat(root_fd, &root_st) != 0 ||
+	    access(o.source, R_OK | X_OK) != 0) {
+		fprintf(stderr, "wcodecfs: source '%s': %s\n", o.source, strerror(errno));
+		wcfs_options_free(&o);
+		return WCFS_EXIT_SOURCE;
+	}
+	struct stat mst;
+	if (stat(o.mountpoint, &mst) != 0 || !S_ISDIR(mst.st_mode)) {
+		fprintf(stderr, "wcodecfs: mountpoint '%s': %s\n", o.mountpoint,
+			errno && !S_ISDIR(mst.st_mode) ? strerror(errno) : "not a directory");
+		close(root_fd);
+		wcfs_options_free(&o);
+		return WCFS_EXIT_MOUNT;
+	}
+	char *mnt = realpath(o.mountpoint, NULL);
+	if (!mnt) {
+		fprintf(stderr, "wcodecfs: mountpoint '%s': %s\n", o.mountpoint, strerror(errno));
+		close(root_fd);
+		wcfs_options_free(&o);
+		return WCFS_EXIT_MOUNT;
+	}
+	free(o.mountpoint);
+	o.mountpoint = mnt;
+	raise_fd_limit();
+
+	if (!o.foreground && wcfs_daemonize() != 0) {
+		fprintf(stderr, "wcodecfs: cannot fork: %s\n", strerror(errno));
+		close(root_fd);
+		wcfs_options_free(&o);
+		return WCFS_EXIT_RUNTIME;
+	}
+
+	/* From here on: the daemon (or the foreground process). */
+	wcfs_fs fs = { .opt = &o, .timeout = o.timeout, .readahead = o.readahead };
+	atomic_init(&fs.bdi_pending, o.kernel_readahead != 0);
+	struct fuse_session *se = NULL;
+	rc = WCFS_EXIT_BACKEND;
+	wc_backend_opts bo = { .threads = o.threads, .gpu = o.gpu, .gpu_memory_limit = o.gpu_memory };
+	wc_err e = wc_backend_create(o.backend, &bo, &fs.backend);
+	if (e != WC_OK) {
+		wcfs_daemon_fail(rc, "decode backend '%s': %s%s%s", o.backend, wc_strerror(e),
+				 *wc_last_detail() ? ": " : "", wc_last_detail());
+		goto out;
+	}
+	wc_cache_opts co = { .budget_bytes = o.cache_size, .backend = fs.backend,
+			     .max_prefetch = o.readahead ? 2 * o.readahead : 1 };
+	e = wc_cache_create(&co, &fs.cache);
+	if (e != WC_OK) {
+		wcfs_daemon_fail(rc, "tile cache of %llu bytes: %s%s%s",
+				 (unsigned long long)o.cache_size, wc_strerror(e),
+				 *wc_last_detail() ? ": " : "", wc_last_detail());
+		goto out;
+	}
+	fs.vt.pctx.cache = fs.cache;
+	fs.vt.itable = wcfs_itable_create(root_fd, &root_st);
+	if (!fs.vt.itable) {
+		close(root_fd);
+		wcfs_daemon_fail(WCFS_EXIT_RUNTIME, "out of memory");
+		goto out;
+	}
+	root_fd = -1;
+
+	rc = WCFS_EXIT_MOUNT;
+	se = fuse_session_new(&o.fuse_args, &wcfs_ll_ops, sizeof wcfs_ll_ops, &fs);
+	if (!se) {
+		/* libfuse printed which option it rejected */
+		wcfs_daemon_fail(WCFS_EXIT_USAGE, "bad mount options (see wcodecfs --help)");
+		rc = WCFS_EXIT_USAGE;
+		goto out;
+	}
+	if (fuse_set_signal_handlers(se) != 0) {
+		wcfs_daemon_fail(WCFS_EXIT_RUNTIME, "cannot install signal handlers");
+		rc = WCFS_EXIT_RUNTIME;
+		goto out_session;
+	}
+	if (fuse_session_mount(se, o.mountpoint) != 0) {
+		wcfs_daemon_fail(rc, "cannot mount on '%s' (see the message above)", o.mountpoint);
+		goto out_signals;
+	}
+	wcfs_daemon_ready(); /* detached: the log goes to syslog from here on */
+	wc_log(WC_LOG_INFO, "mounted %s on %s: backend %s, cache %llu MiB, %u decode threads, "
+	       "readahead %u tiles", o.source, o.mountpoint, fs.backend->ops->name,
+	       (unsigned long long)(o.cache_size >> 20), o.threads, o.readahead);
+
+	int loop;
+	if (o.singlethread) {
+		loop = fuse_session_loop(se);
+	} else {
+		struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+		fuse_loop_cfg_set_max_threads(cfg, o.fuse_threads);
+		fuse_loop_cfg_set_idle_threads(cfg, o.fuse_threads);
+		loop = fuse_session_loop_mt(se, cfg);
+		fuse_loop_cfg_destroy(cfg);
+	}
+	rc = loop == 0 || fuse_session_exited(se) ? WCFS_EXIT_OK : WCFS_EXIT_RUNTIME;
+	if (fs.cache)
+		log_stats(fs.cache);
+	wc_log(WC_LOG_INFO, "unmounting %s", o.mountpoint);
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out:
+	wcfs_itable_destroy(fs.vt.itable);
+	if (fs.cache)
+		wc_cache_destroy(fs.cache);
+	if (fs.backend)
+		wc_backend_destroy(fs.backend);
+	if (root_fd >= 0)
+		close(root_fd);
+	wcfs_options_free(&o);
+	return rc;
+}

@@ -1,0 +1,34 @@
+/*
+ * ops.h - the FUSE low-level operations of wcodecfs.
+ *
+ * Read-only: every operation that would change the tree or a file answers
+ * EROFS (also when mounted with -o rw). Regular files keep the kernel page
+ * cache (keep_cache, no direct_io) so shared mmap works; reads of virtual
+ * files are answered without copying from the decoded tiles the cache holds
+ * (fuse_reply_data over a fuse_bufvec), passed-through files from their
+ * descriptor (FUSE_BUF_IS_FD, spliced where the kernel allows).
+ */
+#ifndef WCFS_OPS_H
+#define WCFS_OPS_H
+
+#include <stdatomic.h>
+
+#include "fuse/options.h"
+#include "fuse/vtree.h"
+#include "engine/backend.h"
+#include "engine/cache.h"
+
+typedef struct wcfs_fs {
+	const wcfs_options *opt;
+	wcfs_vtree vt;        /* vt.pctx.cache == cache */
+	wc_backend *backend;
+	wc_cache *cache;
+	double timeout;       /* attribute and entry timeout, seconds */
+	unsigned readahead;   /* tiles ahead of a sequential stream; 0 = off */
+	atomic_int bdi_pending; /* kernel readahead still to be raised (bdi.h) */
+} wcfs_fs;
+
+/* The operation table; the session's userdata is a wcfs_fs*. */
+extern const struct fuse_lowlevel_ops wcfs_ll_ops;
+
+#endif /* WCFS_OPS_H */

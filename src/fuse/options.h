@@ -1,0 +1,62 @@
+/*
+ * options.h - the wcodecfs command line: `wcodecfs SOURCE MOUNTPOINT [-f]
+ * [-d] [-s] [-o OPT[,OPT...]]`. Our own -o options are consumed here; every
+ * other -o option (allow_other, fsname=..., ...) goes on to libfuse.
+ */
+#ifndef WCFS_OPTIONS_H
+#define WCFS_OPTIONS_H
+
+#include <stdint.h>
+
+#ifndef FUSE_USE_VERSION
+#define FUSE_USE_VERSION 312 /* libfuse 3.12 API: fuse_loop_cfg_* */
+#endif
+#include <fuse_lowlevel.h>
+
+typedef struct wcfs_options {
+	char *source;        /* absolute path of SOURCE (realpath) */
+	char *mountpoint;    /* MOUNTPOINT as given */
+	uint64_t cache_size; /* decoded-tile cache budget, bytes (default 1 GiB) */
+	unsigned threads;    /* CPU decode threads (default: online CPUs) */
+	unsigned fuse_threads; /* FUSE worker threads at most (default max(2*threads, 4)) */
+	char *backend;       /* "auto" (default), "cpu", "cuda" */
+	int gpu;             /* CUDA device ordinal (default 0) */
+	uint64_t gpu_memory; /* device bytes the CUDA backend may hold; 0 = its default */
+	unsigned readahead;  /* tiles decoded ahead of a sequential reader; 0 = off (default 4) */
+	uint64_t kernel_readahead; /* bytes: the mount's read_ahead_kb, so page-cache reads
+				    * arrive as requests this large (default 1 MiB; 0 = the
+				    * kernel's 128 KiB) */
+	double timeout;      /* kernel attribute/entry cache timeout, seconds (default 1) */
+	int log_level;       /* WC_LOG_ERR..WC_LOG_DEBUG (default info) */
+	int foreground;      /* -f */
+	int debug;           /* -d / -o debug: libfuse request trace, log_level debug */
+	int singlethread;    /* -s */
+	int rw;              /* -o rw: do not pass ro to the kernel (writes still fail EROFS) */
+	int show_help, show_version;
+	struct fuse_args fuse_args; /* what libfuse gets (argv[0] and -o options) */
+} wcfs_options;
+
+/* Exit statuses of the wcodecfs command (documented in docs/wcodecfs.1). */
+enum {
+	WCFS_EXIT_OK = 0,
+	WCFS_EXIT_USAGE = 1,      /* bad command line or option value */
+	WCFS_EXIT_SOURCE = 2,     /* SOURCE missing or not a readable directory */
+	WCFS_EXIT_MOUNT = 3,      /* MOUNTPOINT unusable or the mount failed */
+	WCFS_EXIT_BACKEND = 4,    /* decode backend or cache could not start */
+	WCFS_EXIT_RUNTIME = 5,    /* the session loop failed after mounting */
+};
+
+/* Parse argv into *o (defaults first). Prints the reason of a usage error to
+ * stderr and returns WCFS_EXIT_USAGE (or WCFS_EXIT_SOURCE when SOURCE cannot
+ * be resolved); WCFS_EXIT_OK otherwise (also for --help / --version, with
+ * show_help/show_version set). */
+int wcfs_options_parse(int argc, char **argv, wcfs_options *o);
+void wcfs_options_free(wcfs_options *o);
+void wcfs_options_usage(const char *prog);
+
+/* "1G", "512M", "4096", "64k" -> bytes (K/M/G/T, binary multiples, case
+ * insensitive, optional trailing "iB"/"B"). Returns 0 on success, -1 on
+ * garbage or overflow. */
+int wcfs_parse_size(const char *s, uint64_t *out);
+
+#endif /* WCFS_OPTIONS_H */

@@ -1,0 +1,48 @@
+/* readahead.c - sequential stream detection (readahead.h). */
+#include "fuse/readahead.h"
+
+#include <string.h>
+
+void wcfs_ra_init(wcfs_ra *ra)
+{
+	memset(ra, 0, sizeof *ra);
+	pthread_mutex_init(&ra->lock, NULL);
+}
+
+void wcfs_ra_destroy(wcfs_ra *ra) { pthread_mutex_destroy(&ra->lock); }
+
+int wcfs_ra_note(wcfs_ra *ra, uint64_t off, uint64_t len, uint64_t last_span_off,
+		 uint64_t tolerance, uint64_t min_run)
+{
+	uint64_t end = off + len;
+	int fire = 0;
+	pthread_mutex_lock(&ra->lock);
+	uint64_t now = ++ra->clock;
+	wcfs_ra_slot *hit = NULL, *lru = &ra->slot[0];
+	for (int i = 0; i < WCFS_RA_SLOTS; i++) {
+		wcfs_ra_slot *s = &ra->slot[i];
+		if (s->stamp && off <= s->end + tolerance && end + tolerance >= s->end &&
+		    end > s->start) {
+			hit = s;
+			break;
+		}
+		if (s->stamp < lru->stamp)
+			lru = s;
+	}
+	if (!hit) {
+		*lru = (wcfs_ra_slot){ .start = off, .end = end, .stamp = now };
+		pthread_mutex_unlock(&ra->lock);
+		return 0;
+	}
+	hit->stamp = now;
+	if (off < hit->start && hit->start - off <= tolerance)
+		hit->start = off;
+	if (end > hit->end)
+		hit->end = end;
+	if (hit->end - hit->start >= min_run && hit->issued_tile != last_span_off + 1) {
+		hit->issued_tile = last_span_off + 1;
+		fire = 1;
+	}
+	pthread_mutex_unlock(&ra->lock);
+	return fire;
+}

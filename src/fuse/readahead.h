@@ -1,0 +1,47 @@
+/*
+ * readahead.h - sequential stream detection for one virtual file.
+ *
+ * Through the page cache the kernel sends reads of at most max_pages (128 KiB
+ * to 1 MiB), from several worker threads and not always in order; several
+ * readers (loader threads) may stream different parts of one file at once.
+ * A file keeps a few stream slots; a read joins the slot whose frontier
+ * (end of the bytes read so far) it touches within a tolerance, else it
+ * replaces the least recently used slot. A slot that has covered `min_run`
+ * contiguous bytes is a sequential stream: the caller then decodes the next
+ * tiles ahead of it (wc_cache_prefetch), once per tile the stream enters.
+ * Same idea as the kernel's on-demand readahead and DwarFS's sequential
+ * access detector; the tolerance absorbs reordering between FUSE threads.
+ */
+#ifndef WCFS_READAHEAD_H
+#define WCFS_READAHEAD_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#define WCFS_RA_SLOTS 8
+
+typedef struct wcfs_ra_slot {
+	uint64_t start, end;  /* contiguous virtual byte range seen, [start, end) */
+	uint64_t issued_tile; /* span offset of the tile a prefetch was last issued for, +1; 0 = none */
+	uint64_t stamp;       /* LRU clock */
+} wcfs_ra_slot;
+
+typedef struct wcfs_ra {
+	pthread_mutex_t lock;
+	uint64_t clock;
+	wcfs_ra_slot slot[WCFS_RA_SLOTS];
+} wcfs_ra;
+
+void wcfs_ra_init(wcfs_ra *ra);
+void wcfs_ra_destroy(wcfs_ra *ra);
+
+/* Record a read of virtual bytes [off, off+len) whose last byte lies in the
+ * span (tile) starting at virtual offset `last_span_off`. Returns 1 when the
+ * read continues a stream of at least `min_run` contiguous bytes and no
+ * prefetch was issued yet for that tile of that stream: the caller should
+ * prefetch the tiles after off+len. `tolerance` is how far (bytes) a read may
+ * start before or after the frontier and still join the stream. */
+int wcfs_ra_note(wcfs_ra *ra, uint64_t off, uint64_t len, uint64_t last_span_off,
+		 uint64_t tolerance, uint64_t min_run);
+
+#endif /* WCFS_READAHEAD_H */

@@ -1,0 +1,304 @@
+/* vtree.c - names, attributes and listings of the virtual tree (vtree.h). */
+#include "fuse/vtree.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int ends_with(const char *s, size_t n, const char *suffix, size_t *slen)
+{
+	size_t k = strlen(suffix);
+	*slen = k;
+	return n > k && memcmp(s + n - k, suffix, k) == 0;
+}
+
+/* "/proc/self/fd/N": a path to the object behind an O_PATH descriptor. */
+static void fd_path(int fd, char *buf, size_t cap) { snprintf(buf, cap, "/proc/self/fd/%d", fd); }
+
+int wcfs_vtree_open_source(wcfs_node *n, int flags)
+{
+	char path[64];
+	fd_path(n->fd, path, sizeof path);
+	int fd = open(path, flags | O_CLOEXEC);
+	return fd >= 0 ? fd : -errno;
+}
+
+/* Find or create the node of a real entry, or of a provider root
+ * (prov != NULL), at `name` in directory descriptor dirfd. */
+static int node_for_entry(wcfs_vtree *vt, int dirfd, const char *name, const struct stat *st,
+			  const wcfs_provider *prov, wcfs_node **out)
+{
+	wcfs_key k = { .dev = st->st_dev, .ino = st->st_ino,
+		       .child = prov ? WCFS_PROV_ROOT : WCFS_NO_CHILD };
+	wcfs_node *n = wcfs_itable_lookup(vt->itable, &k);
+	if (n) {
+		*out = n;
+		return 0;
+	}
+	int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	struct stat st2;
+	if (fstatat(fd, "", &st2, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0 ||
+	    st2.st_dev != st->st_dev || st2.st_ino != st->st_ino) {
+		close(fd); /* replaced between stat and open: let the kernel retry */
+		return ENOENT;
+	}
+	wcfs_vnode *vn = NULL;
+	mode_t type = st->st_mode & S_IFMT;
+	if (prov) {
+		/* The provider opens the file by a path: its real one (for
+		 * readable messages) if the descriptor still names it. */
+		char path[PATH_MAX], link[64];
+		fd_path(fd, link, sizeof link);
+		ssize_t k = readlink(link, path, sizeof path - 1);
+		struct stat st3;
+		if (k > 0 && path[0] == '/') {
+			path[k] = '\0';
+			if (stat(path, &st3) != 0 || st3.st_ino != st->st_ino || st3.st_dev != st->st_dev)
+				strcpy(path, link);
+		} else {
+			strcpy(path, link);
+		}
+		wc_clear_detail();
+		wc_err e = prov->open(&vt->pctx, path, &vn);
+		if (e != WC_OK) {
+			wc_log(WC_LOG_ERR, "%s: cannot open as %s: %s%s%s", name, prov->name,
+			       wc_strerror(e), *wc_last_detail() ? ": " : "", wc_last_detail());
+			close(fd);
+			return e == WC_E_UNSUPPORTED ? EOPNOTSUPP : e == WC_E_NOMEM ? ENOMEM : EIO;
+		}
+		type = vn->kind == WCFS_VDIR ? S_IFDIR : S_IFREG;
+	}
+	n = wcfs_node_new(&k, type, fd, prov, vn, NULL);
+	if (!n)
+		return ENOMEM;
+	*out = wcfs_itable_insert(vt->itable, n);
+	return 0;
+}
+
+static int lookup_child(wcfs_vtree *vt, wcfs_node *dir, const char *name, wcfs_node **out)
+{
+	const wcfs_vnode *d = dir->vn;
+	uint32_t i;
+	if (d->ops->child_find) {
+		if (d->ops->child_find(d, name, &i) != WC_OK)
+			return ENOENT;
+	} else {
+		for (i = 0; i < d->nchildren; i++)
+			if (!strcmp(d->ops->child_name(d, i), name))
+				break;
+		if (i == d->nchildren)
+			return ENOENT;
+	}
+	wcfs_key k = { .dev = 0, .ino = (uint64_t)(uintptr_t)dir, .child = i };
+	wcfs_node *n = wcfs_itable_lookup(vt->itable, &k);
+	if (n) {
+		*out = n;
+		return 0;
+	}
+	wcfs_vnode *vn;
+	wc_clear_detail();
+	wc_err e = d->ops->child_open(d, i, &vn);
+	if (e != WC_OK) {
+		wc_log(WC_LOG_ERR, "%s: cannot open: %s%s%s", name, wc_strerror(e),
+		       *wc_last_detail() ? ": " : "", wc_last_detail());
+		return e == WC_E_NOMEM ? ENOMEM : EIO;
+	}
+	wcfs_node_ref(vt->itable, dir); /* the child keeps its directory */
+	n = wcfs_node_new(&k, vn->kind == WCFS_VDIR ? S_IFDIR : S_IFREG, -1, NULL, vn, dir);
+	if (!n) {
+		wcfs_node_unref(vt->itable, dir);
+		return ENOMEM;
+	}
+	*out = wcfs_itable_insert(vt->itable, n);
+	return 0;
+}
+
+int wcfs_vtree_lookup(wcfs_vtree *vt, wcfs_node *dir, const char *name, wcfs_node **out)
+{
+	if (dir->vn)
+		return dir->vn->kind == WCFS_VDIR ? lookup_child(vt, dir, name, out) : ENOTDIR;
+	if (dir->type != S_IFDIR)
+		return ENOTDIR;
+	size_t n = strlen(name);
+	if (n > NAME_MAX)
+		return ENAMETOOLONG;
+	struct stat st;
+	if (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (S_ISREG(st.st_mode) && wcfs_provider_for_source(name))
+			return ENOENT; /* shown under its virtual name only */
+		return node_for_entry(vt, dir->fd, name, &st, NULL, out);
+	}
+	if (errno != ENOENT)
+		return errno;
+	/* Not a real entry: is it the shown name of a provider's source? */
+	for (const wcfs_provider *const *p = wcfs_providers; *p; p++) {
+		size_t vlen;
+		if (!ends_with(name, n, (*p)->virt_suffix, &vlen))
+			continue;
+		char src[NAME_MAX + 1];
+		size_t stem = n - vlen, slen = strlen((*p)->src_suffix);
+		if (stem + slen > NAME_MAX)
+			continue;
+		memcpy(src, name, stem);
+		memcpy(src + stem, (*p)->src_suffix, slen + 1);
+		if (fstatat(dir->fd, src, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+			return node_for_entry(vt, dir->fd, src, &st, *p, out);
+	}
+	return ENOENT;
+}
+
+/* st_ino of a node: the source's, or a stable mix of the directory's and
+ * the child index with the top bit set for virtual children. */
+static uint64_t child_ino(uint64_t dir_ino, uint32_t i)
+{
+	uint64_t h = dir_ino ^ ((uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull);
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ull;
+	h ^= h >> 32;
+	return h | (1ull << 63);
+}
+
+static uint64_t shown_ino(const wcfs_node *n)
+{
+	if (n->key.child >= WCFS_PROV_ROOT)
+		return n->key.ino;
+	return child_ino(shown_ino(n->parent), n->key.child);
+}
+
+int wcfs_vtree_getattr(wcfs_vtree *vt, wcfs_node *n, struct stat *st)
+{
+	(void)vt;
+	const wcfs_node *src = n;
+	while (src->fd < 0 && src->parent)
+		src = src->parent;
+	if (fstatat(src->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0)
+		return errno;
+	if (!n->vn)
+		return 0;
+	/* Immutable virtual objects: the source's mode without write bits, and
+	 * its mtime for every time so tools see a stable file. */
+	mode_t r = st->st_mode & 0444;
+	if (n->vn->kind == WCFS_VDIR) {
+		st->st_mode = S_IFDIR | r | (r >> 2);
+		st->st_nlink = 2;
+		st->st_size = 4096;
+		st->st_blocks = 0;
+		st->st_blksize = 4096;
+	} else {
+		st->st_mode = S_IFREG | r;
+		st->st_nlink = 1;
+		st->st_size = (off_t)n->vn->size;
+		st->st_blksize = n->vn->blksize ? n->vn->blksize : 4096;
+		if (n != src) /* a virtual child occupies no blocks of its own */
+			st->st_blocks = (blkcnt_t)((n->vn->size + 511) / 512);
+	}
+	st->st_ino = shown_ino(n);
+	st->st_atim = st->st_mtim;
+	st->st_ctim = st->st_mtim;
+	return 0;
+}
+
+static int list_add(wcfs_dirlist *l, const char *name, uint64_t ino, mode_t type)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 32;
+		wcfs_dirent *e = realloc(l->ent, cap * sizeof *e);
+		if (!e)
+			return ENOMEM;
+		l->ent = e;
+		l->cap = cap;
+	}
+	char *s = strdup(name);
+	if (!s)
+		return ENOMEM;
+	l->ent[l->n++] = (wcfs_dirent){ .name = s, .ino = ino, .type = type };
+	return 0;
+}
+
+void wcfs_dirlist_free(wcfs_dirlist *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->ent[i].name);
+	free(l->ent);
+	*l = (wcfs_dirlist){ 0 };
+}
+
+static int list_real(int dfd, wcfs_dirlist *l)
+{
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		int e = errno;
+		close(dfd);
+		return e;
+	}
+	int err = 0;
+	struct dirent *de;
+	errno = 0;
+	while (!err && (de = readdir(d))) {
+		const char *name = de->d_name;
+		if (!strcmp(name, ".") || !strcmp(name, ".."))
+			continue;
+		const wcfs_provider *p = wcfs_provider_for_source(name);
+		int is_reg = de->d_type == DT_REG;
+		if (p && de->d_type == DT_UNKNOWN) {
+			struct stat st;
+			is_reg = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+				 S_ISREG(st.st_mode);
+		}
+		if (p && is_reg) {
+			size_t n = strlen(name), slen = strlen(p->src_suffix);
+			char shown[NAME_MAX + 1];
+			size_t vlen = strlen(p->virt_suffix);
+			if (n - slen + vlen > NAME_MAX)
+				continue;
+			memcpy(shown, name, n - slen);
+			memcpy(shown + n - slen, p->virt_suffix, vlen + 1);
+			struct stat st;
+			if (fstatat(dfd, shown, &st, AT_SYMLINK_NOFOLLOW) == 0)
+				continue; /* a real entry of that name wins */
+			err = list_add(l, shown, de->d_ino, p->kind == WCFS_VDIR ? S_IFDIR : S_IFREG);
+		} else {
+			err = list_add(l, name, de->d_ino, DTTOIF(de->d_type));
+		}
+		errno = 0;
+	}
+	if (!err && errno)
+		err = errno;
+	closedir(d);
+	return err;
+}
+
+int wcfs_vtree_list(wcfs_vtree *vt, wcfs_node *dir, wcfs_dirlist *out)
+{
+	(void)vt;
+	*out = (wcfs_dirlist){ 0 };
+	int err = list_add(out, ".", shown_ino(dir), S_IFDIR);
+	if (!err)
+		err = list_add(out, "..", 1, S_IFDIR);
+	if (err)
+		goto fail;
+	if (dir->vn) {
+		if (dir->vn->kind != WCFS_VDIR) {
+			err = ENOTDIR;
+			goto fail;
+		}
+		for (uint32_t i = 0; i < dir->vn->nchildren && !err; i++)
+			err = list_add(out, dir->vn->ops->child_name(dir->vn, i),
+				       child_ino(shown_ino(dir), i), 0);
+	} else {
+		int dfd = wcfs_vtree_open_source(dir, O_RDONLY | O_DIRECTORY);
+		err = dfd < 0 ? -dfd : list_real(dfd, out);
+	}
+	if (!err)
+		return 0;
+fail:
+	wcfs_dirlist_free(out);
+	return err;
+}

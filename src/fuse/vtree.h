@@ -1,0 +1,57 @@
+/*
+ * vtree.h - the virtual tree over SOURCE: names, attributes, listings.
+ *
+ * Naming rules (docs/wcodecfs.1, "NAME CLASHES"):
+ *   - a regular file claimed by a provider (X.wcodec) is hidden under its own
+ *     name and shown as stem + virt_suffix (X.safetensors);
+ *   - a real entry with the shown name wins over the provider: the real
+ *     X.safetensors passes through and X.wcodec stays hidden (the real bytes
+ *     need no decoding and are what was packed);
+ *   - everything else passes through under its own name.
+ */
+#ifndef WCFS_VTREE_H
+#define WCFS_VTREE_H
+
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "core/wc_error.h"
+#include "fuse/inode.h"
+#include "fuse/provider.h"
+
+typedef struct wcfs_vtree {
+	wcfs_itable *itable;
+	wcfs_provider_ctx pctx;
+} wcfs_vtree;
+
+/* Look `name` up in directory node `dir` and return its node with one more
+ * kernel lookup. Returns 0 or an errno value (ENOENT, ENOTDIR, EIO for a
+ * provider that fails to open the source, with the reason logged). */
+int wcfs_vtree_lookup(wcfs_vtree *vt, wcfs_node *dir, const char *name, wcfs_node **out);
+
+/* The attributes shown for node n (st_ino is the source's, or synthesised
+ * for virtual children). Returns 0 or an errno value. */
+int wcfs_vtree_getattr(wcfs_vtree *vt, wcfs_node *n, struct stat *st);
+
+/* A snapshot of a directory's shown entries, taken at opendir; readdir
+ * offsets index it, so a listing is stable while the source changes. */
+typedef struct wcfs_dirent {
+	char *name;
+	uint64_t ino;  /* st_ino shown by readdir */
+	mode_t type;   /* S_IFDIR, S_IFREG, ... (0: unknown) */
+} wcfs_dirent;
+
+typedef struct wcfs_dirlist {
+	wcfs_dirent *ent;
+	size_t n, cap;
+} wcfs_dirlist;
+
+/* List directory node dir ("." and ".." included). Returns 0 or an errno. */
+int wcfs_vtree_list(wcfs_vtree *vt, wcfs_node *dir, wcfs_dirlist *out);
+void wcfs_dirlist_free(wcfs_dirlist *l);
+
+/* Open the source of node n for reading (a passed-through regular file):
+ * returns a new descriptor or -errno. */
+int wcfs_vtree_open_source(wcfs_node *n, int flags);
+
+#endif /* WCFS_VTREE_H */

@@ -1,0 +1,65 @@
+#!/bin/sh
+# The daemon's life: readiness without -f, clear non-zero exits for a bad
+# SOURCE, MOUNTPOINT or option, unmount on SIGTERM and SIGINT, --help.
+. "${top_srcdir:-.}/tests/mount_lib.sh"
+
+S=$TMP/src
+M=$TMP/mnt
+mkdir -p "$S" "$M"
+echo hello > "$S/hello.txt"
+
+# expect_fail STATUS PATTERN ARGS...: wcodecfs ARGS exits STATUS, says PATTERN.
+expect_fail() {
+	want=$1 pat=$2
+	shift 2
+	out=$("$WCODECFS" "$@" 2>&1)
+	st=$?
+	[ "$st" = "$want" ] || fail "wcodecfs $*: exit $st, expected $want ($out)"
+	case $out in
+	*$pat*) ;;
+	*) fail "wcodecfs $*: message '$out' does not mention '$pat'" ;;
+	esac
+	grep -qs " $M fuse" /proc/mounts && fail "wcodecfs $* left a mount"
+	return 0
+}
+expect_fail 2 "$TMP/missing" "$TMP/missing" "$M"
+expect_fail 2 "Not a directory" "$S/hello.txt" "$M"
+expect_fail 3 "$TMP/nomnt" "$S" "$TMP/nomnt"
+expect_fail 3 "$S/hello.txt" "$S" "$S/hello.txt"
+expect_fail 1 "SOURCE and MOUNTPOINT" "$S"
+expect_fail 1 "cache_size" "$S" "$M" -o cache_size=lots
+expect_fail 1 "backend" "$S" "$M" -o backend=abacus
+expect_fail 1 "threads" "$S" "$M" -o threads=0
+expect_fail 1 "unknown option" "$S" "$M" --frobnicate
+# A mount option libfuse rejects: the failure still comes back as an exit status.
+out=$("$WCODECFS" "$S" "$M" -o no_such_mount_option 2>&1) && fail "unknown mount option accepted"
+grep -qs " $M fuse" /proc/mounts && fail "a bad mount option left a mount"
+
+"$WCODECFS" --help | grep -q "cache_size=SIZE" || fail "--help does not document cache_size"
+"$WCODECFS" --version | grep -q "wcodecfs" || fail "--version"
+
+mount_fs "$S" "$M"
+[ "$(cat "$M/hello.txt")" = hello ] || fail "not serving right after wcodecfs returned"
+
+# SIGTERM and SIGINT unmount cleanly and end the daemon.
+for sig in TERM INT; do
+	pid=$(daemon_pid_of "$M") || fail "no daemon pid for $M"
+	kill -s $sig "$pid"
+	wait_gone "$pid" "$M"
+	grep -qs " $M fuse" /proc/mounts && fail "still mounted after SIG$sig"
+	[ "$sig" = TERM ] && mount_fs "$S" "$M"
+done
+
+# Foreground mode: -f stays attached and logs to stderr.
+"$WCODECFS" "$S" "$M" -f 2> "$TMP/fg.log" &
+fg=$!
+MOUNTS="$MOUNTS $M"
+i=0
+until grep -qs " $M fuse" /proc/mounts; do
+	i=$((i + 1)); [ $i -lt 50 ] || fail "-f did not mount"; sleep 0.1
+done
+[ "$(cat "$M/hello.txt")" = hello ] || fail "-f mount does not serve"
+fusermount3 -u "$M" || fail "fusermount3 -u (foreground)"
+wait $fg || fail "foreground daemon exited with $?"
+grep -q "mounted" "$TMP/fg.log" || fail "foreground log: $(cat "$TMP/fg.log")"
+echo "PASS"
