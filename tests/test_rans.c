@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec/codec_internal.h" /* wc_rans_force_scalar */
 #include "codec/rans.h"
 #include "codec_testutil.h"
 
@@ -144,9 +145,11 @@ static void roundtrip(const uint8_t *sym, size_t n, const wc_freqtab *ft, uint32
 static const size_t sizes[] = {0, 1, 2, 31, 32, 33, 63, 64, 65, 100, 1000, 4095, 4096, 4097, 50000};
 static const uint32_t chunks[] = {32, 64, 96, 4096, 16384, WC_RANS_CHUNK_MAX};
 
+/* _i = distribution * 2 + path (0: AVX2 where the CPU has it, 1: scalar). */
 START_TEST(roundtrip_all_sizes_and_distributions)
 {
-	enum dist d = (enum dist)_i;
+	enum dist d = (enum dist)(_i / 2);
+	wc_rans_force_scalar = _i % 2;
 	uint8_t *buf = malloc(50000);
 	for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
 		for (size_t ci = 0; ci < sizeof chunks / sizeof chunks[0]; ci++) {
@@ -168,6 +171,7 @@ START_TEST(roundtrip_chunk_boundaries)
 	wc_freqtab ft;
 	table_for(buf, 10 * 1024, &ft);
 	const uint32_t C = 1024;
+	wc_rans_force_scalar = _i;
 	for (size_t n = 3 * C - 40; n <= 3 * C + 40; n++)
 		roundtrip(buf, n, &ft, C);
 	for (size_t n = 9 * C; n <= 10 * C; n += 31)
@@ -198,6 +202,40 @@ START_TEST(roundtrip_extreme_tables)
 	for (size_t i = 0; i < sizeof buf; i++)
 		buf[i] = (uint8_t)(i * 13);
 	roundtrip(buf, sizeof buf, &ft, 96);
+}
+END_TEST
+
+/* The AVX2 and scalar decoders agree on long multi-chunk streams with
+ * chunks of every length class (paired, single, short last chunk). */
+START_TEST(simd_and_scalar_agree)
+{
+	if (!wc_rans_have_avx2())
+		return; /* nothing to compare on this CPU; the scalar path is tested above */
+	size_t n = 200000 + 77;
+	uint8_t *sym = malloc(n), *a = malloc(n), *b = malloc(n);
+	for (int d = 0; d < D_NDIST; d++) {
+		gen((enum dist)d, sym, n, 321 + d);
+		wc_freqtab ft;
+		table_for(sym, n, &ft);
+		wc_rans_dtab dt;
+		wc_rans_dtab_build(&ft, &dt);
+		const uint32_t Cs[] = {32, 96, 4096, 16384};
+		for (int c = 0; c < 4; c++) {
+			size_t cap = wc_rans_bound(n, Cs[c]), len;
+			uint8_t *enc = malloc(cap);
+			ck_assert_int_eq(wc_rans_encode(sym, n, &ft, Cs[c], enc, cap, &len), WC_OK);
+			wc_rans_force_scalar = 0;
+			ck_assert_int_eq(wc_rans_decode(enc, len, &dt, Cs[c], a, n), WC_OK);
+			wc_rans_force_scalar = 1;
+			ck_assert_int_eq(wc_rans_decode(enc, len, &dt, Cs[c], b, n), WC_OK);
+			wc_rans_force_scalar = 0;
+			ck_assert(memcmp(a, sym, n) == 0 && memcmp(b, sym, n) == 0);
+			free(enc);
+		}
+	}
+	free(sym);
+	free(a);
+	free(b);
 }
 END_TEST
 
@@ -354,6 +392,7 @@ static uint8_t *encode_sample(size_t n, uint32_t C, wc_freqtab *ft, uint8_t **sy
  */
 START_TEST(corrupt_bit_flips_detected)
 {
+	wc_rans_force_scalar = _i;
 	const size_t ns[] = {300, 3000};
 	const uint32_t Cs[] = {128, 256};
 	size_t flips = 0, missed = 0;
@@ -546,15 +585,16 @@ int main(void)
 	Suite *s = suite_create("rans");
 	TCase *tc = tcase_create("rans");
 	tcase_set_timeout(tc, 120);
-	tcase_add_loop_test(tc, roundtrip_all_sizes_and_distributions, 0, D_NDIST);
-	tcase_add_test(tc, roundtrip_chunk_boundaries);
+	tcase_add_loop_test(tc, roundtrip_all_sizes_and_distributions, 0, 2 * D_NDIST);
+	tcase_add_loop_test(tc, roundtrip_chunk_boundaries, 0, 2);
 	tcase_add_test(tc, roundtrip_extreme_tables);
+	tcase_add_test(tc, simd_and_scalar_agree);
 	tcase_add_test(tc, normalize_is_valid_and_near_optimal);
 	tcase_add_test(tc, normalize_rejects_single_symbol);
 	tcase_add_test(tc, validate_rejects_bad_tables);
 	tcase_add_test(tc, dtab_matches_format);
 	tcase_add_test(tc, encode_rejects_bad_arguments);
-	tcase_add_test(tc, corrupt_bit_flips_detected);
+	tcase_add_loop_test(tc, corrupt_bit_flips_detected, 0, 2);
 	tcase_add_test(tc, corrupt_truncation_and_bad_chunk_end);
 	tcase_add_test(tc, corrupt_states_and_leftover_words);
 	tcase_add_test(tc, empty_plane);

@@ -5,6 +5,7 @@ libwcodec_la_SOURCES += \
 	src/codec/freq_normalize.c \
 	src/codec/planes.c \
 	src/codec/rans_decode.c \
+	src/codec/rans_decode_avx2.c \
 	src/codec/rans_encode.c \
 	src/codec/tile_decode.c \
 	src/codec/tile_encode.c \

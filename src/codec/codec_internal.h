@@ -77,6 +77,30 @@ static inline uint32_t wc_rans_chunk_end(const wc_rans_body *b, size_t k)
 wc_err wc_rans_decode_chunk(const uint8_t *chunk, size_t bytes, const wc_rans_dtab *dt,
 			    uint8_t *out, size_t m);
 
+/* One chunk being decoded: 32 lane states, the word cursor, output. */
+typedef struct wc_rans_lanes {
+	uint32_t x[WC_RANS_LANES];
+	const uint8_t *w; /* the chunk's words */
+	size_t nw, p;     /* word slots in the chunk (pad included), next word */
+	uint8_t *out;
+	size_t m, r;      /* symbols in the chunk, rounds decoded */
+} wc_rans_lanes;
+
+/* Decode chunks [k0, k1) of a parsed body into out (symbol k0*C first).
+ * Errors: WC_E_CORRUPT. */
+wc_err wc_rans_decode_chunks(const wc_rans_body *b, size_t k0, size_t k1, const wc_rans_dtab *dt,
+			     uint32_t chunk_symbols, size_t nsym, uint8_t *out);
+
+/* AVX2 round loops (rans_decode_avx2.c): full rounds while at least 32 words
+ * remain, of one chunk or of two chunks interleaved (until either stops).
+ * Call only if wc_rans_have_avx2(). */
+void wc_rans_rounds_avx2(wc_rans_lanes *c, const uint32_t *tab);
+void wc_rans_rounds2_avx2(wc_rans_lanes *a, wc_rans_lanes *b, const uint32_t *tab);
+int wc_rans_have_avx2(void);
+
+/* Testing hook: non-zero forces the portable scalar decoder. */
+extern int wc_rans_force_scalar;
+
 /* Re-record the calling thread's failure reason prefixed with a formatted
  * context ("plane 1: <reason>"); returns e. */
 wc_err wc_fail_context(wc_err e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

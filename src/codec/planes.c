@@ -1,6 +1,9 @@
 /* planes.c - dtype -> plane layout, and splitting/merging byte planes
  * (docs/FORMAT.md section 2). */
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "codec/planes.h"
 
@@ -73,9 +76,33 @@ static void split_bf16(const uint8_t *in, size_t n, uint8_t *p0, uint8_t *p1)
 	}
 }
 
+/*
+ * The merges run on every decoded tile, so they are written with SSE2 (part
+ * of every x86-64): interleaving plane bytes yields words/dwords whose bits
+ * need only a few fixed shifts and masks. Scalar loops finish the tail.
+ */
 static void merge_bf16(const uint8_t *p0, const uint8_t *p1, size_t n, uint8_t *out)
 {
-	for (size_t i = 0; i < n; i++) {
+	size_t i = 0;
+#if defined(__SSE2__)
+	const __m128i m_mant = _mm_set1_epi16(0x007f), m_exp = _mm_set1_epi16(0x7f80);
+	const __m128i m_sign = _mm_set1_epi16((short)0x8000);
+	for (; i + 16 <= n; i += 16) {
+		__m128i a = _mm_loadu_si128((const __m128i *)(p0 + i));
+		__m128i b = _mm_loadu_si128((const __m128i *)(p1 + i));
+		/* w = p1 | p0 << 8; v = (w & 0x7f) | ((w >> 1) & 0x7f80) | ((w << 8) & 0x8000) */
+		__m128i w0 = _mm_unpacklo_epi8(b, a), w1 = _mm_unpackhi_epi8(b, a);
+		__m128i v0 = _mm_or_si128(_mm_and_si128(w0, m_mant),
+					  _mm_or_si128(_mm_and_si128(_mm_srli_epi16(w0, 1), m_exp),
+						       _mm_and_si128(_mm_slli_epi16(w0, 8), m_sign)));
+		__m128i v1 = _mm_or_si128(_mm_and_si128(w1, m_mant),
+					  _mm_or_si128(_mm_and_si128(_mm_srli_epi16(w1, 1), m_exp),
+						       _mm_and_si128(_mm_slli_epi16(w1, 8), m_sign)));
+		_mm_storeu_si128((__m128i *)(out + 2 * i), v0);
+		_mm_storeu_si128((__m128i *)(out + 2 * i + 16), v1);
+	}
+#endif
+	for (; i < n; i++) {
 		uint16_t v = (uint16_t)((p0[i] << 7) | ((p1[i] & 0x80) << 8) | (p1[i] & 0x7f));
 		memcpy(out + 2 * i, &v, 2);
 	}
@@ -94,10 +121,38 @@ static void split_f32(const uint8_t *in, size_t n, uint8_t *const pl[])
 	}
 }
 
+#if defined(__SSE2__)
+/* d = p1 | p2 << 8 | p3 << 16 | p0 << 24 -> the F32 bits */
+static inline __m128i f32_bits(__m128i d)
+{
+	const __m128i m_low = _mm_set1_epi32(0x007fffff), m_exp = _mm_set1_epi32(0x7f800000);
+	const __m128i m_sign = _mm_set1_epi32((int)0x80000000u);
+	return _mm_or_si128(_mm_and_si128(d, m_low),
+			    _mm_or_si128(_mm_and_si128(_mm_srli_epi32(d, 1), m_exp),
+					 _mm_and_si128(_mm_slli_epi32(d, 8), m_sign)));
+}
+#endif
+
 static void merge_f32(const uint8_t *const pl[], size_t n, uint8_t *out)
 {
 	const uint8_t *p0 = pl[0], *p1 = pl[1], *p2 = pl[2], *p3 = pl[3];
-	for (size_t i = 0; i < n; i++) {
+	size_t i = 0;
+#if defined(__SSE2__)
+	for (; i + 16 <= n; i += 16) {
+		__m128i a0 = _mm_loadu_si128((const __m128i *)(p0 + i));
+		__m128i a1 = _mm_loadu_si128((const __m128i *)(p1 + i));
+		__m128i a2 = _mm_loadu_si128((const __m128i *)(p2 + i));
+		__m128i a3 = _mm_loadu_si128((const __m128i *)(p3 + i));
+		__m128i lo_l = _mm_unpacklo_epi8(a1, a2), lo_h = _mm_unpackhi_epi8(a1, a2);
+		__m128i hi_l = _mm_unpacklo_epi8(a3, a0), hi_h = _mm_unpackhi_epi8(a3, a0);
+		uint8_t *o = out + 4 * i;
+		_mm_storeu_si128((__m128i *)(o + 0), f32_bits(_mm_unpacklo_epi16(lo_l, hi_l)));
+		_mm_storeu_si128((__m128i *)(o + 16), f32_bits(_mm_unpackhi_epi16(lo_l, hi_l)));
+		_mm_storeu_si128((__m128i *)(o + 32), f32_bits(_mm_unpacklo_epi16(lo_h, hi_h)));
+		_mm_storeu_si128((__m128i *)(o + 48), f32_bits(_mm_unpackhi_epi16(lo_h, hi_h)));
+	}
+#endif
+	for (; i < n; i++) {
 		uint32_t u = ((uint32_t)p0[i] << 23) | ((uint32_t)(p3[i] & 0x80) << 24) |
 			     ((uint32_t)(p3[i] & 0x7f) << 16) | ((uint32_t)p2[i] << 8) | p1[i];
 		memcpy(out + 4 * i, &u, 4);
@@ -129,17 +184,54 @@ void wc_planes_split(wc_layout l, const uint8_t *in, size_t nelem, uint8_t *cons
 	}
 }
 
-/* Shuffle merges with a constant element size, so the compiler can unroll. */
-#define MERGE_SHUFFLE(W)                                                   \
-	static void merge_shuffle##W(const uint8_t *const pl[], size_t n, uint8_t *out) \
-	{                                                                  \
-		for (size_t i = 0; i < n; i++)                             \
-			for (unsigned k = 0; k < (W); k++)                 \
-				out[i * (W) + ((W) - 1 - k)] = pl[k][i];   \
+/* Shuffle merges: plane k is byte w-1-k, so interleaving the planes in
+ * reverse order rebuilds little-endian elements. */
+static void merge_shuffle2(const uint8_t *const pl[], size_t n, uint8_t *out)
+{
+	size_t i = 0;
+#if defined(__SSE2__)
+	for (; i + 16 <= n; i += 16) {
+		__m128i hi = _mm_loadu_si128((const __m128i *)(pl[0] + i));
+		__m128i lo = _mm_loadu_si128((const __m128i *)(pl[1] + i));
+		_mm_storeu_si128((__m128i *)(out + 2 * i), _mm_unpacklo_epi8(lo, hi));
+		_mm_storeu_si128((__m128i *)(out + 2 * i + 16), _mm_unpackhi_epi8(lo, hi));
 	}
-MERGE_SHUFFLE(2)
-MERGE_SHUFFLE(4)
-MERGE_SHUFFLE(8)
+#endif
+	for (; i < n; i++) {
+		out[2 * i] = pl[1][i];
+		out[2 * i + 1] = pl[0][i];
+	}
+}
+
+static void merge_shuffle4(const uint8_t *const pl[], size_t n, uint8_t *out)
+{
+	size_t i = 0;
+#if defined(__SSE2__)
+	for (; i + 16 <= n; i += 16) {
+		__m128i b3 = _mm_loadu_si128((const __m128i *)(pl[0] + i));
+		__m128i b2 = _mm_loadu_si128((const __m128i *)(pl[1] + i));
+		__m128i b1 = _mm_loadu_si128((const __m128i *)(pl[2] + i));
+		__m128i b0 = _mm_loadu_si128((const __m128i *)(pl[3] + i));
+		__m128i l_l = _mm_unpacklo_epi8(b0, b1), l_h = _mm_unpackhi_epi8(b0, b1);
+		__m128i h_l = _mm_unpacklo_epi8(b2, b3), h_h = _mm_unpackhi_epi8(b2, b3);
+		uint8_t *o = out + 4 * i;
+		_mm_storeu_si128((__m128i *)(o + 0), _mm_unpacklo_epi16(l_l, h_l));
+		_mm_storeu_si128((__m128i *)(o + 16), _mm_unpackhi_epi16(l_l, h_l));
+		_mm_storeu_si128((__m128i *)(o + 32), _mm_unpacklo_epi16(l_h, h_h));
+		_mm_storeu_si128((__m128i *)(o + 48), _mm_unpackhi_epi16(l_h, h_h));
+	}
+#endif
+	for (; i < n; i++)
+		for (unsigned k = 0; k < 4; k++)
+			out[4 * i + 3 - k] = pl[k][i];
+}
+
+static void merge_shuffle8(const uint8_t *const pl[], size_t n, uint8_t *out)
+{
+	for (size_t i = 0; i < n; i++)
+		for (unsigned k = 0; k < 8; k++)
+			out[8 * i + 7 - k] = pl[k][i];
+}
 
 void wc_planes_merge(wc_layout l, const uint8_t *const planes[], size_t nelem, uint8_t *out)
 {

@@ -9,6 +9,9 @@
 #include "codec/codec_internal.h"
 #include "codec/tile_codec.h"
 
+/* Chunks per stripe: the AVX2 decoder runs two chunks interleaved. */
+#define STRIPE_CHUNKS 2u
+
 /* State of one plane while the tile decodes. */
 typedef struct plane_dec {
 	const wc_plane_view *v;
@@ -16,6 +19,7 @@ typedef struct plane_dec {
 	const wc_rans_dtab *dt;   /* RANS */
 	wc_rans_body body;        /* RANS */
 	int filled;               /* CONST: stripe scratch already holds the value */
+	uint32_t chunk_symbols;   /* RANS */
 } plane_dec;
 
 typedef struct tile_ctx {
@@ -74,19 +78,23 @@ static wc_err rans_prepare(plane_dec *pd, unsigned p, const tile_ctx *t)
 	if (wc_freq_validate(ft) != WC_OK)
 		return wc_fail_context(WC_E_CORRUPT, "table %u", pd->v->table);
 	pd->dt = wc_dtab_cached(ft, p);
+	pd->chunk_symbols = t->chunk_symbols;
 	if (!pd->dt)
 		return wc_fail(WC_E_NOMEM, "no memory for a decoding table");
 	return wc_rans_body_parse(pd->v->body, pd->v->size, t->n, t->chunk_symbols, &pd->body);
 }
 
+/* A stripe is STRIPE_CHUNKS chunks: chunks [k * STRIPE_CHUNKS, ...). */
 static wc_err rans_stripe(plane_dec *pd, size_t k, size_t first, size_t m, uint8_t *scratch,
 			  const uint8_t **ptr)
 {
-	(void)first;
-	uint32_t s0 = wc_rans_chunk_start(&pd->body, k), s1 = wc_rans_chunk_end(&pd->body, k);
-	wc_err e = wc_rans_decode_chunk(pd->body.data + s0, s1 - s0, pd->dt, scratch, m);
+	(void)m;
+	size_t k0 = k * STRIPE_CHUNKS, k1 = k0 + STRIPE_CHUNKS;
+	if (k1 > pd->body.nchunks)
+		k1 = pd->body.nchunks;
+	wc_err e = wc_rans_decode_chunks(&pd->body, k0, k1, pd->dt, pd->chunk_symbols, first + m, scratch);
 	if (e != WC_OK)
-		return wc_fail_context(e, "chunk %zu", k);
+		return e;
 	*ptr = scratch;
 	return WC_OK;
 }
@@ -138,7 +146,7 @@ wc_err wc_tile_decode(wc_layout l, const uint8_t *payload, size_t payload_len,
 	}
 	if (any_rans && !wc_rans_chunk_symbols_ok(chunk_symbols))
 		return wc_fail(WC_E_CORRUPT, "tile: chunk size %u invalid", chunk_symbols);
-	size_t stripe = any_rans ? chunk_symbols : PLAIN_STRIPE;
+	size_t stripe = any_rans ? (size_t)chunk_symbols * STRIPE_CHUNKS : PLAIN_STRIPE;
 	if (stripe > t.n)
 		stripe = t.n;
 	if (any_zstd && !(t.plane_scratch = wc_scratch_get(WC_SCRATCH_PLANES, l.nplanes * t.n)))
