@@ -6,12 +6,12 @@
 # Usage: bench-ratio.sh [-w WORKDIR] FILE_OR_DIR...
 #   Every *.safetensors file given or found (recursively) in a directory is
 #   measured: its size, `zstd -19` size and time (one thread, `zstd -19 -T1
-#   -c`), `wcodec pack` size and time, and from `wcodec info --json` of the
-#   packed file: the entropy bound (sum over tensor-planes of order-0 entropy
-#   x symbols / 8, plus the headers stored verbatim) and the ratio reached
-#   for each dtype (tensor bytes / coded payload bytes of that dtype's
-#   tensors). Every packed file is checked with `wcodec unpack` + cmp
-#   before its numbers count.
+#   -c`), `wcodec pack` size and time (default threads), and from `wcodec
+#   info --json` of the packed file: the data-section ratio (tensor bytes /
+#   coded tile payloads), the entropy bound (sum over tensor-planes of
+#   order-0 entropy x symbols / 8) and both per dtype. Every packed file is
+#   checked with `wcodec unpack` + cmp before its numbers count. With more
+#   than one file, totals per file kind (F32, BF16, F16 by file name) follow.
 # Environment: BUILD, WCODEC, PYTHON3 (see lib.sh).
 set -euo pipefail
 # shellcheck source=contrib/bench/lib.sh
