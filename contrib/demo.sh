@@ -5,7 +5,8 @@
 #   contrib/demo.sh [DATA_DIR]          (default DATA_DIR: ./data)
 #
 #  1. installs the Debian packages the build needs (the list of .ci/run,
-#     plus npm), only if some are missing (apt-get, with sudo unless root);
+#     plus npm if there is none), only if some are missing (apt-get, with
+#     sudo unless root);
 #  2. builds: autoreconf -fi, configure, make (in build/demo);
 #  3. fetches the TensorFlow.js models of @vladmandic/face-api with `npm pack`
 #     and converts them to safetensors, F32 and BF16 (contrib/fetch-models.sh);
@@ -29,10 +30,15 @@ fail() { echo "demo.sh: FAILED: $*" >&2; exit 1; }
 # ---- 1. packages ----------------------------------------------------------------
 pkgs="build-essential autoconf automake libtool pkg-config autoconf-archive
       libfuse3-dev fuse3 libzstd-dev zstd libjansson-dev check libsubunit-dev
-      libxxhash-dev libpng-dev libjpeg-dev python3 python3-numpy python3-pil npm"
+      libxxhash-dev libpng-dev libjpeg-dev python3 python3-numpy python3-pil"
 step "Debian packages"
 missing=$(for p in $pkgs; do dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "ok installed" || echo "$p"; done)
-if [ -n "$missing" ]; then
+# npm: Debian's package unless an npm is already installed (e.g. with Node.js
+# from elsewhere, which Debian's npm package would conflict with).
+command -v npm >/dev/null || missing="$missing npm"
+# shellcheck disable=SC2086
+missing=$(printf "%s " $missing)
+if [ -n "${missing// /}" ]; then
 	if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
 	echo "installing:" "$missing"
 	export DEBIAN_FRONTEND=noninteractive
@@ -110,8 +116,9 @@ done
 [ "$bad" = 0 ] || fail "a file read through the mount differs from the original"
 
 step "cmp of every file"
-for f in "$models"/*; do cmp "$f" "$mnt/$(basename "$f")" || fail "cmp $(basename "$f")"; done
-echo "all $(ls "$models" | wc -l) files identical"
+n=0
+for f in "$models"/*; do cmp "$f" "$mnt/$(basename "$f")" || fail "cmp $(basename "$f")"; n=$((n + 1)); done
+echo "all $n files identical"
 
 step "Python: mmap the virtual safetensors file, parse its header, read one tensor"
 "$PYTHON3" - "$mnt/face_recognition_model.bf16.safetensors" "$models/face_recognition_model.bf16.safetensors" <<'EOF'
