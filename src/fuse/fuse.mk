@@ -6,6 +6,7 @@ wcodecfs_SOURCES = \
 	src/fuse/main.c \
 	src/fuse/options.c src/fuse/options.h \
 	src/fuse/daemon.c src/fuse/daemon.h \
+	src/fuse/bdi.c src/fuse/bdi.h \
 	src/fuse/inode.c src/fuse/inode.h \
 	src/fuse/vtree.c src/fuse/vtree.h \
 	src/fuse/readahead.c src/fuse/readahead.h \

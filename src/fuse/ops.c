@@ -1,6 +1,8 @@
 /* ops.c - FUSE low-level operations (ops.h). */
 #include "fuse/ops.h"
 
+#include "fuse/bdi.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -35,6 +37,22 @@ static void node_name(const wcfs_node *n, char *buf, size_t cap)
 	buf[k] = '\0';
 }
 
+/* Raise the mount's kernel readahead (bdi.h) on the first request after
+ * INIT: the kernel lowers it to the INIT reply's max_readahead while it
+ * processes that reply, so setting it earlier does not last. */
+static void tune_once(wcfs_fs *fs)
+{
+	if (!atomic_load_explicit(&fs->bdi_pending, memory_order_relaxed) ||
+	    !atomic_exchange(&fs->bdi_pending, 0))
+		return;
+	int err = wcfs_set_kernel_readahead(fs->opt->mountpoint, fs->opt->kernel_readahead);
+	if (err)
+		wc_log(WC_LOG_DEBUG, "kernel readahead stays at its default: %s", strerror(err));
+	else
+		wc_log(WC_LOG_DEBUG, "kernel readahead set to %llu KiB",
+		       (unsigned long long)(fs->opt->kernel_readahead >> 10));
+}
+
 /* ---- names and attributes ------------------------------------------ */
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -55,6 +73,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	wcfs_fs *fs = fs_of(req);
+	tune_once(fs);
 	struct fuse_entry_param e = { 0 };
 	e.attr_timeout = fs->timeout;
 	e.entry_timeout = fs->timeout;
@@ -96,6 +115,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	(void)fi;
 	wcfs_fs *fs = fs_of(req);
+	tune_once(fs);
 	struct stat st;
 	int err = wcfs_vtree_getattr(&fs->vt, node_of(req, ino), &st);
 	if (err)
@@ -137,6 +157,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	wcfs_fs *fs = fs_of(req);
+	tune_once(fs);
 	wcfs_dirlist *l = malloc(sizeof *l);
 	if (!l) {
 		fuse_reply_err(req, ENOMEM);
@@ -192,6 +213,7 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	wcfs_fs *fs = fs_of(req);
+	tune_once(fs);
 	wcfs_node *n = node_of(req, ino);
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
 		fuse_reply_err(req, EROFS);

@@ -11,6 +11,8 @@
 #ifndef WCFS_OPS_H
 #define WCFS_OPS_H
 
+#include <stdatomic.h>
+
 #include "fuse/options.h"
 #include "fuse/vtree.h"
 #include "engine/backend.h"
@@ -23,6 +25,7 @@ typedef struct wcfs_fs {
 	wc_cache *cache;
 	double timeout;       /* attribute and entry timeout, seconds */
 	unsigned readahead;   /* tiles ahead of a sequential stream; 0 = off */
+	atomic_int bdi_pending; /* kernel readahead still to be raised (bdi.h) */
 } wcfs_fs;
 
 /* The operation table; the session's userdata is a wcfs_fs*. */

@@ -45,7 +45,7 @@ int wcfs_parse_size(const char *s, uint64_t *out)
 /* Option values as strings: parsed and checked after fuse_opt_parse. */
 struct raw_opts {
 	char *cache_size, *threads, *backend, *gpu, *gpu_memory, *readahead, *timeout;
-	char *log_level;
+	char *log_level, *kernel_readahead;
 	int rw, debug;
 };
 
@@ -61,6 +61,7 @@ static const struct fuse_opt opt_spec[] = {
 	RAW("readahead=%s", readahead),
 	RAW("timeout=%s", timeout),
 	RAW("log_level=%s", log_level),
+	RAW("kernel_readahead=%s", kernel_readahead),
 	{ "rw", offsetof(struct raw_opts, rw), 1 },
 	FUSE_OPT_KEY("rw", FUSE_OPT_KEY_DISCARD),
 	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_DISCARD), /* always added unless rw */
@@ -169,6 +170,14 @@ static int check_values(wcfs_options *o, const struct raw_opts *r)
 	}
 	if (r->readahead && parse_uint("readahead", r->readahead, 0, 1024, &o->readahead) != 0)
 		return -1;
+	if (r->kernel_readahead) {
+		if (wcfs_parse_size(r->kernel_readahead, &o->kernel_readahead) != 0 ||
+		    o->kernel_readahead > (64u << 20)) {
+			fprintf(stderr, "wcodecfs: bad kernel_readahead=%s (expected a size up to "
+					"64M, such as 1M; 0 keeps the kernel's)\n", r->kernel_readahead);
+			return -1;
+		}
+	}
 	if (r->timeout) {
 		char *end;
 		errno = 0;
@@ -208,6 +217,7 @@ int wcfs_options_parse(int argc, char **argv, wcfs_options *o)
 	o->fuse_threads = o->threads * 2 < 4 ? 4 : o->threads * 2;
 	o->backend = strdup("auto");
 	o->readahead = 4;
+	o->kernel_readahead = 1u << 20;
 	o->timeout = 1.0;
 	o->log_level = WC_LOG_INFO;
 
@@ -290,6 +300,7 @@ out:
 	free(r->readahead);
 	free(r->timeout);
 	free(r->log_level);
+	free(r->kernel_readahead);
 	return rc;
 }
 
@@ -323,6 +334,8 @@ void wcfs_options_usage(const char *prog)
 	       "  gpu_memory=SIZE     device memory the CUDA backend may hold\n"
 	       "  readahead=TILES     tiles decoded ahead of a sequential reader (default 4;\n"
 	       "                      0 disables)\n"
+	       "  kernel_readahead=SIZE  the kernel's readahead on this mount, hence the\n"
+	       "                      largest read request (default 1M; 0: kernel default)\n"
 	       "  timeout=SECONDS     kernel attribute and name cache timeout (default 1)\n"
 	       "  log_level=LEVEL     error, warning, info (default) or debug\n"
 	       "  rw                  do not pass 'ro' to the kernel (writes still fail\n"

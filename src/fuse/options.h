@@ -23,6 +23,9 @@ typedef struct wcfs_options {
 	int gpu;             /* CUDA device ordinal (default 0) */
 	uint64_t gpu_memory; /* device bytes the CUDA backend may hold; 0 = its default */
 	unsigned readahead;  /* tiles decoded ahead of a sequential reader; 0 = off (default 4) */
+	uint64_t kernel_readahead; /* bytes: the mount's read_ahead_kb, so page-cache reads
+				    * arrive as requests this large (default 1 MiB; 0 = the
+				    * kernel's 128 KiB) */
 	double timeout;      /* kernel attribute/entry cache timeout, seconds (default 1) */
 	int log_level;       /* WC_LOG_ERR..WC_LOG_DEBUG (default info) */
 	int foreground;      /* -f */
