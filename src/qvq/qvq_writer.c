@@ -187,7 +187,10 @@ static wc_err build_tables(const wc_qvq_write_input *in, uint64_t n, uint32_t ib
 		for (unsigned s = 0; s < 256; s++)
 			present += hist[256 * p + s] != 0;
 		plan[p] = (wc_plane_plan){NULL, WC_NO_TABLE, 0};
-		if (present < 2)
+		/* rANS only where it pays: an order-0 entropy at least 1/16 below
+		 * 8 bits (else RAW, which decodes at memcpy speed: fast decode is
+		 * the point of a .qvq). */
+		if (present < 2 || wc_entropy_bits(hist + 256 * p) > 7.5)
 			continue;
 		wc_err e = wc_freq_normalize(hist + 256 * p, &tabs[*ntables]);
 		if (e) {
