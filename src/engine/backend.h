@@ -44,6 +44,10 @@ typedef struct wc_tile_job {
 	uint32_t out_size;
 	uint64_t dhash;           /* expected XXH3-64 of the decoded bytes */
 	wc_err status;            /* set by the backend for this job */
+	/* Why status is not WC_OK, set by the backend with status ("" if it has
+	 * no reason to give). wc_fail() reasons are per thread and a backend
+	 * decodes on threads of its own, so the reason travels with the job. */
+	char detail[256];
 	/* WC_JOB_VQ only (zero for other kinds): */
 	const uint8_t *vq_codebook;  /* vq_entries patches of patch_h*patch_w*channels bytes */
 	uint32_t vq_entries;         /* codebook entries K, 1..65536 */
@@ -54,6 +58,11 @@ typedef struct wc_tile_job {
 	uint32_t vq_nindices;        /* indices in the payload: sum of the images' patch grids */
 	uint64_t vq_codebook_key;    /* identifies vq_codebook (the archive id) for device caching */
 } wc_tile_job;
+
+/* Set job->status = e and job->detail from a printf-style reason; returns e.
+ * For backends (the CPU one, the CUDA plugin) reporting a failed job. */
+wc_err wc_job_fail(wc_tile_job *job, wc_err e, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 typedef struct wc_backend wc_backend;
 
@@ -95,8 +104,12 @@ void wc_backend_destroy(wc_backend *be);
  * failed to start (WC_E_NOMEM). */
 wc_err wc_backend_decode(wc_backend *be, wc_tile_job *jobs, size_t n);
 
-/* Decode one job on the calling thread with the reference CPU decoder
- * (wc_tile_decode + dhash check); sets and returns job->status. */
+/* Decode one job on the calling thread with the reference CPU decoder,
+ * chosen by job->kind: WC_JOB_PLANES is wc_tile_decode() (tile_codec.h)
+ * then XXH3-64 of the out_size decoded bytes compared with job->dhash.
+ * Sets and returns job->status, and job->detail when it is not WC_OK:
+ * WC_E_CORRUPT (payload inconsistent, or dhash mismatch), WC_E_UNSUPPORTED
+ * (unknown kind), WC_E_NOMEM. Thread-safe. */
 wc_err wc_decode_job_cpu(wc_tile_job *job);
 
 /* The CPU backend directly. */

@@ -112,6 +112,9 @@ wc_err wc_qvq_decode_job(wc_tile_job *job)
 		e = wc_fail(WC_E_CORRUPT, "qvq: decoded image tile fails its checksum");
 out:
 	free(idx);
-	job->status = e;
-	return e;
+	if (e) /* the reason travels with the job (backends decode on their own threads) */
+		return wc_job_fail(job, e, "%s", wc_last_detail());
+	job->status = WC_OK;
+	job->detail[0] = '\0';
+	return WC_OK;
 }
