@@ -325,9 +325,20 @@ extern "C" wc_err wcc_vq_decode(wcc_vq *vq, wc_tile_job *jobs, size_t n)
 			goto out;
 		}
 	}
-	for (size_t a = 0; a < m; a++)
-		if (cpu[a])
-			wc_qvq_decode_job(&jobs[vi[a]]);
+	{
+		size_t redo = 0;
+		for (size_t a = 0; a < m; a++)
+			if (cpu[a]) {
+				wc_qvq_decode_job(&jobs[vi[a]]);
+				redo++;
+			}
+		/* Visible, so a GPU path that silently fell back cannot pass for
+		 * a working one (a damaged tile also lands here, then the CPU
+		 * reports it corrupt). */
+		if (redo)
+			wc_log(WC_LOG_WARN, "cuda vq: %zu of %zu image tiles decoded on the CPU instead",
+			       redo, m);
+	}
 out:
 	free(vi);
 	free(shadow);
