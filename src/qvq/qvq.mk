@@ -37,8 +37,8 @@ wcodecfs_SOURCES += src/qvq/provider_qvq.c
 wcodec_SOURCES += src/cli/cmd_pack_images.c src/qvq/qvq_cli.c src/qvq/qvq_cli.h
 
 # Shell tests: CLI (always) and the mount (skip 77 without a usable /dev/fuse).
-TESTS += tests/qvq_cli.sh tests/qvq_mount.sh
-EXTRA_DIST += tests/qvq_cli.sh tests/qvq_mount.sh tests/qvq_check.py \
+TESTS += tests/qvq_cli.sh tests/qvq_mount.sh tests/qvq_cuda.sh
+EXTRA_DIST += tests/qvq_cli.sh tests/qvq_mount.sh tests/qvq_cuda.sh tests/qvq_check.py \
 	contrib/fetch-photos.sh contrib/bench/bench-qvq.sh docs/BENCHMARKS-QVQ.md \
 	cuda/vq_gather.cu cuda/vq_gather.h cuda/vq_decode.cu cuda/vq_bench.cu
 
