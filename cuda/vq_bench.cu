@@ -7,9 +7,10 @@
  *                               device: gather kernel images/s, batched in
  *                               launches of all N images; every image then
  *                               compared with the CPU gather (bit-exact).
- *   vq_bench archive Y.qvq PLUGIN.so [REPEAT]
+ *   vq_bench archive Y.qvq PLUGIN.so [COPIES [REPEAT]]
  *                               full device decode of an archive: payloads
- *                               from host memory, rANS on the GPU
+ *                               from host memory (the archive's tiles
+ *                               COPIES times over), rANS on the GPU
  *                               (wcodec_cuda_decode_jobs), then the gather;
  *                               images/s end to end (device-resident
  *                               output), then every tile compared with the
@@ -140,7 +141,7 @@ static int bench_gather(uint32_t n, uint32_t K)
 
 typedef wc_err (*decode_jobs_fn)(wc_tile_job *, size_t, void *const *, int);
 
-static int bench_archive(const char *path, const char *plugin, int repeat)
+static int bench_archive(const char *path, const char *plugin, int copies, int repeat)
 {
 	void *so = dlopen(plugin, RTLD_NOW);
 	if (!so) {
@@ -157,20 +158,25 @@ static int bench_archive(const char *path, const char *plugin, int repeat)
 		fprintf(stderr, "%s: %s\n", path, wc_last_detail());
 		return 1;
 	}
-	uint32_t nt = wc_qvq_ntiles(q), ni = wc_qvq_nimages(q);
+	uint32_t nt0 = wc_qvq_ntiles(q), ni0 = wc_qvq_nimages(q);
+	/* The archive's tiles `copies` times over, each copy to its own device
+	 * addresses: a batch as large as a data loader's. */
+	uint32_t nt = nt0 * (uint32_t)copies, ni = ni0 * (uint32_t)copies;
 	wc_tile_job *jobs = (wc_tile_job *)calloc(nt, sizeof *jobs);
 	wc_tile_job *shadow = (wc_tile_job *)calloc(nt, sizeof *shadow);
-	uint8_t **payload = (uint8_t **)calloc(nt, sizeof *payload);
+	uint8_t **payload = (uint8_t **)calloc(nt0, sizeof *payload);
 	size_t idx_total = 0, rgb_total = 0;
 	for (uint32_t t = 0; t < nt; t++) {
-		const wc_qvq_tile *tl = wc_qvq_tile_at(q, t);
-		payload[t] = (uint8_t *)malloc(tl->csize);
-		if (wc_qvq_read_payload(q, t, payload[t]) != WC_OK) {
-			fprintf(stderr, "tile %u: %s\n", t, wc_last_detail());
-			return 1;
+		const wc_qvq_tile *tl = wc_qvq_tile_at(q, t % nt0);
+		if (t < nt0) {
+			payload[t] = (uint8_t *)malloc(tl->csize);
+			if (wc_qvq_read_payload(q, t, payload[t]) != WC_OK) {
+				fprintf(stderr, "tile %u: %s\n", t, wc_last_detail());
+				return 1;
+			}
 		}
-		wc_qvq_describe_job(q, t, &jobs[t]);
-		jobs[t].payload = payload[t];
+		wc_qvq_describe_job(q, t % nt0, &jobs[t]);
+		jobs[t].payload = payload[t % nt0];
 		jobs[t].payload_size = tl->csize;
 		jobs[t].out_size = tl->dsize;
 		idx_total += (((size_t)tl->nindices * jobs[t].vq_index_bytes + 15) & ~(size_t)15);
@@ -196,7 +202,7 @@ static int bench_archive(const char *path, const char *plugin, int repeat)
 	size_t io = 0, ro = 0, nd = 0;
 	uint32_t maxp = 0;
 	for (uint32_t t = 0; t < nt; t++) {
-		const wc_qvq_tile *tl = wc_qvq_tile_at(q, t);
+		const wc_qvq_tile *tl = wc_qvq_tile_at(q, t % nt0);
 		shadow[t] = jobs[t];
 		shadow[t].kind = WC_JOB_PLANES;
 		shadow[t].out_size = tl->nindices * jobs[t].vq_index_bytes;
@@ -245,16 +251,16 @@ static int bench_archive(const char *path, const char *plugin, int repeat)
 			fprintf(stderr, "tile %u: index decode status %d\n", t, shadow[t].status);
 			return 1;
 		}
-	printf("archive %s: %u images, %u tiles: full GPU decode (payload upload, rANS, gather) "
-	       "%.3f ms, %.0f images/s (best of %d)\n", path, ni, nt, best * 1e3, ni / best, repeat);
+	printf("archive %s x%d: %u images, %u tiles: full GPU decode (payload upload, rANS, gather) "
+	       "%.3f ms, %.0f images/s (best of %d)\n", path, copies, ni, nt, best * 1e3, ni / best, repeat);
 	/* Bit-exact with the CPU decode, every tile. */
 	uint8_t *gpu = (uint8_t *)malloc(rgb_total), *ref = NULL;
 	CK(cudaMemcpy(gpu, d_rgb, rgb_total, cudaMemcpyDeviceToHost));
 	uint32_t bad = 0;
 	for (uint32_t t = 0; t < nt; t++) {
-		const wc_qvq_tile *tl = wc_qvq_tile_at(q, t);
+		const wc_qvq_tile *tl = wc_qvq_tile_at(q, t % nt0);
 		ref = (uint8_t *)realloc(ref, tl->dsize);
-		if (wc_qvq_decode_tile(q, t, ref) != WC_OK || memcmp(ref, gpu + rgb_off[t], tl->dsize))
+		if (wc_qvq_decode_tile(q, t % nt0, ref) != WC_OK || memcmp(ref, gpu + rgb_off[t], tl->dsize))
 			bad++;
 	}
 	printf("archive: %s (%u of %u tiles differ)\n", bad ? "MISMATCH" : "bit-exact with the CPU",
@@ -270,7 +276,8 @@ int main(int argc, char **argv)
 		return bench_gather(n, K);
 	}
 	if (argc >= 4 && strcmp(argv[1], "archive") == 0)
-		return bench_archive(argv[2], argv[3], argc > 4 ? atoi(argv[4]) : 5);
-	fprintf(stderr, "usage: vq_bench gather [N] [K] | vq_bench archive Y.qvq PLUGIN.so [REPEAT]\n");
+		return bench_archive(argv[2], argv[3], argc > 4 ? atoi(argv[4]) : 1,
+				     argc > 5 ? atoi(argv[5]) : 5);
+	fprintf(stderr, "usage: vq_bench gather [N] [K] | vq_bench archive Y.qvq PLUGIN.so [COPIES [REPEAT]]\n");
 	return 2;
 }
