@@ -10,39 +10,76 @@
 #include "codec/tile_codec.h"
 #include "qvq/qvq.h"
 
-/* The common shape, 2x2 patches of RGB: two rows of 6 bytes per entry. */
-static wc_err gather_2x2x3(const uint8_t *cb, uint32_t entries, const uint8_t *idx,
-			   uint32_t ib, uint32_t w, uint32_t h, uint8_t *out)
+/* The common shape, 2x2 patches of RGB: two rows of 6 bytes per entry.
+ * Inside a row, each patch is written with one 8-byte store per pixel row
+ * (the 2 extra bytes land where the next patch's store overwrites them);
+ * the last full patch and an odd last column are copied exactly, so no
+ * store leaves the row. Loads stay inside the 12-byte entry: row 0 is
+ * bytes 0..7, row 1 is bytes 4..11 shifted down by two (little-endian). */
+static inline uint64_t ld64(const uint8_t *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static inline void st64(uint8_t *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+}
+
+static inline __attribute__((always_inline)) uint32_t index_at(const uint8_t *row, uint32_t ib,
+							       uint32_t gx)
+{
+	return ib == 1 ? row[gx] : wc_qvq_get16(row + 2 * gx);
+}
+
+static inline __attribute__((always_inline)) wc_err gather_2x2x3_ib(
+	const uint8_t *cb, uint32_t entries, const uint8_t *idx, const uint32_t ib, uint32_t w,
+	uint32_t h, uint8_t *out)
 {
 	uint32_t gw = (w + 1) / 2, gh = (h + 1) / 2;
 	size_t stride = (size_t)w * 3;
 	uint32_t full = w / 2; /* patches whose both columns are inside the image */
+	uint32_t fast = full > 0 ? full - 1 : 0;
 	for (uint32_t gy = 0; gy < gh; gy++) {
 		uint8_t *r0 = out + (size_t)(2 * gy) * stride;
 		uint8_t *r1 = r0 + stride;
 		int two = 2 * gy + 1 < h;
 		const uint8_t *row = idx + (size_t)gy * gw * ib;
-		uint32_t bad = 0;
-		for (uint32_t gx = 0; gx < gw; gx++) {
-			uint32_t k = ib == 1 ? row[gx] : wc_qvq_get16(row + 2 * gx);
-			bad |= k >= entries;
-			k = k < entries ? k : 0;
-			const uint8_t *p = cb + (size_t)k * 12;
-			if (gx < full) {
-				memcpy(r0 + 6 * gx, p, 6);
-				if (two)
-					memcpy(r1 + 6 * gx, p + 6, 6);
-			} else {
-				memcpy(r0 + 6 * gx, p, 3);
-				if (two)
-					memcpy(r1 + 6 * gx, p + 6, 3);
+		uint32_t bad = 0, gx = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+		if (two) {
+			for (; gx < fast; gx++) {
+				uint32_t k = index_at(row, ib, gx);
+				bad |= k >= entries;
+				const uint8_t *p = cb + (size_t)(k < entries ? k : 0) * 12;
+				st64(r0 + 6 * gx, ld64(p));
+				st64(r1 + 6 * gx, ld64(p + 4) >> 16);
 			}
+		}
+#endif
+		for (; gx < gw; gx++) {
+			uint32_t k = index_at(row, ib, gx);
+			bad |= k >= entries;
+			const uint8_t *p = cb + (size_t)(k < entries ? k : 0) * 12;
+			size_t n = gx < full ? 6 : 3;
+			memcpy(r0 + 6 * gx, p, n);
+			if (two)
+				memcpy(r1 + 6 * gx, p + 6, n);
 		}
 		if (bad)
 			return wc_fail(WC_E_CORRUPT, "qvq: codebook index out of range in patch row %u",
 				       gy);
 	}
 	return WC_OK;
+}
+
+static wc_err gather_2x2x3(const uint8_t *cb, uint32_t entries, const uint8_t *idx,
+			   uint32_t ib, uint32_t w, uint32_t h, uint8_t *out)
+{
+	return ib == 1 ? gather_2x2x3_ib(cb, entries, idx, 1, w, h, out)
+		       : gather_2x2x3_ib(cb, entries, idx, 2, w, h, out);
 }
 
 wc_err wc_qvq_gather(const uint8_t *codebook, uint32_t entries, uint32_t ph, uint32_t pw,
