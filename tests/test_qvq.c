@@ -524,6 +524,39 @@ START_TEST(gather_generic_matches_definition)
 						     ((y % 3) * 2 + x % 2) * 3 + c]);
 	idx[3] = 5;
 	ck_assert_int_eq(wc_qvq_gather(cb, 5, 3, 2, 3, idx, 1, w, h, out), WC_E_CORRUPT);
+
+	/* The 2x2 RGB fast path (8-byte stores) against the formula, every
+	 * small width and height, both index widths; out is sized exactly so
+	 * a sanitizer build catches any store past the image. */
+	enum { K2 = 300 };
+	uint8_t *cb2 = malloc(K2 * 12);
+	for (int i = 0; i < K2 * 12; i++)
+		cb2[i] = (uint8_t)rnd();
+	for (uint32_t ib = 1; ib <= 2; ib++)
+		for (uint32_t ww = 1; ww <= 11; ww++)
+			for (uint32_t hh = 1; hh <= 5; hh++) {
+				uint32_t gw2 = (ww + 1) / 2, gh2 = (hh + 1) / 2, kk = ib == 1 ? 256 : K2;
+				uint8_t *ix = malloc(gw2 * gh2 * ib);
+				for (uint32_t j = 0; j < gw2 * gh2; j++) {
+					uint32_t k = rnd() % kk;
+					ix[j * ib] = (uint8_t)k;
+					if (ib == 2)
+						ix[j * ib + 1] = (uint8_t)(k >> 8);
+				}
+				uint8_t *o = malloc(ww * hh * 3);
+				ck_assert_int_eq(wc_qvq_gather(cb2, kk, 2, 2, 3, ix, ib, ww, hh, o), WC_OK);
+				for (uint32_t y = 0; y < hh; y++)
+					for (uint32_t x = 0; x < ww; x++)
+						for (uint32_t c = 0; c < 3; c++) {
+							uint32_t j = (y / 2) * gw2 + x / 2;
+							uint32_t k = ib == 1 ? ix[j] : (uint32_t)(ix[2 * j] | ix[2 * j + 1] << 8);
+							ck_assert_uint_eq(o[(y * ww + x) * 3 + c],
+									  cb2[k * 12 + ((y % 2) * 2 + x % 2) * 3 + c]);
+						}
+				free(ix);
+				free(o);
+			}
+	free(cb2);
 }
 END_TEST
 
