@@ -123,6 +123,7 @@ int cmd_pack_images(int argc, char **argv)
 	bar b = {.quiet = quiet};
 	o.progress = on_progress;
 	o.progress_ctx = &b;
+	o.tmp_path = cli_tmp_watch_path; /* Ctrl-C removes a half-written archive */
 	wc_qvq_pack_stats st;
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);

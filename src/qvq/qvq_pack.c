@@ -392,6 +392,7 @@ wc_err wc_qvq_pack_dir(const char *dir, const char *out, const wc_qvq_pack_opts 
 		.nlabels = nlabels, .indices = idx, .metadata = meta,
 		.tile_bytes = o->tile_bytes, .threads = threads,
 		.progress = o->progress ? write_progress : NULL, .progress_ctx = (void *)o,
+		.tmp_path = o->tmp_path,
 	};
 	wc_qvq_write_stats ws;
 	if ((e = wc_qvq_write(out, &wi, &ws)))

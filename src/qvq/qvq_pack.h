@@ -22,6 +22,7 @@ typedef struct wc_qvq_pack_opts {
 	/* Progress per stage ("load", "seed", "train", "assign", "write"). */
 	void (*progress)(void *ctx, const char *stage, uint64_t done, uint64_t total);
 	void *progress_ctx;
+	void (*tmp_path)(const char *path); /* see wc_qvq_write_input; may be NULL */
 } wc_qvq_pack_opts;
 
 typedef struct wc_qvq_pack_stats {

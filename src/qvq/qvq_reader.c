@@ -107,8 +107,13 @@ static wc_err parse_images(wc_qvq *q, const uint8_t *rec, const uint8_t *pool)
 {
 	uint32_t n = q->h.nimages;
 	uint64_t total = 0;
-	for (uint32_t i = 0; i < n; i++)
-		total += wc_qvq_get32(rec + (size_t)i * WC_QVQ_IMAGE_RECORD + 16) + 1;
+	for (uint32_t i = 0; i < n; i++) { /* bound every length before allocating */
+		uint32_t nlen = wc_qvq_get32(rec + (size_t)i * WC_QVQ_IMAGE_RECORD + 16);
+		if (nlen > WC_QVQ_MAX_NAME || nlen > q->h.strings_len)
+			return wc_fail(WC_E_FORMAT, "qvq: image %u: name of %u bytes (limit %u, pool %u)",
+				       i, nlen, WC_QVQ_MAX_NAME, q->h.strings_len);
+		total += (uint64_t)nlen + 1;
+	}
 	q->images = calloc(n, sizeof *q->images);
 	q->dims = malloc((size_t)n * 2 * sizeof *q->dims);
 	q->names = malloc(total);

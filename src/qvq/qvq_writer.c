@@ -327,6 +327,8 @@ wc_err wc_qvq_write(const char *path, const wc_qvq_write_input *in, wc_qvq_write
 		tmp = NULL;
 		goto out;
 	}
+	if (in->tmp_path)
+		in->tmp_path(tmp);
 	uint64_t off = WC_QVQ_HEADER_BYTES, payload_bytes = 0;
 	for (uint32_t t = 0; t < ntiles && !e; t++) {
 		tile_plan *tp = &tiles[t];
@@ -392,6 +394,8 @@ out:
 		close(fd);
 	if (e && tmp)
 		unlink(tmp);
+	if (tmp && in->tmp_path)
+		in->tmp_path(NULL);
 	free(tmp);
 	for (uint32_t t = 0; t < ntiles; t++)
 		free(tiles[t].payload);

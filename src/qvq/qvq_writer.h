@@ -32,6 +32,9 @@ typedef struct wc_qvq_write_input {
 	unsigned threads;             /* 0 = online CPUs */
 	void (*progress)(void *ctx, uint64_t done, uint64_t total); /* tiles; may be NULL */
 	void *progress_ctx;
+	/* Called with the temporary file's path once it exists, and with NULL
+	 * once it is renamed or removed (a CLI's signal cleanup); may be NULL. */
+	void (*tmp_path)(const char *path);
 } wc_qvq_write_input;
 
 typedef struct wc_qvq_write_stats {
