@@ -1,16 +1,23 @@
 /*
- * bench_cache.c - hit-path latency and throughput of the decoded-tile cache
- * with 1..16 reader threads (a benchmark, not a test).
+ * bench_cache.c - the decoded-tile cache under load (a benchmark, not a test).
  *
- * Every tile is decoded once up front (fake backend, tests/fake_tiles.h), so
- * each timed wc_cache_get() + wc_cache_release() is a hit: this measures the
- * lookup, the refcount and the mutex under contention, not decoding.
+ *   bench_cache hit [seconds-per-step=0.5] [tiles=4096]
+ *     Hit-path latency and throughput with 1..16 reader threads. Every tile is
+ *     decoded once up front (fake backend, tests/fake_tiles.h), so each timed
+ *     wc_cache_get() + wc_cache_release() is a hit: this measures the lookup,
+ *     the refcount and the mutex under contention, not decoding.
  *
- * Usage: bench_cache [seconds-per-step (default 0.5)] [tiles (default 4096)]
+ *   bench_cache stream [budget-MiB=256] [file-MiB=1024] [readers=4]
+ *     Readers stream through one file of 1 MiB tiles each from its own
+ *     offset, prefetching 8 tiles ahead, through a cache of the given budget;
+ *     reports throughput and peak RSS against the budget (the daemon's bar:
+ *     peak RSS <= budget + 64 MiB).
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "engine/cache.h"
@@ -55,10 +62,10 @@ static void *reader_main(void *arg)
 	return NULL;
 }
 
-int main(int argc, char **argv)
+static int bench_hit(int argc, char **argv)
 {
-	double step = argc > 1 ? atof(argv[1]) : 0.5;
-	uint32_t ntiles = argc > 2 ? (uint32_t)atoi(argv[2]) : 4096;
+	double step = argc > 0 ? atof(argv[0]) : 0.5;
+	uint32_t ntiles = argc > 1 ? (uint32_t)atoi(argv[1]) : 4096;
 	fake_backend fb;
 	fake_backend_init(&fb, 16, 2);
 	fake_source s;
@@ -110,4 +117,106 @@ int main(int argc, char **argv)
 	       (unsigned long long)st.misses, (unsigned long long)st.decodes);
 	wc_cache_destroy(c);
 	return 0;
+}
+
+typedef struct streamer {
+	wc_cache *c;
+	fake_source *s;
+	uint32_t first;
+	uint64_t bytes;
+	size_t bad;
+} streamer;
+
+static void *streamer_main(void *arg)
+{
+	streamer *st = arg;
+	uint32_t n = st->s->ntiles;
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t t = (st->first + k) % n;
+		wc_cache_prefetch(st->c, &st->s->base, t + 1, 8);
+		wc_tile_ref *ref;
+		if (wc_cache_get(st->c, &st->s->base, t, &ref) != WC_OK) {
+			fprintf(stderr, "bench_cache: get failed: %s\n", wc_last_detail());
+			exit(1);
+		}
+		/* Touch every page as a reader copying it out would. */
+		uint64_t sum = 0;
+		for (uint32_t i = 0; i < ref->size; i += 4096)
+			sum += ref->data[i];
+		st->bad += (sum == UINT64_MAX);
+		st->bytes += ref->size;
+		wc_cache_release(st->c, ref);
+	}
+	return NULL;
+}
+
+static long rss_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long kib = -1;
+	while (f && fgets(line, sizeof line, f))
+		if (strncmp(line, "VmRSS:", 6) == 0)
+			kib = atol(line + 6);
+	if (f)
+		fclose(f);
+	return kib;
+}
+
+static int bench_stream(int argc, char **argv)
+{
+	uint64_t budget = (uint64_t)(argc > 0 ? atoi(argv[0]) : 256) << 20;
+	uint32_t ntiles = (uint32_t)(argc > 1 ? atoi(argv[1]) : 1024);
+	int nreaders = argc > 2 ? atoi(argv[2]) : 4;
+	if (nreaders < 1 || nreaders > 64)
+		nreaders = 4;
+	fake_backend fb;
+	fake_backend_init(&fb, 8, 2);
+	fake_source s;
+	fake_source_init(&s, 1, 1, ntiles, 1u << 20, 1u << 20);
+	wc_cache_opts o = { .budget_bytes = budget, .backend = &fb.base, .max_prefetch = 16 };
+	wc_cache *c;
+	if (wc_cache_create(&o, &c) != WC_OK)
+		return 1;
+	long rss0 = rss_kib();
+	streamer st[64];
+	pthread_t th[64];
+	double t0 = now_s();
+	for (int i = 0; i < nreaders; i++) {
+		st[i] = (streamer){ .c = c, .s = &s, .first = (uint32_t)((uint64_t)ntiles * i / nreaders) };
+		pthread_create(&th[i], NULL, streamer_main, &st[i]);
+	}
+	uint64_t bytes = 0;
+	for (int i = 0; i < nreaders; i++) {
+		pthread_join(th[i], NULL);
+		bytes += st[i].bytes;
+	}
+	double dt = now_s() - t0;
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	wc_cache_stats cs;
+	wc_cache_get_stats(c, &cs);
+	printf("# stream: %d readers x %u MiB, budget %llu MiB\n", nreaders, ntiles,
+	       (unsigned long long)(budget >> 20));
+	printf("throughput %.0f MiB/s (fake decode), hits %llu misses %llu decodes %llu "
+	       "evictions %llu prefetches %llu\n", bytes / dt / (1 << 20),
+	       (unsigned long long)cs.hits, (unsigned long long)cs.misses,
+	       (unsigned long long)cs.decodes, (unsigned long long)cs.evictions,
+	       (unsigned long long)cs.prefetches);
+	printf("RSS before %ld MiB, peak %ld MiB, peak - budget = %ld MiB\n", rss0 >> 10,
+	       ru.ru_maxrss >> 10, (ru.ru_maxrss >> 10) - (long)(budget >> 20));
+	wc_cache_destroy(c);
+	printf("RSS after destroy %ld MiB\n", rss_kib() >> 10);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "hit";
+	if (strcmp(mode, "hit") == 0)
+		return bench_hit(argc - 2 < 0 ? 0 : argc - 2, argv + 2);
+	if (strcmp(mode, "stream") == 0)
+		return bench_stream(argc - 2 < 0 ? 0 : argc - 2, argv + 2);
+	fprintf(stderr, "usage: bench_cache hit [seconds] [tiles] | stream [budget-MiB] [tiles] [readers]\n");
+	return 2;
 }

@@ -4,7 +4,9 @@
  * dhash mismatch or a damaged payload as WC_E_CORRUPT with a reason, is safe
  * to call from several threads; "cuda" without a usable plugin fails cleanly
  * and "auto" falls back to "cpu" with a log line; a backend failing as a
- * whole (WC_E_BACKEND) has its batch decoded on the CPU with correct bytes.
+ * whole (WC_E_BACKEND) has its batch decoded on the CPU with correct bytes;
+ * and the tile cache over the CPU backend serves real tiles and reports a
+ * damaged one.
  */
 #include <check.h>
 #include <pthread.h>
@@ -17,6 +19,7 @@
 #include "codec/tile_codec.h"
 #include "codec_testutil.h"
 #include "engine/backend.h"
+#include "engine/cache.h"
 #include "fake_tiles.h"
 
 #define CHUNK 4096u
@@ -309,6 +312,71 @@ START_TEST(cuda_without_plugin_fails_cleanly_and_auto_uses_cpu)
 }
 END_TEST
 
+#ifdef FAKE_PLUGIN_DIR
+/* The real dlopen path with tests/fake_cuda_plugin.c as the plugin. */
+START_TEST(cuda_plugin_is_loaded_and_used)
+{
+	setenv("WCODEC_PLUGIN_DIR", FAKE_PLUGIN_DIR, 1);
+	unsetenv("WCODEC_FAKE_PLUGIN_MODE");
+	tile_case tc[NCASES];
+	make_cases(tc);
+	wc_backend *be = NULL;
+	ck_assert_msg(wc_backend_create("cuda", NULL, &be) == WC_OK, "%s", wc_last_detail());
+	ck_assert_str_eq(be->ops->name, "cuda");
+	ck_assert_uint_eq(be->max_batch, 7);
+	ck_assert_uint_eq(be->concurrency, 3);
+	wc_tile_job jobs[NCASES];
+	for (int i = 0; i < NCASES; i++)
+		jobs[i] = job_for(&tc[i]);
+	ck_assert_int_eq(wc_backend_decode(be, jobs, NCASES), WC_OK);
+	for (int i = 0; i < NCASES; i++) {
+		ck_assert_int_eq(jobs[i].status, WC_OK);
+		ck_assert(memcmp(tc[i].out, tc[i].data, tc[i].nbytes) == 0);
+	}
+	/* The device fails mid-run: the batch is redone on the CPU, logged. */
+	setenv("WCODEC_FAKE_PLUGIN_MODE", "fail", 1);
+	for (int i = 0; i < NCASES; i++)
+		jobs[i] = job_for(&tc[i]);
+	capture_start();
+	ck_assert_int_eq(wc_backend_decode(be, jobs, NCASES), WC_OK);
+	wc_log_set_sink(NULL, NULL);
+	ck_assert_msg(strstr(log_text, "device lost"), "log: %s", log_text);
+	for (int i = 0; i < NCASES; i++) {
+		ck_assert_int_eq(jobs[i].status, WC_OK);
+		ck_assert(memcmp(tc[i].out, tc[i].data, tc[i].nbytes) == 0);
+	}
+	wc_backend_destroy(be);
+
+	/* "auto" picks it and says so. */
+	unsetenv("WCODEC_FAKE_PLUGIN_MODE");
+	capture_start();
+	ck_assert_int_eq(wc_backend_create("auto", NULL, &be), WC_OK);
+	wc_log_set_sink(NULL, NULL);
+	ck_assert_str_eq(be->ops->name, "cuda");
+	ck_assert_msg(strstr(log_text, "cuda"), "log: %s", log_text);
+	wc_backend_destroy(be);
+
+	/* No GPU: "cuda" fails with the plugin's reason, "auto" falls back. */
+	setenv("WCODEC_FAKE_PLUGIN_MODE", "nogpu", 1);
+	be = (wc_backend *)1;
+	ck_assert_int_eq(wc_backend_create("cuda", NULL, &be), WC_E_BACKEND);
+	ck_assert_ptr_null(be);
+	ck_assert_msg(strstr(wc_last_detail(), "no CUDA-capable device"), "%s", wc_last_detail());
+	capture_start();
+	ck_assert_int_eq(wc_backend_create("auto", NULL, &be), WC_OK);
+	wc_log_set_sink(NULL, NULL);
+	ck_assert_str_eq(be->ops->name, "cpu");
+	ck_assert_msg(strstr(log_text, "cpu") && strstr(log_text, "no CUDA-capable device"),
+		      "log: %s", log_text);
+	wc_backend_destroy(be);
+	unsetenv("WCODEC_FAKE_PLUGIN_MODE");
+	unsetenv("WCODEC_PLUGIN_DIR");
+	for (int i = 0; i < NCASES; i++)
+		tile_case_free(&tc[i]);
+}
+END_TEST
+#endif
+
 START_TEST(failed_backend_falls_back_to_cpu)
 {
 	tile_case tc[NCASES];
@@ -343,6 +411,90 @@ START_TEST(failed_backend_falls_back_to_cpu)
 }
 END_TEST
 
+/* ---- the cache over the CPU backend, on real payloads --------------------- */
+
+typedef struct real_source {
+	wc_tile_source base;
+	tile_case *tc;
+	atomic_int refs;
+} real_source;
+
+static uint32_t real_ntiles(const wc_tile_source *s) { (void)s; return NCASES; }
+static uint32_t real_dsize(const wc_tile_source *s, uint32_t t)
+{
+	return (uint32_t)((const real_source *)s)->tc[t].nbytes;
+}
+static uint32_t real_csize(const wc_tile_source *s, uint32_t t)
+{
+	return (uint32_t)((const real_source *)s)->tc[t].len;
+}
+static wc_err real_read(const wc_tile_source *s, uint32_t t, uint8_t *buf)
+{
+	const tile_case *tc = &((const real_source *)s)->tc[t];
+	memcpy(buf, tc->payload, tc->len);
+	return WC_OK;
+}
+static void real_describe(const wc_tile_source *s, uint32_t t, wc_tile_job *j)
+{
+	tile_case *tc = &((const real_source *)s)->tc[t];
+	j->kind = WC_JOB_PLANES;
+	j->layout = tc->layout;
+	j->chunk_symbols = CHUNK;
+	j->tables = tc->tabs;
+	j->ntables = tc->layout.nplanes;
+	j->table_key = s->id;
+	j->dhash = XXH3_64bits(tc->data, tc->nbytes);
+}
+static void real_retain(wc_tile_source *s) { atomic_fetch_add(&((real_source *)s)->refs, 1); }
+static void real_release(wc_tile_source *s) { atomic_fetch_sub(&((real_source *)s)->refs, 1); }
+
+static const wc_tile_source_ops real_ops = {
+	real_ntiles, real_dsize, real_csize, real_read, real_describe, real_retain, real_release,
+};
+
+START_TEST(cache_over_cpu_backend_decodes_real_tiles)
+{
+	tile_case tc[NCASES];
+	make_cases(tc);
+	real_source src = { .base = { &real_ops, 5 }, .tc = tc };
+	atomic_init(&src.refs, 1);
+	wc_backend *be = NULL;
+	ck_assert_int_eq(wc_backend_cpu_create(2, &be), WC_OK);
+	wc_cache *c = NULL;
+	ck_assert_int_eq(wc_cache_create(&(wc_cache_opts){ .budget_bytes = 1u << 20, .backend = be },
+					 &c), WC_OK);
+	wc_cache_prefetch(c, &src.base, 0, NCASES);
+	for (int round = 0; round < 2; round++) {
+		for (uint32_t t = 0; t < NCASES; t++) {
+			wc_tile_ref *r = NULL;
+			ck_assert_msg(wc_cache_get(c, &src.base, t, &r) == WC_OK, "%s", wc_last_detail());
+			ck_assert_uint_eq(r->size, tc[t].nbytes);
+			ck_assert(memcmp(r->data, tc[t].data, tc[t].nbytes) == 0);
+			wc_cache_release(c, r);
+		}
+	}
+	/* A damaged payload is an error with a reason, and is not cached. */
+	wc_cache_drop_source(c, 5);
+	tc[1].payload[tc[1].len - 5] ^= 0x01;
+	wc_tile_ref *r = NULL;
+	capture_start();
+	ck_assert_int_eq(wc_cache_get(c, &src.base, 1, &r), WC_E_CORRUPT);
+	wc_log_set_sink(NULL, NULL);
+	ck_assert_ptr_null(r);
+	ck_assert_msg(strstr(wc_last_detail(), "tile 1 of source 5"), "%s", wc_last_detail());
+	ck_assert_int_eq(log_lines[WC_LOG_ERR], 1);
+	tc[1].payload[tc[1].len - 5] ^= 0x01;
+	ck_assert_int_eq(wc_cache_get(c, &src.base, 1, &r), WC_OK);
+	ck_assert(memcmp(r->data, tc[1].data, tc[1].nbytes) == 0);
+	wc_cache_release(c, r);
+	wc_cache_destroy(c);
+	wc_backend_destroy(be);
+	ck_assert_int_eq(atomic_load(&src.refs), 1);
+	for (int i = 0; i < NCASES; i++)
+		tile_case_free(&tc[i]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("backend");
@@ -352,6 +504,10 @@ int main(void)
 	tcase_add_test(tc, cpu_decode_from_several_threads);
 	tcase_add_test(tc, cuda_without_plugin_fails_cleanly_and_auto_uses_cpu);
 	tcase_add_test(tc, failed_backend_falls_back_to_cpu);
+	tcase_add_test(tc, cache_over_cpu_backend_decodes_real_tiles);
+#ifdef FAKE_PLUGIN_DIR
+	tcase_add_test(tc, cuda_plugin_is_loaded_and_used);
+#endif
 	suite_add_tcase(su, tc);
 	SRunner *sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);

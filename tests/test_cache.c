@@ -336,6 +336,7 @@ START_TEST(prefetch_is_bounded_and_changes_no_bytes)
 	ck_assert_uint_gt(st.prefetches, 4);
 	ck_assert_uint_gt(st.hits, 0); /* readahead turned misses into hits */
 	ck_assert_uint_eq(st.decodes, 100); /* each tile decoded once */
+	ck_assert_uint_gt(st.batch_tiles, st.batches); /* queued tiles went out in batches */
 	ck_assert_uint_eq(st.decode_errors, 0);
 	wc_cache_destroy(c);
 	ck_assert_int_eq(atomic_load(&s.refs), 1);
@@ -366,6 +367,58 @@ START_TEST(prefetch_never_evicts_referenced_entries)
 	ck_assert_uint_le(st.bytes_cached, budget);
 	wc_cache_release(c, a);
 	wc_cache_release(c, b);
+	wc_cache_destroy(c);
+	ck_assert_int_eq(atomic_load(&s.refs), 1);
+}
+END_TEST
+
+static void wait_decodes(wc_cache *c, uint64_t n)
+{
+	wc_cache_stats st;
+	for (int i = 0; i < 5000; i++) {
+		wc_cache_get_stats(c, &st);
+		if (st.decodes >= n)
+			return;
+		usleep(1000);
+	}
+	ck_abort_msg("decodes stuck at %llu, want %llu", (unsigned long long)st.decodes,
+		     (unsigned long long)n);
+}
+
+START_TEST(unused_prefetches_are_cold_but_survive_streaming)
+{
+	fake_backend fb;
+	fake_backend_init(&fb, 1, 1);
+	fake_source s;
+	fake_source_init(&s, 13, 6, 64, 64 * KIB, 64 * KIB);
+	wc_cache *c = make_cache(&fb, 10 * 64 * KIB, 1); /* 10 tiles; spares 4 unused prefetches */
+	for (uint32_t t = 0; t < 10; t++)
+		get_check(c, &s, t);
+	wc_cache_prefetch(c, &s.base, 20, 1);
+	wait_decodes(c, 11);
+	/* Five misses evict five used tiles, not the unused prefetch. */
+	for (uint32_t t = 10; t < 15; t++)
+		get_check(c, &s, t);
+	unsigned before = atomic_load(&fb.decodes);
+	get_check(c, &s, 20);
+	ck_assert_uint_eq(atomic_load(&fb.decodes), before); /* a hit */
+	get_check(c, &s, 5); /* evicted: decoded again */
+	ck_assert_uint_eq(atomic_load(&fb.decodes), before + 1);
+
+	/* More unused prefetches than are spared: the oldest goes first. */
+	for (uint32_t t = 30; t < 36; t++) {
+		wc_cache_prefetch(c, &s.base, t, 1);
+		wait_decodes(c, before + 2 + (t - 30));
+	}
+	before = atomic_load(&fb.decodes);
+	get_check(c, &s, 35);
+	get_check(c, &s, 34);
+	ck_assert_uint_eq(atomic_load(&fb.decodes), before);
+	get_check(c, &s, 30);
+	ck_assert_uint_eq(atomic_load(&fb.decodes), before + 1);
+	wc_cache_stats st;
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_le(st.bytes_cached, 10 * 64 * KIB);
 	wc_cache_destroy(c);
 	ck_assert_int_eq(atomic_load(&s.refs), 1);
 }
@@ -443,6 +496,7 @@ int main(void)
 	tcase_add_test(tc, errors_reach_every_waiter_and_are_not_cached);
 	tcase_add_test(tc, prefetch_is_bounded_and_changes_no_bytes);
 	tcase_add_test(tc, prefetch_never_evicts_referenced_entries);
+	tcase_add_test(tc, unused_prefetches_are_cold_but_survive_streaming);
 	tcase_add_test(tc, drop_source_drops_only_that_source);
 	tcase_add_test(tc, destroy_with_work_queued_releases_everything);
 	tcase_add_test(tc, create_rejects_missing_backend);

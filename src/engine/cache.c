@@ -11,8 +11,11 @@
  * An entry is on at most one list, linked through prev/next:
  *   the demand queue    QUEUED, a reader waits for it;
  *   the prefetch queue  QUEUED, only wc_cache_prefetch() asked for it;
- *   the LRU             READY and no reader holds it (hot at the head,
- *                       cold at the tail; only these entries are evictable).
+ *   the LRU             READY, used by a reader, and no reader holds it now
+ *                       (hot at the head, cold at the tail);
+ *   the cold FIFO       READY, prefetched, no reader has used it yet: the
+ *                       LRU's cold end, kept apart (see victim()).
+ * Only entries on the LRU or the cold FIFO are evictable.
  * refs counts readers holding the entry or waiting for it. One mutex guards
  * everything; a hit is one hash lookup and a list unlink under it.
  *
@@ -38,12 +41,18 @@
  * the memory to the OS at once (glibc's malloc may keep large freed chunks
  * in its heap once its dynamic mmap threshold has grown). */
 #define MMAP_MIN_BYTES (64u << 10)
-/* A dispatcher keeps its payload buffer between batches up to this size. */
-#define PAYLOAD_KEEP_BYTES (8u << 20)
+/* A batch stops growing at this many payload bytes (a single larger tile
+ * is a batch of its own), and a dispatcher keeps its payload buffer between
+ * batches up to a little more: re-faulting the buffer for every batch would
+ * cost as much as decoding it, and two dispatchers' buffers (the CPU
+ * backend's concurrency) stay well inside the daemon's RSS allowance of
+ * 64 MiB over the cache budget. */
+#define BATCH_PAYLOAD_MAX (16u << 20)
+#define PAYLOAD_KEEP_BYTES (BATCH_PAYLOAD_MAX + (1u << 20))
 #define PAYLOAD_ALIGN 16u
 
 enum entry_state { E_QUEUED, E_DECODING, E_READY, E_FAILED };
-enum entry_list { ON_NONE, ON_DEMAND, ON_PREFETCH, ON_LRU };
+enum entry_list { ON_NONE, ON_DEMAND, ON_PREFETCH, ON_LRU, ON_COLD };
 
 typedef struct entry {
 	wc_tile_ref ref;          /* what readers get; first so a ref is the entry */
@@ -55,6 +64,7 @@ typedef struct entry {
 	bool in_table;
 	uint32_t refs;            /* readers holding or waiting */
 	uint64_t charge;          /* bytes counted in cache->bytes */
+	uint32_t csize;           /* payload bytes */
 	struct entry *hnext;      /* hash chain; the free list once out of the table */
 	struct entry *prev, *next;
 	wc_tile_source *src;      /* retained while QUEUED or DECODING */
@@ -65,6 +75,7 @@ typedef struct entry {
 
 typedef struct entry_list_head {
 	entry *head, *tail;
+	size_t n;
 } entry_list_head;
 
 /* A dispatch thread and its scratch, allocated once. */
@@ -74,7 +85,6 @@ typedef struct dispatcher {
 	entry **batch;        /* max_batch */
 	wc_tile_job *jobs;    /* max_batch */
 	uint32_t *job_entry;  /* job index -> batch index */
-	uint32_t *csize;      /* payload bytes of each batch entry */
 	wc_tile_source **srcs;
 	uint8_t *payload;     /* mmap()ed payload buffer */
 	size_t payload_cap;
@@ -87,7 +97,8 @@ struct wc_cache {
 	entry **buckets;
 	size_t nbuckets;     /* power of two */
 	size_t count;        /* entries in the table */
-	entry_list_head demand, prefetch, lru;
+	entry_list_head demand, prefetch, lru, cold;
+	size_t cold_keep; /* unused prefetched entries spared while the LRU has victims */
 	uint64_t budget, bytes;
 	uint32_t max_prefetch, prefetch_in_flight;
 	uint32_t max_batch;
@@ -100,12 +111,22 @@ struct wc_cache {
 
 /* ---- lists --------------------------------------------------------------- */
 
+static entry_list_head *list_of(wc_cache *c, int which)
+{
+	switch (which) {
+	case ON_DEMAND: return &c->demand;
+	case ON_PREFETCH: return &c->prefetch;
+	case ON_COLD: return &c->cold;
+	default: return &c->lru;
+	}
+}
+
 static void list_unlink(wc_cache *c, entry *e)
 {
-	entry_list_head *l = e->list == ON_DEMAND ? &c->demand
-			   : e->list == ON_PREFETCH ? &c->prefetch : &c->lru;
 	if (e->list == ON_NONE)
 		return;
+	entry_list_head *l = list_of(c, e->list);
+	l->n--;
 	if (e->prev)
 		e->prev->next = e->next;
 	else
@@ -118,14 +139,10 @@ static void list_unlink(wc_cache *c, entry *e)
 	e->list = ON_NONE;
 }
 
-static entry_list_head *list_of(wc_cache *c, int which)
-{
-	return which == ON_DEMAND ? &c->demand : which == ON_PREFETCH ? &c->prefetch : &c->lru;
-}
-
 static void list_push_tail(wc_cache *c, entry *e, int which)
 {
 	entry_list_head *l = list_of(c, which);
+	l->n++;
 	e->list = (uint8_t)which;
 	e->next = NULL;
 	e->prev = l->tail;
@@ -139,6 +156,7 @@ static void list_push_tail(wc_cache *c, entry *e, int which)
 static void list_push_head(wc_cache *c, entry *e, int which)
 {
 	entry_list_head *l = list_of(c, which);
+	l->n++;
 	e->list = (uint8_t)which;
 	e->prev = NULL;
 	e->next = l->head;
@@ -274,12 +292,27 @@ static void entry_discard(wc_cache *c, entry *e, entry **dead)
 	*dead = e;
 }
 
-/* Evict from the LRU's cold end until `need` more bytes fit in the budget or
- * nothing evictable is left. Lock held. */
+/* The next entry to evict, or NULL. Prefetched entries no reader has used
+ * yet sit at the cold end, in a FIFO of their own (c->cold): the oldest of
+ * them goes first once there are more than cold_keep, so prefetches that no
+ * reader came for do not push out tiles readers use. Up to cold_keep of them
+ * are spared while the LRU of used tiles has victims: a tile prefetched for a
+ * streaming reader must survive until that reader arrives, else, with the
+ * cache full, each prefetch would evict the one before it. */
+static entry *victim(wc_cache *c)
+{
+	if (c->cold.n > c->cold_keep || !c->lru.tail)
+		return c->cold.tail;
+	return c->lru.tail;
+}
+
+/* Evict until `need` more bytes fit in the budget or nothing evictable is
+ * left. Lock held. */
 static void make_room(wc_cache *c, uint64_t need, entry **dead)
 {
-	while (c->bytes + need > c->budget && c->lru.tail) {
-		entry_discard(c, c->lru.tail, dead);
+	entry *e;
+	while (c->bytes + need > c->budget && (e = victim(c))) {
+		entry_discard(c, e, dead);
 		c->st.evictions++;
 	}
 }
@@ -291,9 +324,10 @@ static void make_room(wc_cache *c, uint64_t need, entry **dead)
 static size_t take_batch(wc_cache *c, entry **batch, entry **dead)
 {
 	size_t nb = 0;
+	uint64_t payload = 0;
 	while (nb < c->max_batch) {
 		entry *e = c->demand.head ? c->demand.head : c->prefetch.head;
-		if (!e)
+		if (!e || (nb && payload + e->csize > BATCH_PAYLOAD_MAX))
 			break;
 		list_unlink(c, e);
 		make_room(c, e->ref.size, dead);
@@ -304,6 +338,7 @@ static size_t take_batch(wc_cache *c, entry **batch, entry **dead)
 		}
 		c->bytes += e->ref.size;
 		e->charge = e->ref.size;
+		payload += e->csize;
 		e->state = E_DECODING;
 		batch[nb++] = e;
 	}
@@ -344,12 +379,8 @@ static void decode_batch(dispatcher *d, entry **batch, size_t nb)
 {
 	wc_cache *c = d->cache;
 	size_t total = 0;
-	uint32_t *csize = d->csize;
-	for (size_t i = 0; i < nb; i++) {
-		entry *e = batch[i];
-		csize[i] = e->src->ops->tile_csize(e->src, e->tile);
-		total += (csize[i] + PAYLOAD_ALIGN - 1) & ~(size_t)(PAYLOAD_ALIGN - 1);
-	}
+	for (size_t i = 0; i < nb; i++)
+		total += (batch[i]->csize + PAYLOAD_ALIGN - 1) & ~(size_t)(PAYLOAD_ALIGN - 1);
 	bool have_payload = payload_reserve(d, total);
 	size_t off = 0, nj = 0;
 	for (size_t i = 0; i < nb; i++) {
@@ -361,7 +392,7 @@ static void decode_batch(dispatcher *d, entry **batch, size_t nb)
 		}
 		e->ref.data = e->buf;
 		uint8_t *p = d->payload + off;
-		off += (csize[i] + PAYLOAD_ALIGN - 1) & ~(size_t)(PAYLOAD_ALIGN - 1);
+		off += (e->csize + PAYLOAD_ALIGN - 1) & ~(size_t)(PAYLOAD_ALIGN - 1);
 		wc_clear_detail();
 		wc_err err = e->src->ops->read_payload(e->src, e->tile, p);
 		if (err != WC_OK) {
@@ -372,7 +403,7 @@ static void decode_batch(dispatcher *d, entry **batch, size_t nb)
 		memset(job, 0, sizeof *job);
 		e->src->ops->describe_job(e->src, e->tile, job);
 		job->payload = p;
-		job->payload_size = csize[i];
+		job->payload_size = e->csize;
 		job->out = e->buf;
 		job->out_size = e->ref.size;
 		job->status = WC_OK;
@@ -414,7 +445,7 @@ static void publish_batch(wc_cache *c, dispatcher *d, entry **batch, size_t nb, 
 		if (e->state == E_READY) {
 			c->st.decodes++;
 			if (e->refs == 0) /* prefetched, no reader yet: cold end */
-				list_push_tail(c, e, ON_LRU);
+				list_push_head(c, e, ON_COLD);
 			continue;
 		}
 		/* Failed: out of the table now, so the next get retries; the
@@ -471,7 +502,6 @@ static void dispatchers_free(wc_cache *c)
 		free(d->batch);
 		free(d->jobs);
 		free(d->job_entry);
-		free(d->csize);
 		free(d->srcs);
 		if (d->payload)
 			munmap(d->payload, d->payload_cap);
@@ -509,6 +539,8 @@ wc_err wc_cache_create(const wc_cache_opts *opts, wc_cache **out)
 	pthread_cond_init(&c->done, NULL);
 	c->budget = opts->budget_bytes ? opts->budget_bytes : DEFAULT_BUDGET;
 	c->max_prefetch = opts->max_prefetch ? opts->max_prefetch : DEFAULT_MAX_PREFETCH;
+	/* Room for several readers' readahead windows of max_prefetch tiles. */
+	c->cold_keep = 4 * (size_t)c->max_prefetch;
 	c->backend = be;
 	c->max_batch = be->max_batch < 1 ? 1 : be->max_batch > 4096 ? 4096 : be->max_batch;
 	unsigned nd = be->concurrency < 1 ? 1 : be->concurrency > 64 ? 64 : be->concurrency;
@@ -526,9 +558,8 @@ wc_err wc_cache_create(const wc_cache_opts *opts, wc_cache **out)
 		d->batch = calloc(c->max_batch, sizeof *d->batch);
 		d->jobs = calloc(c->max_batch, sizeof *d->jobs);
 		d->job_entry = calloc(c->max_batch, sizeof *d->job_entry);
-		d->csize = calloc(c->max_batch, sizeof *d->csize);
 		d->srcs = calloc(c->max_batch, sizeof *d->srcs);
-		if (!d->batch || !d->jobs || !d->job_entry || !d->csize || !d->srcs) {
+		if (!d->batch || !d->jobs || !d->job_entry || !d->srcs) {
 			cache_free(c);
 			return wc_fail(WC_E_NOMEM, "tile cache dispatcher");
 		}
@@ -579,6 +610,7 @@ static entry *entry_new(wc_cache *c, wc_tile_source *src, uint32_t tile, int whi
 	e->id = src->id;
 	e->tile = tile;
 	e->ref.size = src->ops->tile_dsize(src, tile);
+	e->csize = src->ops->tile_csize(src, tile);
 	e->state = E_QUEUED;
 	e->src = src;
 	src->ops->retain(src);
@@ -686,7 +718,7 @@ void wc_cache_drop_source(wc_cache *c, uint64_t id)
 			next = e->hnext;
 			if (e->id != id || e->refs != 0)
 				continue;
-			if (e->list == ON_LRU || e->list == ON_PREFETCH)
+			if (e->list == ON_LRU || e->list == ON_COLD || e->list == ON_PREFETCH)
 				entry_discard(c, e, &dead);
 		}
 	}

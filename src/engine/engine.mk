@@ -26,3 +26,13 @@ noinst_PROGRAMS += bench/bench_cache
 bench_bench_cache_SOURCES = bench/bench_cache.c
 bench_bench_cache_CFLAGS = $(AM_CFLAGS) -I$(srcdir)/tests
 bench_bench_cache_LDADD = libwcodec.la
+
+# A stand-in CUDA plugin so test_backend goes through the real dlopen() path.
+# (check_LTLIBRARIES is not declared in Makefile.am; this fragment sets it.)
+check_LTLIBRARIES = tests/fakeplugin/wcodec-cuda.la
+tests_fakeplugin_wcodec_cuda_la_SOURCES = tests/fake_cuda_plugin.c
+tests_fakeplugin_wcodec_cuda_la_CFLAGS = $(AM_CFLAGS)
+tests_fakeplugin_wcodec_cuda_la_LDFLAGS = -module -avoid-version -shared \
+	-rpath $(abs_builddir)/tests/fakeplugin $(AM_LDFLAGS)
+tests_test_backend_CPPFLAGS = $(AM_CPPFLAGS) \
+	-DFAKE_PLUGIN_DIR='"$(abs_builddir)/tests/fakeplugin/.libs"'
