@@ -154,7 +154,7 @@ typedef struct fake_backend {
 	atomic_uint decodes;     /* jobs decoded (or failed) */
 	atomic_uint in_flight;   /* jobs inside decode() now */
 	atomic_uint max_in_flight;
-	unsigned delay_us;       /* sleep per decode() call */
+	atomic_uint delay_us;    /* sleep per decode() call */
 	uint32_t fail_tile;      /* this tile fails fail_times times; UINT32_MAX none */
 	atomic_int fail_times;
 	int whole_fails;         /* decode() scribbles over outputs, returns WC_E_BACKEND */
@@ -168,8 +168,9 @@ static wc_err fake_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
 	unsigned m = atomic_load(&fb->max_in_flight);
 	while (now > m && !atomic_compare_exchange_weak(&fb->max_in_flight, &m, now))
 		;
-	if (fb->delay_us)
-		usleep(fb->delay_us);
+	unsigned delay = atomic_load(&fb->delay_us);
+	if (delay)
+		usleep(delay);
 	wc_err ret = WC_OK;
 	for (size_t i = 0; i < n; i++) {
 		wc_tile_job *j = &jobs[i];

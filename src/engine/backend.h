@@ -112,7 +112,10 @@ wc_err wc_backend_decode(wc_backend *be, wc_tile_job *jobs, size_t n);
  * (unknown kind), WC_E_NOMEM. Thread-safe. */
 wc_err wc_decode_job_cpu(wc_tile_job *job);
 
-/* The CPU backend directly. */
+/* The CPU backend directly: `threads` decoding threads per decode call (0 =
+ * online CPUs): threads - 1 pool workers plus the calling thread. Prefers
+ * batches of 2 * threads tiles and 2 concurrent callers. Errors: WC_E_RANGE
+ * (more than 1024 threads), WC_E_NOMEM, WC_E_IO (a thread failed to start). */
 wc_err wc_backend_cpu_create(unsigned threads, wc_backend **out);
 
 /* The symbol the CUDA plugin exports (cuda/plugin.cu):
