@@ -1,10 +1,10 @@
 /* bench_cuda.c - GPU decode throughput (docs/BENCHMARKS-GPU.md).
  *
- *   bench_cuda [--tiles-max N] [--gpu G]
+ *   bench_cuda [--tiles-max N] [--gpu G] [--chunk SYMBOLS]
  *
  * Data: BF16 weights drawn from N(0, 0.02) (as trained transformer weights
  * look), cut into 1 MiB tiles, encoded by the CPU encoder with one
- * frequency table per plane and 16384-symbol chunks: the exponent plane is
+ * frequency table per plane and 16384-symbol chunks (--chunk): the exponent plane is
  * rANS-coded, the sign|mantissa plane is stored RAW (it is near 8 bits of
  * entropy). 64 distinct tiles, repeated to make larger batches (each copy
  * is uploaded to its own device address, so no cache sees a repeat).
@@ -39,7 +39,6 @@
 
 #define TILE (1u << 20)
 #define DISTINCT 64u
-#define CHUNK 16384u
 
 static double now(void)
 {
@@ -94,22 +93,48 @@ static double median(double *v, int n)
 int main(int argc, char **argv)
 {
 	unsigned tiles_max = 2048;
+	uint32_t chunk_syms = 16384;
 	int gpu = 0;
 	static const struct option lo[] = { { "tiles-max", required_argument, 0, 't' },
-					    { "gpu", required_argument, 0, 'g' }, { 0, 0, 0, 0 } };
+					    { "gpu", required_argument, 0, 'g' },
+					    { "chunk", required_argument, 0, 'c' }, { 0, 0, 0, 0 } };
 	int c;
-	while ((c = getopt_long(argc, argv, "t:g:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:g:c:", lo, NULL)) != -1) {
 		if (c == 't')
 			tiles_max = (unsigned)atoi(optarg);
+		else if (c == 'c')
+			chunk_syms = (uint32_t)atoi(optarg);
 		else if (c == 'g')
 			gpu = atoi(optarg);
 		else
 			return 2;
 	}
+	const double t_start = now();
 	struct cudaDeviceProp prop;
 	CK(cudaGetDeviceProperties(&prop, gpu));
 	printf("GPU %d: %s, %d SMs, %.0f GiB\n", gpu, prop.name, prop.multiProcessorCount,
 	       prop.totalGlobalMem / 1073741824.0);
+
+	/* ---- startup: CUDA initialisation and a context as the backend makes it ---- */
+	{
+		wcc_ctx *ctx;
+		wcc_ctx_opts o = { .gpu = gpu, .memory_limit = 0, .lanes = 3, .host_threads = 7 };
+		double s = now();
+		if (wcc_ctx_create(&o, &ctx) != WC_OK) {
+			fprintf(stderr, "context: %s\n", wc_last_detail());
+			return 1;
+		}
+		double e = now();
+		size_t lane_mib = wcc_ctx_lane_bytes(ctx) >> 20;
+		wcc_ctx_destroy(ctx);
+		printf("startup: process start to first context %.0f ms (of which the context: 3 lanes of %zu MiB, %.0f ms)\n",
+		       (e - t_start) * 1e3, lane_mib, (e - s) * 1e3);
+		s = now();
+		if (wcc_ctx_create(&o, &ctx) != WC_OK)
+			return 1;
+		printf("startup: a second context %.0f ms\n", (now() - s) * 1e3);
+		wcc_ctx_destroy(ctx);
+	}
 
 	/* ---- data ---- */
 	wc_layout l;
@@ -145,9 +170,9 @@ int main(int argc, char **argv)
 	uint64_t dhash[DISTINCT];
 	double t0 = now();
 	for (unsigned i = 0; i < DISTINCT; i++) {
-		size_t cap = wc_tile_encode_bound(l, TILE, CHUNK);
+		size_t cap = wc_tile_encode_bound(l, TILE, chunk_syms);
 		payload[i] = malloc(cap);
-		if (wc_tile_encode(l, data + (size_t)i * TILE, TILE, plan, CHUNK, payload[i], cap, &plen[i], NULL)) {
+		if (wc_tile_encode(l, data + (size_t)i * TILE, TILE, plan, chunk_syms, payload[i], cap, &plen[i], NULL)) {
 			fprintf(stderr, "encode: %s\n", wc_last_detail());
 			return 1;
 		}
@@ -155,13 +180,13 @@ int main(int argc, char **argv)
 		total_c += plen[i];
 	}
 	double enc_s = now() - t0;
-	printf("data: %u distinct 1 MiB BF16 tiles, N(0,0.02); ratio %.3f (payload/decoded); CPU encode %.2f GB/s\n",
-	       DISTINCT, (double)total_c / ((double)DISTINCT * TILE), DISTINCT * (double)TILE / enc_s / 1e9);
+	printf("data: %u distinct 1 MiB BF16 tiles, N(0,0.02), %u-symbol chunks; ratio %.3f (payload/decoded); "
+	       "CPU encode %.2f GB/s\n", DISTINCT, chunk_syms, (double)total_c / ((double)DISTINCT * TILE), DISTINCT * (double)TILE / enc_s / 1e9);
 	{
 		uint8_t *o = malloc(TILE);
 		t0 = now();
 		for (unsigned i = 0; i < DISTINCT; i++)
-			wc_tile_decode(l, payload[i], plen[i], tabs, 2, CHUNK, o, TILE);
+			wc_tile_decode(l, payload[i], plen[i], tabs, 2, chunk_syms, o, TILE);
 		printf("CPU reference decode (1 thread): %.2f GB/s\n", DISTINCT * (double)TILE / (now() - t0) / 1e9);
 		free(o);
 	}
@@ -171,7 +196,7 @@ int main(int argc, char **argv)
 	memset(host_out, 0, (size_t)tiles_max * TILE); /* fault the pages in */
 	for (unsigned i = 0; i < tiles_max; i++) {
 		unsigned d = i % DISTINCT;
-		jobs[i] = (wc_tile_job){ .kind = WC_JOB_PLANES, .layout = l, .chunk_symbols = CHUNK,
+		jobs[i] = (wc_tile_job){ .kind = WC_JOB_PLANES, .layout = l, .chunk_symbols = chunk_syms,
 					 .payload = payload[d], .payload_size = (uint32_t)plen[d],
 					 .tables = tabs, .ntables = 2, .table_key = 1,
 					 .out = host_out + (size_t)i * TILE, .out_size = TILE, .dhash = dhash[d] };
@@ -191,12 +216,14 @@ int main(int argc, char **argv)
 		uint8_t **dst = malloc(tiles_max * sizeof(*dst));
 		for (unsigned i = 0; i < tiles_max; i++)
 			dst[i] = d_out + (size_t)i * TILE;
-		for (int variant = 0; variant < 2; variant++) {
+		static const char *const vname[] = { "launch bounds 4 blocks/SM (default)", "launch bounds 8 blocks/SM",
+						     "launch bounds 6 blocks/SM", "launch bounds 3 blocks/SM" };
+		for (int variant = 0; variant < 4; variant++) {
 		wcc_set_variant(variant);
-		printf("\nrANS kernel variant %d (%s)\n%-8s %-10s %-14s %-14s\n", variant,
-		       variant ? "40 registers, 6 blocks/SM" : "32 registers, 8 blocks/SM, default", "tiles", "MiB",
+		printf("\nrANS kernel: %s\n%-8s %-10s %-14s %-14s\n", vname[variant], "tiles", "MiB",
 		       "kernel GB/s", "call GB/s");
-		for (unsigned k = 1; k <= tiles_max; k *= 4) {
+		/* the default over every batch size, the others at the largest */
+		for (unsigned k = variant ? tiles_max : 1; k <= tiles_max; k *= 4) {
 			double kt[5], wt[5];
 			for (int r = 0; r < 5; r++) {
 				wcc_ctx_set_timing(ctx, 1);
@@ -282,6 +309,34 @@ int main(int argc, char **argv)
 			       threads[ti], (double)tiles_max * TILE / median(wt, 5) / 1e9);
 			wcc_ctx_destroy(ctx);
 		}
+	}
+
+	/* ---- 3b: the backend's default configuration, as the engine calls it:
+	 * calls of max_batch (64) tiles one after another, 8 threads ---- */
+	{
+		CK(cudaHostUnregister(host_out));
+		for (unsigned i = 0; i < DISTINCT; i++)
+			CK(cudaHostUnregister(payload[i]));
+		wcc_ctx *ctx;
+		wcc_ctx_opts o = { .gpu = gpu, .memory_limit = 0, .lanes = 3, .host_threads = 7 };
+		if (wcc_ctx_create(&o, &ctx) != WC_OK)
+			return 1;
+		double wt[5];
+		for (int r = 0; r < 5; r++) {
+			double s = now();
+			for (unsigned i = 0; i < tiles_max; i += 64) {
+				unsigned k = tiles_max - i < 64 ? tiles_max - i : 64;
+				if (wcc_decode(ctx, jobs + i, k, NULL) != WC_OK)
+					return 1;
+			}
+			wt[r] = now() - s;
+			for (unsigned i = 0; i < tiles_max; i++)
+				if (jobs[i].status != WC_OK)
+					return 1;
+		}
+		printf("\nbackend defaults (320 MiB device budget: 3 lanes of %zu MiB, 7+1 threads), calls of 64 tiles, "
+		       "pageable: %.1f GB/s\n", wcc_ctx_lane_bytes(ctx) >> 20, (double)tiles_max * TILE / median(wt, 5) / 1e9);
+		wcc_ctx_destroy(ctx);
 	}
 
 	/* ---- 4: PCIe reference ---- */

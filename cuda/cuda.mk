@@ -4,7 +4,7 @@
 
 CUDA_DIST = cuda/wcc_kernels.cu cuda/wcc_kernels.h cuda/wcc_device.c cuda/wcc_device.h \
 	cuda/wcc_pool.c cuda/wcc_pool.h cuda/plugin.c cuda/direct.c cuda/wcodec_cuda.h \
-	tests/test_cuda.c bench/bench_cuda.c docs/BENCHMARKS-GPU.md
+	tests/test_cuda.c bench/bench_cuda.c bench/bench_cuda.sh docs/BENCHMARKS-GPU.md
 EXTRA_DIST += $(CUDA_DIST)
 
 if HAVE_CUDA

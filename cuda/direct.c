@@ -129,7 +129,7 @@ EXPORT wc_err wcodec_cuda_decode_tensor_c(wc_container *c, const char *tensor_na
 		for (uint32_t i = 0; i < k && err == WC_OK; i++)
 			if (jobs[g + i].status != WC_OK)
 				err = wc_fail(jobs[g + i].status, "cuda: tile %u: %s", first + g + i,
-					      wc_strerror(jobs[g + i].status));
+					      jobs[g + i].detail[0] ? jobs[g + i].detail : wc_strerror(jobs[g + i].status));
 		g += k;
 	}
 out:

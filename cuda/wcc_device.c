@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -78,10 +79,12 @@ struct wcc_ctx {
 	int timing;       /* record kernel times (benchmarks) */
 	double kernel_ms; /* sum over completed lanes while timing */
 	int dead;
+	int fault_inject; /* tests: WCODEC_CUDA_FAULT_INJECT=1 makes every batch fault */
 	wcc_pool *pool;
 };
 
 static int is_pinned(const void *p, size_t n);
+static void stream_copy(uint8_t *d, const uint8_t *s, size_t n);
 
 static wc_err cuda_fail(wcc_ctx *ctx, const char *what, cudaError_t e)
 {
@@ -136,6 +139,10 @@ static wc_err lane_init(wcc_lane *ln, size_t bytes)
 	    (e = cudaMalloc((void **)&ln->d_scr, ln->cap_scr)) != cudaSuccess)
 		return wc_fail(WC_E_BACKEND, "cuda: allocating %zu MiB lane buffers: %s", bytes / MIB,
 			       cudaGetErrorString(e));
+	/* The download copies whole runs of d_out, alignment gaps between tiles
+	 * included: give them defined contents once (compute-sanitizer initcheck). */
+	if ((e = cudaMemset(ln->d_out, 0, ln->cap_out)) != cudaSuccess)
+		return wc_fail(WC_E_BACKEND, "cuda: clearing lane buffers: %s", cudaGetErrorString(e));
 	ln->jobs = calloc(LANE_MAX_JOBS, sizeof(*ln->jobs));
 	ln->cnt = calloc(TABLE_SLOTS + 1u, sizeof(*ln->cnt));
 	if (!ln->jobs || !ln->cnt)
@@ -168,6 +175,8 @@ wc_err wcc_ctx_create(const wcc_ctx_opts *opts, wcc_ctx **out)
 		return wc_fail(WC_E_NOMEM, "cuda: context");
 	}
 	ctx->gpu = opts->gpu;
+	const char *fi = getenv("WCODEC_CUDA_FAULT_INJECT");
+	ctx->fault_inject = fi && *fi == '1';
 	ctx->nlanes = opts->lanes ? opts->lanes : 3u;
 	pthread_mutex_init(&ctx->mu, NULL);
 	pthread_cond_init(&ctx->lane_free, NULL);
@@ -546,7 +555,7 @@ static void copy_payload(void *arg, size_t i)
 	wcc_lane *ln = arg;
 	const lane_job *lj = &ln->jobs[i];
 	if (!lj->pin_in)
-		memcpy(ln->h_in + lj->payload_off, lj->job->payload, lj->job->payload_size);
+		stream_copy(ln->h_in + lj->payload_off, lj->job->payload, lj->job->payload_size);
 }
 
 /* Is [p, p + n) page-locked host memory the GPU can DMA to and from? */
@@ -654,6 +663,8 @@ static wc_err lane_submit(wcc_ctx *ctx, wcc_lane *ln)
 		if (end > start)
 			start = end;
 	}
+	if (ctx->fault_inject && ln->nchunks)
+		hc[0].in = (const uint8_t *)(uintptr_t)64; /* an illegal address: the kernel faults */
 	memcpy(ln->h_in + tiles_off, ln->tiles, sizeof(wcc_merge_tile) * ln->ntiles);
 	memcpy(ln->h_in + segs_off, ln->segs, sizeof(wcc_merge_seg) * ln->nsegs);
 	wcc_pool_for(ctx->pool, ln->njobs, copy_payload, ln);
@@ -752,6 +763,7 @@ static void finish_job(void *arg, size_t i)
 		}
 	}
 	job->status = WC_OK;
+	job->detail[0] = '\0';
 }
 
 /* Decode job on the CPU into host memory; for a device target copy it up. */
@@ -763,7 +775,7 @@ static void cpu_decode(wcc_ctx *ctx, wc_tile_job *job, uint8_t *dev_out, wc_err 
 	}
 	uint8_t *tmp = malloc(job->out_size ? job->out_size : 1);
 	if (!tmp) {
-		job->status = wc_fail(WC_E_NOMEM, "cuda: CPU fallback buffer");
+		wc_job_fail(job, WC_E_NOMEM, "cuda: CPU fallback buffer of %u bytes", job->out_size);
 		return;
 	}
 	uint8_t *saved = job->out;
@@ -904,7 +916,7 @@ static void cpu_one(void *arg, size_t i)
 	uint8_t *saved = job->out;
 	cl->tmp[i] = malloc(job->out_size ? job->out_size : 1);
 	if (!cl->tmp[i]) {
-		job->status = wc_fail(WC_E_NOMEM, "cuda: CPU fallback buffer");
+		wc_job_fail(job, WC_E_NOMEM, "cuda: CPU fallback buffer of %u bytes", job->out_size);
 		return;
 	}
 	job->out = cl->tmp[i];
@@ -916,7 +928,7 @@ wc_err wcc_decode(wcc_ctx *ctx, wc_tile_job *jobs, size_t n, uint8_t *const *dev
 {
 	if (ctx->dead) {
 		for (size_t i = 0; i < n; i++)
-			jobs[i].status = WC_E_BACKEND;
+			wc_job_fail(&jobs[i], WC_E_BACKEND, "cuda: GPU %d disabled after an earlier fault", ctx->gpu);
 		return wc_fail(WC_E_BACKEND, "cuda: GPU %d disabled after an earlier fault", ctx->gpu);
 	}
 	int prev = 0;
@@ -939,6 +951,7 @@ wc_err wcc_decode(wcc_ctx *ctx, wc_tile_job *jobs, size_t n, uint8_t *const *dev
 		wc_tile_job *job = &jobs[i];
 		uint8_t *dout = dev_out ? dev_out[i] : NULL;
 		job->status = WC_E_BACKEND;
+		job->detail[0] = '\0';
 		if (!plan_job(ctx, job, dout, &pl)) {
 			cpu_idx[ncpu++] = i;
 			continue;
@@ -994,9 +1007,12 @@ wc_err wcc_decode(wcc_ctx *ctx, wc_tile_job *jobs, size_t n, uint8_t *const *dev
 	free(cpu_idx);
 	cudaSetDevice(prev);
 	if (cl.err != WC_OK) {
+		const wc_err e = cl.err == WC_E_NOMEM ? WC_E_NOMEM : WC_E_BACKEND;
+		char why[256];
+		snprintf(why, sizeof why, "%s", wc_last_detail());
 		for (size_t i = 0; i < n; i++)
-			jobs[i].status = cl.err == WC_E_NOMEM ? WC_E_NOMEM : WC_E_BACKEND;
-		return cl.err == WC_E_NOMEM ? cl.err : WC_E_BACKEND;
+			wc_job_fail(&jobs[i], e, "%s", why);
+		return wc_fail(e, "%s", why);
 	}
 	return WC_OK;
 }

@@ -39,7 +39,10 @@ typedef struct wcc_ctx_opts {
 	unsigned host_threads;  /* copy/hash threads besides the caller; 0 = default (3) */
 } wcc_ctx_opts;
 
-/* Open the device and allocate every buffer. Errors: WC_E_BACKEND with a
+/* Open the device and allocate every buffer. With the environment variable
+ * WCODEC_CUDA_FAULT_INJECT=1 (tests only) every batch the context submits
+ * makes the GPU fault (an illegal address), to check that a fault ends in
+ * WC_E_BACKEND and never in wrong bytes. Errors: WC_E_BACKEND with a
  * reason (no driver, no device, allocation failed), WC_E_NOMEM. */
 wc_err wcc_ctx_create(const wcc_ctx_opts *opts, wcc_ctx **out);
 void wcc_ctx_destroy(wcc_ctx *ctx);

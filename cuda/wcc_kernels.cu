@@ -192,8 +192,9 @@ __device__ __forceinline__ void merge_one(const wcc_merge_tile &t, uint32_t i, u
 	}
 }
 
-/* MINB: blocks per SM the register budget is cut for (8: 32 registers, full
- * occupancy; 6: 40 registers). */
+/* MINB: blocks of 8 warps per SM the register budget is cut for (8: 32
+ * registers and full occupancy, with spills; 4: 48 registers, 5 blocks fit:
+ * the default, measured fastest on an H200, docs/BENCHMARKS-GPU.md). */
 template <int MINB>
 __global__ void __launch_bounds__(RANS_THREADS, MINB)
 wcc_rans_kernel(const wcc_rans_block *__restrict__ blocks, const wcc_chunk *__restrict__ chunks,
@@ -344,10 +345,13 @@ extern "C" int wcc_launch_rans(const wcc_rans_block *blocks, uint32_t nblocks, c
 {
 	if (nblocks == 0)
 		return 0;
-	if (g_variant == 1)
-		wcc_rans_kernel<6><<<nblocks, RANS_THREADS, 0, (cudaStream_t)stream>>>(blocks, chunks, freqs, tiles, status);
-	else
-		wcc_rans_kernel<8><<<nblocks, RANS_THREADS, 0, (cudaStream_t)stream>>>(blocks, chunks, freqs, tiles, status);
+	const cudaStream_t st = (cudaStream_t)stream;
+	switch (g_variant) {
+	case 1: wcc_rans_kernel<8><<<nblocks, RANS_THREADS, 0, st>>>(blocks, chunks, freqs, tiles, status); break;
+	case 2: wcc_rans_kernel<6><<<nblocks, RANS_THREADS, 0, st>>>(blocks, chunks, freqs, tiles, status); break;
+	case 3: wcc_rans_kernel<3><<<nblocks, RANS_THREADS, 0, st>>>(blocks, chunks, freqs, tiles, status); break;
+	default: wcc_rans_kernel<4><<<nblocks, RANS_THREADS, 0, st>>>(blocks, chunks, freqs, tiles, status); break;
+	}
 	return (int)cudaGetLastError();
 }
 

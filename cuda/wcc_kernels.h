@@ -81,7 +81,8 @@ typedef struct wcc_merge_seg {
  * chunks refer to. */
 int wcc_launch_rans(const wcc_rans_block *blocks, uint32_t nblocks, const wcc_chunk *chunks,
 		    const uint16_t *freqs, const wcc_merge_tile *tiles, uint32_t *status, void *stream);
-/* Benchmarks: 0 = the default rANS kernel (32 registers), 1 = 40 registers. */
+/* Benchmarks: which build of the rANS kernel runs (launch bounds of at
+ * least N blocks of 8 warps per SM): 0 = the default (4), 1 = 8, 2 = 6, 3 = 3. */
 void wcc_set_variant(int v);
 int wcc_launch_merge(const wcc_merge_seg *segs, uint32_t nsegs, const wcc_merge_tile *tiles,
 		     void *stream);

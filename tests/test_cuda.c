@@ -23,6 +23,7 @@ typedef wc_err (*decode_jobs_fn)(wc_tile_job *, size_t, void *const *, int);
 typedef wc_err (*decode_tensor_fn)(const char *, const char *, void *, size_t, int, cudaStream_t);
 
 static wc_backend *g_be;
+static wc_backend_create_fn g_create;
 static decode_jobs_fn g_decode_jobs;
 static decode_tensor_fn g_decode_tensor;
 
@@ -152,8 +153,8 @@ static void decode_and_check(ttile *t, size_t n)
 	uint8_t *ref = NULL;
 	size_t refcap = 0;
 	for (size_t i = 0; i < n; i++) {
-		ck_assert_msg(jobs[i].status == WC_OK, "tile %zu (%zu bytes): status %d", i, t[i].nbytes,
-			      jobs[i].status);
+		ck_assert_msg(jobs[i].status == WC_OK, "tile %zu (%zu bytes): status %d: %s", i, t[i].nbytes,
+			      jobs[i].status, jobs[i].detail);
 		ck_assert_msg(memcmp(t[i].out, t[i].data, t[i].nbytes) == 0, "tile %zu (%zu bytes, %s) differs", i,
 			      t[i].nbytes, wc_layout_name(t[i].job.layout));
 		ck_assert_uint_eq(t[i].out[t[i].nbytes], 0xee); /* nothing written past the end */
@@ -313,6 +314,7 @@ static void corrupted_batch(int dev)
 	for (size_t i = 0; i < N; i++) {
 		if (bad[i]) {
 			ck_assert_msg(jobs[i].status == WC_E_CORRUPT, "corrupted tile %zu: status %d", i, jobs[i].status);
+			ck_assert(jobs[i].detail[0] != '\0'); /* with a reason */
 		} else {
 			ck_assert_msg(jobs[i].status == WC_OK, "tile %zu: status %d", i, jobs[i].status);
 			ck_assert_msg(memcmp(t[i].out, t[i].data, t[i].nbytes) == 0, "tile %zu differs", i);
@@ -369,6 +371,35 @@ START_TEST(pinned_and_pageable_buffers_mixed)
 			cudaHostUnregister(t[i].out);
 		free_tile(&t[i]);
 	}
+}
+END_TEST
+
+/* The engine's loader finds the plugin (WCODEC_PLUGIN_DIR) and "auto"
+ * chooses it when a GPU is usable; wc_backend_decode goes through it. */
+START_TEST(engine_loader_picks_cuda)
+{
+	char dir[1024];
+	const char *top = getenv("top_builddir");
+	snprintf(dir, sizeof dir, "%s/cuda/.libs", top ? top : ".");
+	setenv("WCODEC_PLUGIN_DIR", dir, 1);
+	wc_backend *be;
+	wc_backend_opts o = { .threads = 2, .gpu = 0, .gpu_memory_limit = 64u << 20 };
+	ck_assert_msg(wc_backend_create("auto", &o, &be) == WC_OK, "%s", wc_last_detail());
+	ck_assert_str_eq(be->ops->name, "cuda");
+	ck_assert_uint_ge(be->max_batch, 16);
+	ttile t[20];
+	wc_tile_job jobs[20];
+	for (unsigned i = 0; i < 20; i++) {
+		make_tile(&t[i], i % LAYOUTS, GEN_WEIGHTS, 30000, 1024, 900 + i);
+		jobs[i] = t[i].job;
+	}
+	ck_assert_int_eq(wc_backend_decode(be, jobs, 20), WC_OK);
+	for (unsigned i = 0; i < 20; i++) {
+		ck_assert_int_eq(jobs[i].status, WC_OK);
+		ck_assert(memcmp(t[i].out, t[i].data, t[i].nbytes) == 0);
+		free_tile(&t[i]);
+	}
+	wc_backend_destroy(be);
 }
 END_TEST
 
@@ -458,6 +489,38 @@ START_TEST(tensors_into_device_memory)
 }
 END_TEST
 
+/* A GPU fault (here an illegal address, injected) ends the call in
+ * WC_E_BACKEND, later calls too, and wc_backend_decode() then decodes the
+ * batch on the CPU: the bytes are right. A fault poisons the process's CUDA
+ * context, so this runs last. */
+START_TEST(gpu_fault_falls_back_to_cpu)
+{
+	setenv("WCODEC_CUDA_FAULT_INJECT", "1", 1);
+	wc_backend *be;
+	wc_backend_opts o = { .threads = 2, .gpu = 0, .gpu_memory_limit = 64u << 20 };
+	ck_assert_int_eq(g_create(&o, &be), WC_OK);
+	unsetenv("WCODEC_CUDA_FAULT_INJECT");
+	enum { N = 12 };
+	ttile t[N];
+	wc_tile_job jobs[N];
+	for (unsigned i = 0; i < N; i++) {
+		make_tile(&t[i], i % LAYOUTS, GEN_WEIGHTS, 20000, 512, 1300 + i);
+		jobs[i] = t[i].job;
+	}
+	ck_assert_int_eq(be->ops->decode(be, jobs, N), WC_E_BACKEND);
+	for (unsigned i = 0; i < N; i++)
+		ck_assert_int_eq(jobs[i].status, WC_E_BACKEND);
+	ck_assert_int_eq(be->ops->decode(be, jobs, N), WC_E_BACKEND); /* disabled for good */
+	ck_assert_int_eq(wc_backend_decode(be, jobs, N), WC_OK);      /* CPU fallback */
+	for (unsigned i = 0; i < N; i++) {
+		ck_assert_int_eq(jobs[i].status, WC_OK);
+		ck_assert(memcmp(t[i].out, t[i].data, t[i].nbytes) == 0);
+		free_tile(&t[i]);
+	}
+	be->ops->destroy(be);
+}
+END_TEST
+
 int main(void)
 {
 	char path[1024];
@@ -472,6 +535,7 @@ int main(void)
 		return 1;
 	}
 	wc_backend_create_fn create = (wc_backend_create_fn)dlsym(h, WC_CUDA_PLUGIN_SYMBOL);
+	g_create = create;
 	g_decode_jobs = (decode_jobs_fn)dlsym(h, "wcodec_cuda_decode_jobs");
 	g_decode_tensor = (decode_tensor_fn)dlsym(h, "wcodec_cuda_decode_tensor");
 	if (!create || !g_decode_jobs || !g_decode_tensor) {
@@ -499,8 +563,13 @@ int main(void)
 	tcase_add_test(tc, corruption_detected_host_path);
 	tcase_add_test(tc, corruption_detected_device_path);
 	tcase_add_test(tc, pinned_and_pageable_buffers_mixed);
+	tcase_add_test(tc, engine_loader_picks_cuda);
 	tcase_add_test(tc, device_jobs_every_layout);
 	tcase_add_test(tc, tensors_into_device_memory);
+	/* last: a fault poisons the process's CUDA context; skipped under
+	 * compute-sanitizer (WCODEC_TEST_NO_FAULT=1), which reports the fault */
+	if (!getenv("WCODEC_TEST_NO_FAULT"))
+		tcase_add_test(tc, gpu_fault_falls_back_to_cpu);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_set_fork_status(sr, CK_NOFORK); /* a CUDA context does not survive fork() */
