@@ -5,10 +5,11 @@
  * frequency table per plane from the whole tensor (as the packer does),
  * encodes it in tiles, and reports: encode MB/s (input bytes), payload size
  * against the order-0 entropy of the planes, and single-thread decode GB/s of
- * decoded output (median of several runs, plane merge included).
+ * decoded output (median of several runs, plane merge included). Times are
+ * the thread's CPU time, so a busy machine distorts them less.
  *
  *   bench/bench_decode [-d BF16|F16|F32] [-m MiB] [-t tile KiB] [-c chunk_symbols]
- *                      [-r runs] [-z (allow zstd)] [-s (portable scalar rANS, no AVX2)]
+ *                      [-r runs] [-z (allow zstd)] [-s (portable scalar rANS) | -a (at most AVX2)]
  */
 #include <getopt.h>
 #include <math.h>
@@ -17,13 +18,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "codec/codec_internal.h" /* wc_rans_force_scalar */
+#include "codec/codec_internal.h" /* wc_rans_isa_limit */
 #include "codec/tile_codec.h"
 
+/* Thread CPU time: on a shared machine, time slices given to other
+ * processes do not count against the codec (cache pollution still does). */
 static double now(void)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -78,7 +81,7 @@ int main(int argc, char **argv)
 	size_t mib = 64, tile_kib = 1024;
 	uint32_t chunk = WC_RANS_CHUNK_DEFAULT;
 	int runs = 5, zstd = 0, opt;
-	while ((opt = getopt(argc, argv, "d:m:t:c:r:zsh")) != -1) {
+	while ((opt = getopt(argc, argv, "d:m:t:c:r:zsah")) != -1) {
 		switch (opt) {
 		case 'd': dtype = optarg; break;
 		case 'm': mib = strtoul(optarg, NULL, 10); break;
@@ -86,10 +89,11 @@ int main(int argc, char **argv)
 		case 'c': chunk = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'r': runs = atoi(optarg); break;
 		case 'z': zstd = 1; break;
-		case 's': wc_rans_force_scalar = 1; break;
+		case 's': wc_rans_isa_limit = WC_RANS_ISA_SCALAR; break;
+		case 'a': wc_rans_isa_limit = WC_RANS_ISA_AVX2; break;
 		default:
 			fprintf(stderr, "usage: %s [-d BF16|F16|F32] [-m MiB] [-t tile KiB] [-c chunk_symbols] "
-					"[-r runs] [-z] [-s (scalar rANS)]\n", argv[0]);
+					"[-r runs] [-z] [-s (scalar rANS) | -a (at most AVX2)]\n", argv[0]);
 			return opt == 'h' ? 0 : 2;
 		}
 	}
@@ -112,7 +116,7 @@ int main(int argc, char **argv)
 	wc_planes_split(l, data, n, planes);
 	wc_freqtab tabs[WC_MAX_PLANES];
 	wc_plane_plan plan[WC_MAX_PLANES];
-	double entropy_bytes = 0, plane_entropy[WC_MAX_PLANES];
+	double entropy_bytes = 0, plane_entropy[WC_MAX_PLANES], table_bits[WC_MAX_PLANES];
 	for (unsigned p = 0; p < l.nplanes; p++) {
 		uint64_t h[256] = {0};
 		for (size_t i = 0; i < n; i++)
@@ -120,10 +124,15 @@ int main(int argc, char **argv)
 		plane_entropy[p] = wc_entropy_bits(h);
 		entropy_bytes += plane_entropy[p] * (double)n / 8.0;
 		plan[p] = (wc_plane_plan){NULL, p, zstd};
-		if (wc_freq_normalize(h, &tabs[p]) == WC_OK)
+		table_bits[p] = 0; /* ideal cost of coding with the 12-bit table */
+		if (wc_freq_normalize(h, &tabs[p]) == WC_OK) {
 			plan[p].table = &tabs[p];
-		else
+			for (int s = 0; s < 256; s++)
+				if (h[s])
+					table_bits[p] += (double)h[s] * log2(4096.0 / tabs[p].freq[s]) / (double)n;
+		} else {
 			tabs[p] = (wc_freqtab){{2048, 2048}};
+		}
 		free(planes[p]);
 	}
 
@@ -179,10 +188,11 @@ int main(int argc, char **argv)
 
 	printf("dtype %s, %zu MiB, %zu KiB tiles, chunk %u symbols, layout %s, rANS decoder %s\n", dtype,
 	       mib, tile_kib, chunk, wc_layout_name(l),
-	       wc_rans_have_avx2() && !wc_rans_force_scalar ? "avx2" : "scalar");
+	       wc_rans_isa_name(wc_rans_isa()));
 	for (unsigned p = 0; p < l.nplanes; p++) {
-		printf("  plane %u: entropy %.4f bits, coded %.4f bits/symbol (%+.3f%%), modes", p,
-		       plane_entropy[p], 8.0 * (double)plane_total[p] / (double)n,
+		printf("  plane %u: entropy %.4f bits, table cost %+.3f%%, coded %.4f bits/symbol (%+.3f%%), modes",
+		       p, plane_entropy[p], 100.0 * (table_bits[p] / plane_entropy[p] - 1.0),
+		       8.0 * (double)plane_total[p] / (double)n,
 		       100.0 * (8.0 * (double)plane_total[p] / (double)n / plane_entropy[p] - 1.0));
 		for (int m = 0; m < WC_PLANE_MODES; m++)
 			if (mode_count[p][m])

@@ -128,6 +128,40 @@ START_TEST(known_values)
 }
 END_TEST
 
+START_TEST(histogram_counts_each_plane)
+{
+	const char *dtypes[] = {"BF16", "F32", "F16", "I64", "U8"};
+	uint64_t seed = 77;
+	for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
+		wc_layout l = wc_layout_for_dtype(dtypes[d]);
+		size_t n = 3000; /* several blocks and a partial one */
+		uint8_t *in = malloc(n * l.elem_size);
+		for (size_t i = 0; i < n * l.elem_size; i++)
+			in[i] = (uint8_t)(tu_next(&seed) % 37);
+		uint64_t (*h)[256] = calloc(WC_MAX_PLANES, sizeof *h);
+		wc_planes_histogram(l, in, 1000, h);
+		wc_planes_histogram(l, in + 1000 * l.elem_size, n - 1000, h); /* accumulates */
+		uint8_t *planes[WC_MAX_PLANES] = {0};
+		for (unsigned p = 0; p < l.nplanes; p++)
+			planes[p] = malloc(n);
+		wc_planes_split(l, in, n, planes);
+		for (unsigned p = 0; p < l.nplanes; p++) {
+			uint64_t want[256] = {0}, total = 0;
+			for (size_t i = 0; i < n; i++)
+				want[planes[p][i]]++;
+			for (int s = 0; s < 256; s++) {
+				ck_assert_msg(h[p][s] == want[s], "%s plane %u symbol %d", dtypes[d], p, s);
+				total += h[p][s];
+			}
+			ck_assert_uint_eq(total, n);
+			free(planes[p]);
+		}
+		free(h);
+		free(in);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("planes");
@@ -136,6 +170,7 @@ int main(void)
 	tcase_add_test(tc, layout_parse_rejects_unknown);
 	tcase_add_test(tc, split_follows_format_and_merge_inverts);
 	tcase_add_test(tc, known_values);
+	tcase_add_test(tc, histogram_counts_each_plane);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

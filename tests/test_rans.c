@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec/codec_internal.h" /* wc_rans_force_scalar */
+#include "codec/codec_internal.h" /* wc_rans_isa_limit */
 #include "codec/rans.h"
 #include "codec_testutil.h"
 
@@ -145,11 +145,15 @@ static void roundtrip(const uint8_t *sym, size_t n, const wc_freqtab *ft, uint32
 static const size_t sizes[] = {0, 1, 2, 31, 32, 33, 63, 64, 65, 100, 1000, 4095, 4096, 4097, 50000};
 static const uint32_t chunks[] = {32, 64, 96, 4096, 16384, WC_RANS_CHUNK_MAX};
 
-/* _i = distribution * 2 + path (0: AVX2 where the CPU has it, 1: scalar). */
+/* The decoder paths: _i % NPATHS + 1 caps wc_rans_isa_limit (scalar, AVX2,
+ * AVX-512; a path the CPU lacks falls back to the best it has). */
+#define NPATHS 3
+
+/* _i = distribution * NPATHS + path. */
 START_TEST(roundtrip_all_sizes_and_distributions)
 {
-	enum dist d = (enum dist)(_i / 2);
-	wc_rans_force_scalar = _i % 2;
+	enum dist d = (enum dist)(_i / NPATHS);
+	wc_rans_isa_limit = _i % NPATHS + 1;
 	uint8_t *buf = malloc(50000);
 	for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
 		for (size_t ci = 0; ci < sizeof chunks / sizeof chunks[0]; ci++) {
@@ -171,7 +175,7 @@ START_TEST(roundtrip_chunk_boundaries)
 	wc_freqtab ft;
 	table_for(buf, 10 * 1024, &ft);
 	const uint32_t C = 1024;
-	wc_rans_force_scalar = _i;
+	wc_rans_isa_limit = _i + 1;
 	for (size_t n = 3 * C - 40; n <= 3 * C + 40; n++)
 		roundtrip(buf, n, &ft, C);
 	for (size_t n = 9 * C; n <= 10 * C; n += 31)
@@ -205,14 +209,12 @@ START_TEST(roundtrip_extreme_tables)
 }
 END_TEST
 
-/* The AVX2 and scalar decoders agree on long multi-chunk streams with
- * chunks of every length class (paired, single, short last chunk). */
+/* Every decoder path the CPU has agrees on long multi-chunk streams,
+ * including a short last chunk. */
 START_TEST(simd_and_scalar_agree)
 {
-	if (!wc_rans_have_avx2())
-		return; /* nothing to compare on this CPU; the scalar path is tested above */
 	size_t n = 200000 + 77;
-	uint8_t *sym = malloc(n), *a = malloc(n), *b = malloc(n);
+	uint8_t *sym = malloc(n), *a = malloc(n);
 	for (int d = 0; d < D_NDIST; d++) {
 		gen((enum dist)d, sym, n, 321 + d);
 		wc_freqtab ft;
@@ -224,18 +226,18 @@ START_TEST(simd_and_scalar_agree)
 			size_t cap = wc_rans_bound(n, Cs[c]), len;
 			uint8_t *enc = malloc(cap);
 			ck_assert_int_eq(wc_rans_encode(sym, n, &ft, Cs[c], enc, cap, &len), WC_OK);
-			wc_rans_force_scalar = 0;
-			ck_assert_int_eq(wc_rans_decode(enc, len, &dt, Cs[c], a, n), WC_OK);
-			wc_rans_force_scalar = 1;
-			ck_assert_int_eq(wc_rans_decode(enc, len, &dt, Cs[c], b, n), WC_OK);
-			wc_rans_force_scalar = 0;
-			ck_assert(memcmp(a, sym, n) == 0 && memcmp(b, sym, n) == 0);
+			for (int isa = WC_RANS_ISA_SCALAR; isa <= wc_rans_cpu_isa(); isa++) {
+				wc_rans_isa_limit = isa;
+				memset(a, 0, n);
+				ck_assert_int_eq(wc_rans_decode(enc, len, &dt, Cs[c], a, n), WC_OK);
+				ck_assert_msg(memcmp(a, sym, n) == 0, "%s path, C %u", wc_rans_isa_name(isa), Cs[c]);
+			}
+			wc_rans_isa_limit = 0;
 			free(enc);
 		}
 	}
 	free(sym);
 	free(a);
-	free(b);
 }
 END_TEST
 
@@ -392,7 +394,7 @@ static uint8_t *encode_sample(size_t n, uint32_t C, wc_freqtab *ft, uint8_t **sy
  */
 START_TEST(corrupt_bit_flips_detected)
 {
-	wc_rans_force_scalar = _i;
+	wc_rans_isa_limit = _i + 1;
 	const size_t ns[] = {300, 3000};
 	const uint32_t Cs[] = {128, 256};
 	size_t flips = 0, missed = 0;
@@ -507,6 +509,7 @@ START_TEST(corrupt_states_and_leftover_words)
 	uint32_t low = 0xffff;
 	memcpy(enc + 4 + 8, &low, 4);
 	ck_assert_int_eq(wc_rans_decode(enc, len, &dt, 64, dec, n), WC_E_CORRUPT);
+	ck_assert_ptr_nonnull(strstr(wc_last_detail(), "initial state"));
 	memcpy(enc + 4 + 8, saved, 4);
 	/* Four extra zero bytes appended to the chunk: unconsumed words. */
 	uint8_t *more = calloc(1, len + 4);
@@ -516,8 +519,42 @@ START_TEST(corrupt_states_and_leftover_words)
 	end += 4;
 	memcpy(more, &end, 4);
 	ck_assert_int_eq(wc_rans_decode(more, len + 4, &dt, 64, dec, n), WC_E_CORRUPT);
+	ck_assert_ptr_nonnull(strstr(wc_last_detail(), "word slots consumed"));
+	/* A non-zero pad word. */
+	memcpy(more, enc, len);
+	size_t words = (len - 4 - 128) / 2;
+	if (wc_ld16(more + len - 2) == 0 && words % 2 == 0) { /* the last slot is a pad */
+		more[len - 2] = 1;
+		ck_assert_int_eq(wc_rans_decode(more, len, &dt, 64, dec, n), WC_E_CORRUPT);
+	}
 	free(more);
 	ck_assert_int_eq(wc_rans_decode(enc, len, &dt, 64, dec, n), WC_OK);
+	free(enc);
+	free(sym);
+}
+END_TEST
+
+/* A chunk cut short by its last 4 bytes (with chunk_end adjusted) makes
+ * lanes read past its words; on every decoder path. */
+START_TEST(corrupt_read_past_words)
+{
+	wc_rans_isa_limit = _i + 1;
+	wc_freqtab ft;
+	uint8_t *sym;
+	size_t len, n = 3000;
+	uint8_t *enc = encode_sample(n, 4096, &ft, &sym, &len);
+	wc_rans_dtab dt;
+	wc_rans_dtab_build(&ft, &dt);
+	uint8_t *dec = malloc(n), *cut = malloc(len - 4);
+	memcpy(cut, enc, len - 4);
+	uint32_t end;
+	memcpy(&end, cut, 4);
+	end -= 4;
+	memcpy(cut, &end, 4);
+	ck_assert_int_eq(wc_rans_decode(cut, len - 4, &dt, 4096, dec, n), WC_E_CORRUPT);
+	ck_assert_msg(strstr(wc_last_detail(), "past") != NULL, "reason: %s", wc_last_detail());
+	free(cut);
+	free(dec);
 	free(enc);
 	free(sym);
 }
@@ -585,8 +622,8 @@ int main(void)
 	Suite *s = suite_create("rans");
 	TCase *tc = tcase_create("rans");
 	tcase_set_timeout(tc, 120);
-	tcase_add_loop_test(tc, roundtrip_all_sizes_and_distributions, 0, 2 * D_NDIST);
-	tcase_add_loop_test(tc, roundtrip_chunk_boundaries, 0, 2);
+	tcase_add_loop_test(tc, roundtrip_all_sizes_and_distributions, 0, NPATHS * D_NDIST);
+	tcase_add_loop_test(tc, roundtrip_chunk_boundaries, 0, NPATHS);
 	tcase_add_test(tc, roundtrip_extreme_tables);
 	tcase_add_test(tc, simd_and_scalar_agree);
 	tcase_add_test(tc, normalize_is_valid_and_near_optimal);
@@ -594,9 +631,10 @@ int main(void)
 	tcase_add_test(tc, validate_rejects_bad_tables);
 	tcase_add_test(tc, dtab_matches_format);
 	tcase_add_test(tc, encode_rejects_bad_arguments);
-	tcase_add_loop_test(tc, corrupt_bit_flips_detected, 0, 2);
+	tcase_add_loop_test(tc, corrupt_bit_flips_detected, 0, NPATHS);
 	tcase_add_test(tc, corrupt_truncation_and_bad_chunk_end);
 	tcase_add_test(tc, corrupt_states_and_leftover_words);
+	tcase_add_loop_test(tc, corrupt_read_past_words, 0, NPATHS);
 	tcase_add_test(tc, empty_plane);
 	tcase_add_test(tc, entropy_values);
 	tcase_add_test(tc, compression_close_to_entropy);

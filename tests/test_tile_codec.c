@@ -1,10 +1,11 @@
 /* test_tile_codec.c - tile payloads: round trips for every layout and plane
  * mode, the per-plane mode choice, and rejection of damaged payloads. */
 #include <check.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec/codec_internal.h" /* wc_rans_force_scalar */
+#include "codec/codec_internal.h" /* wc_rans_isa_limit */
 #include "codec/tile_codec.h"
 #include "codec_testutil.h"
 
@@ -84,11 +85,15 @@ static void gen_data(const char *dtype, int kind, uint8_t *buf, size_t nbytes, u
 
 static const char *const dtypes[] = {"BF16", "F32", "F16", "I32", "U16", "I64", "U8", "BOOL"};
 
-/* _i = dtype * 2 + rANS path (0: AVX2 where available, 1: scalar). */
+/* rANS decoder paths: _i % NPATHS + 1 caps wc_rans_isa_limit (scalar, AVX2,
+ * AVX-512; a path the CPU lacks falls back to the best it has). */
+#define NPATHS 3
+
+/* _i = dtype * NPATHS + path. */
 START_TEST(roundtrip_every_layout)
 {
-	const char *dtype = dtypes[_i / 2];
-	wc_rans_force_scalar = _i % 2;
+	const char *dtype = dtypes[_i / NPATHS];
+	wc_rans_isa_limit = _i % NPATHS + 1;
 	wc_layout l = wc_layout_for_dtype(dtype);
 	const size_t counts[] = {0, 1, 31, 32, 33, 4095, 4096, 4097, 20000};
 	uint8_t *buf = malloc(20000 * 8);
@@ -158,6 +163,38 @@ START_TEST(mode_choice)
 	ck_assert_uint_eq(v[0].mode, WC_PLANE_CONST);
 	ck_assert_uint_eq(v[3].mode, WC_PLANE_ZSTD);
 	ck_assert_uint_lt(v[3].size, 2000);
+	free(payload);
+	free(buf);
+}
+END_TEST
+
+/* A plane rANS would shrink by under 1/128 stays RAW (decodes at memcpy speed). */
+START_TEST(near_random_plane_stays_raw)
+{
+	wc_layout l = wc_layout_for_dtype("U8");
+	size_t n = 1 << 18, len;
+	uint8_t *buf = malloc(n);
+	uint64_t seed = 4;
+	for (size_t i = 0; i < n; i++) /* 250 equiprobable values: 7.966 bits, 0.4% below RAW */
+		buf[i] = (uint8_t)(tu_next(&seed) % 250);
+	planset ps;
+	make_plan(l, buf, n, 1, 0, &ps);
+	uint64_t pb[WC_MAX_PLANES];
+	uint8_t *payload = roundtrip(l, buf, n, &ps, 65536, &len, pb);
+	size_t rans_len;
+	ck_assert_int_eq(wc_rans_encoded_size(buf, n, &ps.tabs[0], 65536, &rans_len), WC_OK);
+	ck_assert_uint_lt(rans_len, n); /* rANS is smaller ... */
+	wc_plane_view v[WC_MAX_PLANES];
+	ck_assert_int_eq(wc_tile_parse(l, payload, len, n, 1, v), WC_OK);
+	ck_assert_uint_eq(v[0].mode, WC_PLANE_RAW); /* ... but not by enough */
+	free(payload);
+	/* 128 values (7 bits): 12% smaller, so rANS. */
+	for (size_t i = 0; i < n; i++)
+		buf[i] &= 127;
+	make_plan(l, buf, n, 1, 0, &ps);
+	payload = roundtrip(l, buf, n, &ps, 65536, &len, pb);
+	ck_assert_int_eq(wc_tile_parse(l, payload, len, n, 1, v), WC_OK);
+	ck_assert_uint_eq(v[0].mode, WC_PLANE_RANS);
 	free(payload);
 	free(buf);
 }
@@ -295,7 +332,7 @@ END_TEST
  * test_rans.c), never silently for the structural fields. */
 START_TEST(corrupt_entropy_bodies)
 {
-	wc_rans_force_scalar = _i;
+	wc_rans_isa_limit = _i + 1;
 	const char *types[] = {"BF16", "I32"};
 	for (int t = 0; t < 2; t++) {
 		sample s;
@@ -327,6 +364,84 @@ START_TEST(corrupt_entropy_bodies)
 }
 END_TEST
 
+/* The per-thread decoding-table cache must follow table contents: two
+ * tensors with different tables at the same table index and plane decode
+ * alternately, and tables edited in place between calls. */
+START_TEST(dtab_cache_follows_tables)
+{
+	wc_layout l = wc_layout_for_dtype("BF16");
+	size_t n = 20000, nbytes = 2 * n;
+	uint8_t *a = malloc(nbytes), *b = malloc(nbytes), *out = malloc(nbytes);
+	tu_weights_bf16(a, n, 0.02, 1);
+	tu_weights_bf16(b, n, 2.0, 2); /* other exponents entirely */
+	planset pa, pb;
+	make_plan(l, a, nbytes, 1, 0, &pa);
+	make_plan(l, b, nbytes, 1, 0, &pb);
+	uint64_t sizes[WC_MAX_PLANES];
+	size_t la, lb;
+	uint8_t *qa = roundtrip(l, a, nbytes, &pa, 1024, &la, sizes);
+	uint8_t *qb = roundtrip(l, b, nbytes, &pb, 1024, &lb, sizes);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(wc_tile_decode(l, qa, la, pa.tabs, 2, 1024, out, nbytes), WC_OK);
+		ck_assert(memcmp(out, a, nbytes) == 0);
+		ck_assert_int_eq(wc_tile_decode(l, qb, lb, pb.tabs, 2, 1024, out, nbytes), WC_OK);
+		ck_assert(memcmp(out, b, nbytes) == 0);
+	}
+	/* Same address, new contents: tile a's table overwritten by b's. */
+	wc_freqtab keep = pa.tabs[0];
+	pa.tabs[0] = pb.tabs[0];
+	ck_assert_int_eq(wc_tile_decode(l, qb, lb, pa.tabs, 2, 1024, out, nbytes), WC_OK);
+	ck_assert(memcmp(out, b, nbytes) == 0);
+	pa.tabs[0] = keep;
+	ck_assert_int_eq(wc_tile_decode(l, qa, la, pa.tabs, 2, 1024, out, nbytes), WC_OK);
+	ck_assert(memcmp(out, a, nbytes) == 0);
+	free(qa);
+	free(qb);
+	free(a);
+	free(b);
+	free(out);
+}
+END_TEST
+
+/* Many threads decoding different tiles at once (per-thread scratch). */
+typedef struct job {
+	const sample *s;
+	int ok;
+} job;
+
+static void *decode_many(void *arg)
+{
+	job *j = arg;
+	uint8_t *out = malloc(j->s->nbytes);
+	j->ok = 1;
+	for (int i = 0; i < 50 && j->ok; i++)
+		j->ok = wc_tile_decode(j->s->l, j->s->payload, j->s->len, j->s->ps.tabs, j->s->l.nplanes, 256,
+				       out, j->s->nbytes) == WC_OK &&
+			memcmp(out, j->s->data, j->s->nbytes) == 0;
+	free(out);
+	return NULL;
+}
+
+START_TEST(concurrent_decoders)
+{
+	sample s[2];
+	make_sample(&s[0], "BF16", 30000);
+	make_sample(&s[1], "I32", 30000);
+	pthread_t t[6];
+	job j[6];
+	for (int i = 0; i < 6; i++) {
+		j[i] = (job){&s[i % 2], 0};
+		ck_assert_int_eq(pthread_create(&t[i], NULL, decode_many, &j[i]), 0);
+	}
+	for (int i = 0; i < 6; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_msg(j[i].ok, "thread %d decoded wrong bytes or failed", i);
+	}
+	free_sample(&s[0]);
+	free_sample(&s[1]);
+}
+END_TEST
+
 START_TEST(parse_views)
 {
 	sample s;
@@ -350,13 +465,16 @@ int main(void)
 	Suite *s = suite_create("tile_codec");
 	TCase *tc = tcase_create("tile");
 	tcase_set_timeout(tc, 120);
-	tcase_add_loop_test(tc, roundtrip_every_layout, 0, 2 * (int)(sizeof dtypes / sizeof dtypes[0]));
+	tcase_add_loop_test(tc, roundtrip_every_layout, 0, NPATHS * (int)(sizeof dtypes / sizeof dtypes[0]));
 	tcase_add_test(tc, mode_choice);
+	tcase_add_test(tc, near_random_plane_stays_raw);
 	tcase_add_test(tc, encode_errors);
 	tcase_add_test(tc, corrupt_truncated_payloads);
 	tcase_add_test(tc, corrupt_headers_and_descriptors);
-	tcase_add_loop_test(tc, corrupt_entropy_bodies, 0, 2);
+	tcase_add_loop_test(tc, corrupt_entropy_bodies, 0, NPATHS);
 	tcase_add_test(tc, parse_views);
+	tcase_add_test(tc, dtab_cache_follows_tables);
+	tcase_add_test(tc, concurrent_decoders);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

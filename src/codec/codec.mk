@@ -6,6 +6,7 @@ libwcodec_la_SOURCES += \
 	src/codec/planes.c \
 	src/codec/rans_decode.c \
 	src/codec/rans_decode_avx2.c \
+	src/codec/rans_decode_avx512.c \
 	src/codec/rans_encode.c \
 	src/codec/tile_decode.c \
 	src/codec/tile_encode.c \

@@ -71,35 +71,47 @@ static inline uint32_t wc_rans_chunk_end(const wc_rans_body *b, size_t k)
 	return wc_ld32(b->end_arr + 4 * k);
 }
 
-/* Decode the m symbols of one chunk of `bytes` bytes (already size-checked by
- * wc_rans_body_parse). Errors: WC_E_CORRUPT (bad initial state, a read past
- * the chunk's words, final states != 2^16, words left over). */
-wc_err wc_rans_decode_chunk(const uint8_t *chunk, size_t bytes, const wc_rans_dtab *dt,
-			    uint8_t *out, size_t m);
-
-/* One chunk being decoded: 32 lane states, the word cursor, output. */
+/* One chunk being decoded: 32 lane states, the word cursor, and where
+ * decoded rounds go (round r is written at out + (r - rbase) * 32, so a
+ * caller can decode a chunk in blocks of rounds into a small buffer). */
 typedef struct wc_rans_lanes {
 	uint32_t x[WC_RANS_LANES];
 	const uint8_t *w; /* the chunk's words */
 	size_t nw, p;     /* word slots in the chunk (pad included), next word */
-	uint8_t *out;
 	size_t m, r;      /* symbols in the chunk, rounds decoded */
+	uint8_t *out;
+	size_t rbase;
+	size_t k;         /* chunk index, for error reasons */
 } wc_rans_lanes;
 
-/* Decode chunks [k0, k1) of a parsed body into out (symbol k0*C first).
- * Errors: WC_E_CORRUPT. */
-wc_err wc_rans_decode_chunks(const wc_rans_body *b, size_t k0, size_t k1, const wc_rans_dtab *dt,
-			     uint32_t chunk_symbols, size_t nsym, uint8_t *out);
+/* Start decoding chunk k of a parsed body (checks the initial states). The
+ * caller sets out and rbase. Errors: WC_E_CORRUPT. */
+wc_err wc_rans_lanes_init(wc_rans_lanes *c, const wc_rans_body *b, size_t k, uint32_t chunk_symbols,
+			 size_t nsym);
 
-/* AVX2 round loops (rans_decode_avx2.c): full rounds while at least 32 words
- * remain, of one chunk or of two chunks interleaved (until either stops).
- * Call only if wc_rans_have_avx2(). */
-void wc_rans_rounds_avx2(wc_rans_lanes *c, const uint32_t *tab);
-void wc_rans_rounds2_avx2(wc_rans_lanes *a, wc_rans_lanes *b, const uint32_t *tab);
-int wc_rans_have_avx2(void);
+/* Decode a chunk up to round rend (at most ceil(m / 32); the last round may
+ * be partial). Errors: WC_E_CORRUPT when a lane needs a word past its chunk. */
+wc_err wc_rans_lanes_decode(wc_rans_lanes *c, const wc_rans_dtab *dt, size_t rend);
 
-/* Testing hook: non-zero forces the portable scalar decoder. */
-extern int wc_rans_force_scalar;
+/* After the last round: every state 2^16, every word consumed (one zero pad
+ * word allowed). Errors: WC_E_CORRUPT. */
+wc_err wc_rans_lanes_end(const wc_rans_lanes *c);
+
+/* SIMD round loops (rans_decode_avx2.c, rans_decode_avx512.c): full rounds
+ * up to rend while at least 32 words remain. Call only if wc_rans_isa()
+ * allows them. */
+void wc_rans_rounds_avx2(wc_rans_lanes *c, const uint32_t *tab, size_t rend);
+void wc_rans_rounds_avx512(wc_rans_lanes *c, const uint32_t *tab, size_t rend);
+
+/* The rANS decoder implementations, in order of speed. */
+enum { WC_RANS_ISA_SCALAR = 1, WC_RANS_ISA_AVX2 = 2, WC_RANS_ISA_AVX512 = 3 };
+/* The best one the CPU runs (checked once, at run time). */
+int wc_rans_cpu_isa(void);
+/* The one in use: the CPU's best, capped by wc_rans_isa_limit if non-zero
+ * (a hook for tests and benchmarks). */
+int wc_rans_isa(void);
+extern int wc_rans_isa_limit;
+const char *wc_rans_isa_name(int isa);
 
 /* Re-record the calling thread's failure reason prefixed with a formatted
  * context ("plane 1: <reason>"); returns e. */
@@ -107,7 +119,7 @@ wc_err wc_fail_context(wc_err e, const char *fmt, ...) __attribute__((format(pri
 
 /* Per-thread scratch buffer number `slot` of at least `bytes` bytes, kept
  * between calls (freed at thread exit); NULL if out of memory. */
-enum { WC_SCRATCH_PLANES = 0, WC_SCRATCH_STRIPE = 1, WC_SCRATCH_SLOTS = 2 };
+enum { WC_SCRATCH_PLANES = 0, WC_SCRATCH_BLOCKS = 1, WC_SCRATCH_SLOTS = 2 };
 void *wc_scratch_get(int slot, size_t bytes);
 
 /* Per-thread decoding table for a frequency table, rebuilt only when the

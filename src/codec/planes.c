@@ -252,3 +252,22 @@ void wc_planes_merge(wc_layout l, const uint8_t *const planes[], size_t nelem, u
 	default: memmove(out, planes[0], nelem); return;
 	}
 }
+
+/* Split a block at a time into a small stack buffer and count: one pass over
+ * the input, no allocation, layouts handled by wc_planes_split itself. */
+void wc_planes_histogram(wc_layout l, const uint8_t *in, size_t nelem, uint64_t hist[][256])
+{
+	enum { BLOCK = 1024 };
+	uint8_t buf[WC_MAX_PLANES][BLOCK];
+	uint8_t *planes[WC_MAX_PLANES];
+	unsigned np = l.nplanes <= WC_MAX_PLANES ? l.nplanes : WC_MAX_PLANES;
+	for (unsigned p = 0; p < WC_MAX_PLANES; p++)
+		planes[p] = buf[p];
+	for (size_t i = 0; i < nelem; i += BLOCK) {
+		size_t m = nelem - i < BLOCK ? nelem - i : BLOCK;
+		wc_planes_split(l, in + i * l.elem_size, m, planes);
+		for (unsigned p = 0; p < np; p++)
+			for (size_t j = 0; j < m; j++)
+				hist[p][buf[p][j]]++;
+	}
+}

@@ -58,4 +58,10 @@ void wc_planes_split(wc_layout l, const uint8_t *in, size_t nelem, uint8_t *cons
 /* Inverse of wc_planes_split: merge planes back into nelem * elem_size bytes. */
 void wc_planes_merge(wc_layout l, const uint8_t *const planes[], size_t nelem, uint8_t *out);
 
+/* Add the byte counts of each plane of nelem elements (nelem * elem_size
+ * bytes at `in`) to hist[p][0..255], p < l.nplanes, without storing the
+ * planes: what the packer needs for wc_freq_normalize() and
+ * wc_entropy_bits(). Call repeatedly to accumulate over a tensor. */
+void wc_planes_histogram(wc_layout l, const uint8_t *in, size_t nelem, uint64_t hist[][256]);
+
 #endif /* WC_PLANES_H */

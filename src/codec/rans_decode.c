@@ -69,13 +69,13 @@ static inline int step_checked(uint32_t *x, const wc_rans_dtab *dt, const uint8_
 /*
  * The fast path decodes a whole round without bounds checks while at least
  * 32 words remain (a round reads at most one word per lane): each lane reads
- * the next word unconditionally and selects with a mask, advancing by the
- * renormalisation flag. Written with masks rather than ?: because the
- * compiler turns ?: into a branch, which mispredicts on every other symbol.
+ * the next word unconditionally, then keeps it and advances the cursor only
+ * if its state fell below 2^16.
  */
 #if defined(__x86_64__) && defined(__GNUC__)
 /* if (v < 2^16) { v = n; p++; } as cmp + cmov + adc: as plain C the
- * compiler emits a branch, which mispredicts on about every other symbol. */
+ * compiler emits a branch, which mispredicts on about every other symbol
+ * (the scalar loop ran at a third of this speed). */
 #define RENORM(v, n, p)                                                       \
 	__asm__("cmpl $0x10000, %0\n\tcmovbl %2, %0\n\tadcq $0, %1"            \
 		: "+r"(v), "+r"(p)                                            \
@@ -101,44 +101,72 @@ static inline int step_checked(uint32_t *x, const wc_rans_dtab *dt, const uint8_
 		x[l] = v_;                                                        \
 	} while (0)
 
-int wc_rans_force_scalar;
+int wc_rans_isa_limit;
 
-static int use_avx2(void)
+int wc_rans_cpu_isa(void)
 {
-	static int have = -1; /* racing first calls store the same value */
-	int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
-	if (h < 0) {
-		h = wc_rans_have_avx2();
-		__atomic_store_n(&have, h, __ATOMIC_RELAXED);
+	static int isa; /* 0 until known; racing first calls store the same value */
+	int v = __atomic_load_n(&isa, __ATOMIC_RELAXED);
+	if (!v) {
+		v = WC_RANS_ISA_SCALAR;
+#if defined(__x86_64__) && defined(__GNUC__)
+		__builtin_cpu_init();
+		if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt"))
+			v = WC_RANS_ISA_AVX2;
+		if (v == WC_RANS_ISA_AVX2 && __builtin_cpu_supports("avx512f"))
+			v = WC_RANS_ISA_AVX512;
+#endif
+		__atomic_store_n(&isa, v, __ATOMIC_RELAXED);
 	}
-	return h && !__atomic_load_n(&wc_rans_force_scalar, __ATOMIC_RELAXED);
+	return v;
 }
 
-/* Load and check a chunk's initial states; set up its word cursor. */
-static wc_err lanes_init(wc_rans_lanes *c, const uint8_t *chunk, size_t bytes, uint8_t *out, size_t m)
+int wc_rans_isa(void)
 {
+	int v = wc_rans_cpu_isa(), lim = __atomic_load_n(&wc_rans_isa_limit, __ATOMIC_RELAXED);
+	return lim > 0 && lim < v ? lim : v;
+}
+
+const char *wc_rans_isa_name(int isa)
+{
+	switch (isa) {
+	case WC_RANS_ISA_AVX2: return "avx2";
+	case WC_RANS_ISA_AVX512: return "avx512";
+	default: return "scalar";
+	}
+}
+
+wc_err wc_rans_lanes_init(wc_rans_lanes *c, const wc_rans_body *b, size_t k, uint32_t chunk_symbols,
+			 size_t nsym)
+{
+	uint32_t s0 = wc_rans_chunk_start(b, k), s1 = wc_rans_chunk_end(b, k);
+	const uint8_t *chunk = b->data + s0;
+	size_t first = k * (size_t)chunk_symbols;
 	for (unsigned l = 0; l < WC_RANS_LANES; l++) {
 		c->x[l] = wc_ld32(chunk + 4 * l);
 		if (c->x[l] < WC_RANS_STATE_LOW)
-			return wc_fail(WC_E_CORRUPT, "rANS: lane %u initial state %#x below 2^16", l, c->x[l]);
+			return wc_fail(WC_E_CORRUPT, "rANS: chunk %zu lane %u initial state %#x below 2^16", k,
+				       l, c->x[l]);
 	}
 	c->w = chunk + 4 * WC_RANS_LANES;
-	c->nw = (bytes - 4 * WC_RANS_LANES) / 2; /* word slots, pad included */
+	c->nw = (s1 - s0 - 4 * WC_RANS_LANES) / 2; /* word slots, pad included */
 	c->p = 0;
-	c->out = out;
-	c->m = m;
+	c->m = nsym - first < chunk_symbols ? nsym - first : chunk_symbols;
 	c->r = 0;
+	c->out = NULL;
+	c->rbase = 0;
+	c->k = k;
 	return WC_OK;
 }
 
-/* Scalar full rounds while 32 words remain. */
-static void rounds_scalar(wc_rans_lanes *c, const uint32_t *tab)
+/* Scalar full rounds up to rend while 32 words remain. */
+static void rounds_scalar(wc_rans_lanes *c, const uint32_t *tab, size_t rend)
 {
 	uint32_t *x = c->x;
 	const uint8_t *w = c->w;
-	size_t p = c->p, r = c->r, full = c->m / WC_RANS_LANES, nw = c->nw;
-	for (; r < full && nw - p >= WC_RANS_LANES; r++) {
-		uint8_t *o = c->out + r * WC_RANS_LANES;
+	size_t p = c->p, r = c->r, nw = c->nw;
+	for (; r < rend && nw - p >= WC_RANS_LANES; r++) {
+		uint8_t *o = c->out + (r - c->rbase) * WC_RANS_LANES;
 		LANE_FAST(0);  LANE_FAST(1);  LANE_FAST(2);  LANE_FAST(3);
 		LANE_FAST(4);  LANE_FAST(5);  LANE_FAST(6);  LANE_FAST(7);
 		LANE_FAST(8);  LANE_FAST(9);  LANE_FAST(10); LANE_FAST(11);
@@ -152,60 +180,39 @@ static void rounds_scalar(wc_rans_lanes *c, const uint32_t *tab)
 	c->r = r;
 }
 
-/* The remaining symbols with checked reads, then the end-of-chunk checks. */
-static wc_err lanes_finish(wc_rans_lanes *c, const wc_rans_dtab *dt)
+/* Fast rounds (SIMD, then scalar) while words allow, then bounds-checked
+ * steps (the partial last round too). */
+wc_err wc_rans_lanes_decode(wc_rans_lanes *c, const wc_rans_dtab *dt, size_t rend)
 {
-	if (use_avx2())
-		wc_rans_rounds_avx2(c, dt->entry);
-	rounds_scalar(c, dt->entry);
-	for (size_t j = c->r * WC_RANS_LANES; j < c->m; j++) {
-		if (step_checked(&c->x[j % WC_RANS_LANES], dt, c->w, &c->p, c->nw, c->out + j))
-			return wc_fail(WC_E_CORRUPT, "rANS: symbol %zu reads past the chunk's %zu words", j, c->nw);
+	size_t full = c->m / WC_RANS_LANES;
+	size_t fend = rend < full ? rend : full;
+	switch (wc_rans_isa()) {
+	case WC_RANS_ISA_AVX512: wc_rans_rounds_avx512(c, dt->entry, fend); break;
+	case WC_RANS_ISA_AVX2: wc_rans_rounds_avx2(c, dt->entry, fend); break;
+	default: break;
 	}
-	for (unsigned l = 0; l < WC_RANS_LANES; l++)
-		if (c->x[l] != WC_RANS_STATE_LOW)
-			return wc_fail(WC_E_CORRUPT, "rANS: lane %u final state %#x != 2^16", l, c->x[l]);
-	/* All words consumed, except one zero pad word after an odd count. */
-	size_t p = c->p, nw = c->nw;
-	if (p != nw && !(p + 1 == nw && (p & 1) && wc_ld16(c->w + 2 * p) == 0))
-		return wc_fail(WC_E_CORRUPT, "rANS: %zu of %zu word slots consumed", p, nw);
+	rounds_scalar(c, dt->entry, fend);
+	size_t jend = rend * WC_RANS_LANES < c->m ? rend * WC_RANS_LANES : c->m;
+	for (size_t j = c->r * WC_RANS_LANES; j < jend; j++) {
+		if (step_checked(&c->x[j % WC_RANS_LANES], dt, c->w, &c->p, c->nw,
+				 c->out + (j - c->rbase * WC_RANS_LANES)))
+			return wc_fail(WC_E_CORRUPT, "rANS: chunk %zu symbol %zu reads past its %zu words",
+				       c->k, j, c->nw);
+	}
+	c->r = rend;
 	return WC_OK;
 }
 
-wc_err wc_rans_decode_chunk(const uint8_t *chunk, size_t bytes, const wc_rans_dtab *dt,
-			    uint8_t *out, size_t m)
+wc_err wc_rans_lanes_end(const wc_rans_lanes *c)
 {
-	wc_rans_lanes c;
-	wc_err e = lanes_init(&c, chunk, bytes, out, m);
-	return e != WC_OK ? e : lanes_finish(&c, dt);
-}
-
-wc_err wc_rans_decode_chunks(const wc_rans_body *b, size_t k0, size_t k1, const wc_rans_dtab *dt,
-			     uint32_t chunk_symbols, size_t nsym, uint8_t *out)
-{
-	wc_rans_lanes c[2];
-	for (size_t k = k0; k < k1; k += 2) {
-		size_t cnt = k1 - k < 2 ? k1 - k : 2;
-		for (size_t i = 0; i < cnt; i++) {
-			size_t first = (k + i) * (size_t)chunk_symbols;
-			size_t m = nsym - first < chunk_symbols ? nsym - first : chunk_symbols;
-			uint32_t s0 = wc_rans_chunk_start(b, k + i), s1 = wc_rans_chunk_end(b, k + i);
-			wc_err e = lanes_init(&c[i], b->data + s0, s1 - s0, out + (first - k0 * chunk_symbols), m);
-			if (e != WC_OK)
-				return wc_fail_context(e, "chunk %zu", k + i);
-		}
-		/* Two chunks at once: the AVX2 loop is bound by the latency of
-		 * gather + multiply + renormalisation, so a second independent
-		 * chunk runs almost for free (+40%; four chunks spill registers
-		 * and are slower). */
-		if (cnt == 2 && use_avx2())
-			wc_rans_rounds2_avx2(&c[0], &c[1], dt->entry);
-		for (size_t i = 0; i < cnt; i++) {
-			wc_err e = lanes_finish(&c[i], dt);
-			if (e != WC_OK)
-				return wc_fail_context(e, "chunk %zu", k + i);
-		}
-	}
+	for (unsigned l = 0; l < WC_RANS_LANES; l++)
+		if (c->x[l] != WC_RANS_STATE_LOW)
+			return wc_fail(WC_E_CORRUPT, "rANS: chunk %zu lane %u final state %#x != 2^16", c->k, l,
+				       c->x[l]);
+	/* All words consumed, except one zero pad word after an odd count. */
+	size_t p = c->p, nw = c->nw;
+	if (p != nw && !(p + 1 == nw && (p & 1) && wc_ld16(c->w + 2 * p) == 0))
+		return wc_fail(WC_E_CORRUPT, "rANS: chunk %zu: %zu of %zu word slots consumed", c->k, p, nw);
 	return WC_OK;
 }
 
@@ -216,5 +223,14 @@ wc_err wc_rans_decode(const uint8_t *in, size_t in_len, const wc_rans_dtab *dt,
 	wc_err e = wc_rans_body_parse(in, in_len, nsym, chunk_symbols, &b);
 	if (e != WC_OK)
 		return e;
-	return wc_rans_decode_chunks(&b, 0, b.nchunks, dt, chunk_symbols, nsym, out);
+	for (size_t k = 0; k < b.nchunks; k++) {
+		wc_rans_lanes c;
+		if ((e = wc_rans_lanes_init(&c, &b, k, chunk_symbols, nsym)) != WC_OK)
+			return e;
+		c.out = out + k * (size_t)chunk_symbols;
+		if ((e = wc_rans_lanes_decode(&c, dt, (c.m + WC_RANS_LANES - 1) / WC_RANS_LANES)) != WC_OK ||
+		    (e = wc_rans_lanes_end(&c)) != WC_OK)
+			return e;
+	}
+	return WC_OK;
 }

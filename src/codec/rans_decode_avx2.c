@@ -1,6 +1,8 @@
 /* rans_decode_avx2.c - the rANS round loop with AVX2: 32 lanes as four
- * vectors of 8 states. Built for any x86-64 (target attribute, no -mavx2);
- * rans_decode.c calls it only when the CPU reports AVX2. */
+ * vectors of 8 states. A gather reads the decoding table, and a 256-entry
+ * rank table spreads the renormalisation words over the lanes that need
+ * them. Built for any x86-64 (target attribute, no -mavx2); rans_decode.c
+ * calls it only when the CPU reports AVX2. */
 #include "codec/codec_internal.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -56,73 +58,35 @@ __attribute__((target("avx2"))) static inline void store_syms(uint8_t *o, __m256
 	_mm256_storeu_si256((__m256i *)o, _mm256_permutevar8x32_epi32(_mm256_packus_epi16(a, b), order));
 }
 
-#define LOADX(c, v) \
-	__m256i v##0 = _mm256_loadu_si256((const __m256i *)((c)->x + 0)), \
-		v##1 = _mm256_loadu_si256((const __m256i *)((c)->x + 8)), \
-		v##2 = _mm256_loadu_si256((const __m256i *)((c)->x + 16)), \
-		v##3 = _mm256_loadu_si256((const __m256i *)((c)->x + 24))
-#define STOREX(c, v)                                                   \
-	do {                                                           \
-		_mm256_storeu_si256((__m256i *)((c)->x + 0), v##0);    \
-		_mm256_storeu_si256((__m256i *)((c)->x + 8), v##1);    \
-		_mm256_storeu_si256((__m256i *)((c)->x + 16), v##2);   \
-		_mm256_storeu_si256((__m256i *)((c)->x + 24), v##3);   \
-	} while (0)
 /* A round reads at most 32 words, and vector g loads 8 words at most 8g
  * words in, so 32 words left make every load of the round in bounds. */
-#define CAN_ROUND(c, r, full, p) ((r) < (full) && (c)->nw - (p) >= WC_RANS_LANES)
-#define ROUND(c, v, r, p)                                                            \
-	do {                                                                         \
-		__m256i s0, s1, s2, s3;                                              \
-		v##0 = step8(v##0, tab, (c)->w, &(p), &s0);                          \
-		v##1 = step8(v##1, tab, (c)->w, &(p), &s1);                          \
-		v##2 = step8(v##2, tab, (c)->w, &(p), &s2);                          \
-		v##3 = step8(v##3, tab, (c)->w, &(p), &s3);                          \
-		store_syms((c)->out + (r) * WC_RANS_LANES, s0, s1, s2, s3);          \
-		(r)++;                                                               \
-	} while (0)
-
-__attribute__((target("avx2,popcnt"))) void wc_rans_rounds_avx2(wc_rans_lanes *c, const uint32_t *tab)
+__attribute__((target("avx2,popcnt"))) void wc_rans_rounds_avx2(wc_rans_lanes *c, const uint32_t *tab,
+								 size_t rend)
 {
-	LOADX(c, xa);
-	size_t p = c->p, r = c->r, full = c->m / WC_RANS_LANES;
-	while (CAN_ROUND(c, r, full, p))
-		ROUND(c, xa, r, p);
-	STOREX(c, xa);
+	__m256i x0 = _mm256_loadu_si256((const __m256i *)(c->x + 0));
+	__m256i x1 = _mm256_loadu_si256((const __m256i *)(c->x + 8));
+	__m256i x2 = _mm256_loadu_si256((const __m256i *)(c->x + 16));
+	__m256i x3 = _mm256_loadu_si256((const __m256i *)(c->x + 24));
+	size_t p = c->p, r = c->r;
+	for (; r < rend && c->nw - p >= WC_RANS_LANES; r++) {
+		__m256i s0, s1, s2, s3;
+		x0 = step8(x0, tab, c->w, &p, &s0);
+		x1 = step8(x1, tab, c->w, &p, &s1);
+		x2 = step8(x2, tab, c->w, &p, &s2);
+		x3 = step8(x3, tab, c->w, &p, &s3);
+		store_syms(c->out + (r - c->rbase) * WC_RANS_LANES, s0, s1, s2, s3);
+	}
+	_mm256_storeu_si256((__m256i *)(c->x + 0), x0);
+	_mm256_storeu_si256((__m256i *)(c->x + 8), x1);
+	_mm256_storeu_si256((__m256i *)(c->x + 16), x2);
+	_mm256_storeu_si256((__m256i *)(c->x + 24), x3);
 	c->p = p;
 	c->r = r;
 }
 
-__attribute__((target("avx2,popcnt"))) void wc_rans_rounds2_avx2(wc_rans_lanes *a, wc_rans_lanes *b,
-								  const uint32_t *tab)
-{
-	LOADX(a, xa);
-	LOADX(b, xb);
-	size_t pa = a->p, ra = a->r, fa = a->m / WC_RANS_LANES;
-	size_t pb = b->p, rb = b->r, fb = b->m / WC_RANS_LANES;
-	while (CAN_ROUND(a, ra, fa, pa) && CAN_ROUND(b, rb, fb, pb)) {
-		ROUND(a, xa, ra, pa);
-		ROUND(b, xb, rb, pb);
-	}
-	STOREX(a, xa);
-	STOREX(b, xb);
-	a->p = pa;
-	a->r = ra;
-	b->p = pb;
-	b->r = rb;
-}
-
-int wc_rans_have_avx2(void)
-{
-	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
-}
 #else
-void wc_rans_rounds_avx2(wc_rans_lanes *c, const uint32_t *tab) { (void)c, (void)tab; }
-void wc_rans_rounds2_avx2(wc_rans_lanes *a, wc_rans_lanes *b, const uint32_t *tab)
+void wc_rans_rounds_avx2(wc_rans_lanes *c, const uint32_t *tab, size_t rend)
 {
-	(void)a, (void)b, (void)tab;
+	(void)c, (void)tab, (void)rend;
 }
-
-int wc_rans_have_avx2(void) { return 0; }
 #endif

@@ -13,8 +13,9 @@
  *       0xFFFFFFFF), u32 size (body bytes)
  *   bodies in plane order, each starting 4-byte aligned (zero padding)
  *
- * Each plane is coded by whichever mode is smallest; plane decoders are
- * chosen through a table of functions indexed by mode.
+ * Each plane is coded by whichever mode is smallest (RAW unless another
+ * saves over 1/128); plane decoders are chosen through a table of functions
+ * indexed by mode.
  */
 #ifndef WC_TILE_CODEC_H
 #define WC_TILE_CODEC_H
@@ -49,7 +50,9 @@ size_t wc_tile_encode_bound(wc_layout l, size_t nbytes, uint32_t chunk_symbols);
 
 /* Encode nbytes (a multiple of l.elem_size) into a payload, choosing per
  * plane the smallest of CONST, RANS (if plan[p].table), ZSTD (if allowed) and
- * RAW. plan has l.nplanes entries. Errors: WC_E_INVAL (bad size, symbol
+ * RAW, except that RANS or ZSTD must be smaller than RAW by more than 1/128
+ * of the plane (near-random planes stay RAW, which decodes at memcpy speed).
+ * plan has l.nplanes entries. Errors: WC_E_INVAL (bad size, symbol
  * missing from a table), WC_E_RANGE (cap too small), WC_E_NOMEM.
  * Optionally reports the bytes of each plane's body in plane_bytes. */
 wc_err wc_tile_encode(wc_layout l, const uint8_t *data, size_t nbytes,
@@ -59,9 +62,13 @@ wc_err wc_tile_encode(wc_layout l, const uint8_t *data, size_t nbytes,
 /* Decode a payload of payload_len bytes into exactly nbytes at out.
  * tables/ntables: the file's frequency tables (a RANS plane's table index is
  * checked against ntables). Validates every size and offset it reads.
- * Errors: WC_E_CORRUPT with a reason for any inconsistency; WC_E_NOMEM.
- * Thread-safe; uses about 16 KiB of stack-or-thread-local scratch per call
- * plus nbytes of plane scratch. */
+ * Errors: WC_E_CORRUPT with a reason for any inconsistency (out may then
+ * hold partial data); WC_E_NOMEM.
+ * Thread-safe. Memory is per thread and kept between calls (freed at thread
+ * exit): decoding tables for the last tables seen (16 KiB each), 2 KiB of
+ * block scratch per plane, and for ZSTD planes n bytes per plane. The rANS
+ * decoder uses AVX-512F or AVX2 when the CPU has them (checked at run time),
+ * else portable scalar code. */
 wc_err wc_tile_decode(wc_layout l, const uint8_t *payload, size_t payload_len,
 		      const wc_freqtab *tables, uint32_t ntables, uint32_t chunk_symbols,
 		      uint8_t *out, size_t nbytes);

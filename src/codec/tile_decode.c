@@ -1,42 +1,60 @@
 /* tile_decode.c - validating tile payload decoder (docs/FORMAT.md section 3).
  *
- * The tile is produced in stripes of one rANS chunk (chunk_symbols elements):
- * each rANS plane decodes its chunk into a small per-thread scratch that stays
- * in L1/L2, and the stripe is merged into the output right away, so decoded
- * planes never make a round trip through memory. */
+ * The tile is produced chunk by chunk, in blocks of BLOCK_ROUNDS rounds (32
+ * symbols each): every rANS plane decodes the block into 2 KiB of
+ * per-thread scratch and the block is merged into the output at once, so
+ * decoded symbols never leave L1 and the 16 KiB decoding table stays there.
+ * Planes without chunks (RAW, CONST, ZSTD) follow the same geometry with
+ * PLAIN_CHUNK-symbol virtual chunks. */
 #include <zstd.h>
 
 #include "codec/codec_internal.h"
 #include "codec/tile_codec.h"
 
-/* Chunks per stripe: the AVX2 decoder runs two chunks interleaved. */
-#define STRIPE_CHUNKS 2u
+#define BLOCK_ROUNDS 64u
+#define BLOCK_SYMS (BLOCK_ROUNDS * WC_RANS_LANES)
+#define PLAIN_CHUNK 16384u
+
+typedef struct tile_ctx {
+	const wc_freqtab *tables;
+	size_t n;                 /* symbols per plane */
+	uint32_t chunk_symbols;   /* the file's; chunk geometry when a plane is RANS */
+	uint8_t *plane_scratch;   /* n bytes per plane, for whole-plane decoders */
+} tile_ctx;
 
 /* State of one plane while the tile decodes. */
 typedef struct plane_dec {
 	const wc_plane_view *v;
 	const uint8_t *src;       /* RAW/ZSTD: the whole plane */
+	uint8_t *scratch;         /* BLOCK_SYMS bytes (CONST: the value) */
 	const wc_rans_dtab *dt;   /* RANS */
 	wc_rans_body body;        /* RANS */
-	int filled;               /* CONST: stripe scratch already holds the value */
-	uint32_t chunk_symbols;   /* RANS */
+	wc_rans_lanes lanes;      /* RANS: the chunk being decoded */
 } plane_dec;
 
-typedef struct tile_ctx {
-	const wc_freqtab *tables;
-	size_t n;                 /* symbols per plane */
-	uint32_t chunk_symbols;
-	uint8_t *plane_scratch;   /* n bytes per plane, for whole-plane decoders */
-} tile_ctx;
-
-/* prepare: validate and set up a plane before the stripes;
- * stripe: make symbols [first, first + m) of stripe k available at *ptr,
- * using `scratch` (m bytes) if the plane must be decoded. */
+/* prepare: validate and set up a plane before decoding;
+ * chunk_begin: start chunk k;
+ * block: make the plane's symbols [first, first + 32 * (rend - r0)) of the
+ *   current chunk (rounds up to rend) available at *ptr;
+ * chunk_end: check the chunk once fully decoded. */
 typedef struct plane_ops {
 	wc_err (*prepare)(plane_dec *pd, unsigned p, const tile_ctx *t);
-	wc_err (*stripe)(plane_dec *pd, size_t k, size_t first, size_t m, uint8_t *scratch,
-			 const uint8_t **ptr);
+	wc_err (*chunk_begin)(plane_dec *pd, size_t k, const tile_ctx *t);
+	wc_err (*block)(plane_dec *pd, size_t first, size_t rend, const uint8_t **ptr);
+	wc_err (*chunk_end)(plane_dec *pd);
 } plane_ops;
+
+static wc_err no_begin(plane_dec *pd, size_t k, const tile_ctx *t)
+{
+	(void)pd, (void)k, (void)t;
+	return WC_OK;
+}
+
+static wc_err no_end(plane_dec *pd)
+{
+	(void)pd;
+	return WC_OK;
+}
 
 static wc_err raw_prepare(plane_dec *pd, unsigned p, const tile_ctx *t)
 {
@@ -45,10 +63,9 @@ static wc_err raw_prepare(plane_dec *pd, unsigned p, const tile_ctx *t)
 	return WC_OK;
 }
 
-static wc_err whole_stripe(plane_dec *pd, size_t k, size_t first, size_t m, uint8_t *scratch,
-			   const uint8_t **ptr)
+static wc_err whole_block(plane_dec *pd, size_t first, size_t rend, const uint8_t **ptr)
 {
-	(void)k, (void)m, (void)scratch;
+	(void)rend;
 	*ptr = pd->src + first;
 	return WC_OK;
 }
@@ -56,19 +73,14 @@ static wc_err whole_stripe(plane_dec *pd, size_t k, size_t first, size_t m, uint
 static wc_err const_prepare(plane_dec *pd, unsigned p, const tile_ctx *t)
 {
 	(void)p, (void)t;
-	pd->filled = 0;
+	memset(pd->scratch, pd->v->value, BLOCK_SYMS);
 	return WC_OK;
 }
 
-static wc_err const_stripe(plane_dec *pd, size_t k, size_t first, size_t m, uint8_t *scratch,
-			   const uint8_t **ptr)
+static wc_err const_block(plane_dec *pd, size_t first, size_t rend, const uint8_t **ptr)
 {
-	(void)k, (void)first;
-	if (!pd->filled) { /* the first stripe is the longest */
-		memset(scratch, pd->v->value, m);
-		pd->filled = 1;
-	}
-	*ptr = scratch;
+	(void)first, (void)rend;
+	*ptr = pd->scratch;
 	return WC_OK;
 }
 
@@ -78,26 +90,27 @@ static wc_err rans_prepare(plane_dec *pd, unsigned p, const tile_ctx *t)
 	if (wc_freq_validate(ft) != WC_OK)
 		return wc_fail_context(WC_E_CORRUPT, "table %u", pd->v->table);
 	pd->dt = wc_dtab_cached(ft, p);
-	pd->chunk_symbols = t->chunk_symbols;
 	if (!pd->dt)
 		return wc_fail(WC_E_NOMEM, "no memory for a decoding table");
 	return wc_rans_body_parse(pd->v->body, pd->v->size, t->n, t->chunk_symbols, &pd->body);
 }
 
-/* A stripe is STRIPE_CHUNKS chunks: chunks [k * STRIPE_CHUNKS, ...). */
-static wc_err rans_stripe(plane_dec *pd, size_t k, size_t first, size_t m, uint8_t *scratch,
-			  const uint8_t **ptr)
+static wc_err rans_chunk_begin(plane_dec *pd, size_t k, const tile_ctx *t)
 {
-	(void)m;
-	size_t k0 = k * STRIPE_CHUNKS, k1 = k0 + STRIPE_CHUNKS;
-	if (k1 > pd->body.nchunks)
-		k1 = pd->body.nchunks;
-	wc_err e = wc_rans_decode_chunks(&pd->body, k0, k1, pd->dt, pd->chunk_symbols, first + m, scratch);
-	if (e != WC_OK)
-		return e;
-	*ptr = scratch;
-	return WC_OK;
+	wc_err e = wc_rans_lanes_init(&pd->lanes, &pd->body, k, t->chunk_symbols, t->n);
+	pd->lanes.out = pd->scratch;
+	return e;
 }
+
+static wc_err rans_block(plane_dec *pd, size_t first, size_t rend, const uint8_t **ptr)
+{
+	(void)first;
+	pd->lanes.rbase = pd->lanes.r; /* the block starts at the scratch's start */
+	*ptr = pd->scratch;
+	return wc_rans_lanes_decode(&pd->lanes, pd->dt, rend);
+}
+
+static wc_err rans_chunk_end(plane_dec *pd) { return wc_rans_lanes_end(&pd->lanes); }
 
 static wc_err zstd_prepare(plane_dec *pd, unsigned p, const tile_ctx *t)
 {
@@ -120,15 +133,20 @@ static wc_err zstd_prepare(plane_dec *pd, unsigned p, const tile_ctx *t)
 }
 
 static const plane_ops plane_decoders[WC_PLANE_MODES] = {
-	[WC_PLANE_RAW] = {raw_prepare, whole_stripe},
-	[WC_PLANE_CONST] = {const_prepare, const_stripe},
-	[WC_PLANE_RANS] = {rans_prepare, rans_stripe},
-	[WC_PLANE_ZSTD] = {zstd_prepare, whole_stripe},
+	[WC_PLANE_RAW] = {raw_prepare, no_begin, whole_block, no_end},
+	[WC_PLANE_CONST] = {const_prepare, no_begin, const_block, no_end},
+	[WC_PLANE_RANS] = {rans_prepare, rans_chunk_begin, rans_block, rans_chunk_end},
+	[WC_PLANE_ZSTD] = {zstd_prepare, no_begin, whole_block, no_end},
 };
 
-/* Stripe length when no plane is chunked: long enough to amortise calls,
- * short enough that CONST scratch stays in cache. */
-#define PLAIN_STRIPE 16384u
+#define PLANE_CALL(op, ...)                                                      \
+	do {                                                                     \
+		for (unsigned p_ = 0; p_ < l.nplanes; p_++) {                    \
+			wc_err e_ = plane_decoders[views[p_].mode].op(__VA_ARGS__); \
+			if (e_ != WC_OK)                                         \
+				return wc_fail_context(e_, "tile plane %u", p_); \
+		}                                                                \
+	} while (0)
 
 wc_err wc_tile_decode(wc_layout l, const uint8_t *payload, size_t payload_len,
 		      const wc_freqtab *tables, uint32_t ntables, uint32_t chunk_symbols,
@@ -146,32 +164,31 @@ wc_err wc_tile_decode(wc_layout l, const uint8_t *payload, size_t payload_len,
 	}
 	if (any_rans && !wc_rans_chunk_symbols_ok(chunk_symbols))
 		return wc_fail(WC_E_CORRUPT, "tile: chunk size %u invalid", chunk_symbols);
-	size_t stripe = any_rans ? (size_t)chunk_symbols * STRIPE_CHUNKS : PLAIN_STRIPE;
-	if (stripe > t.n)
-		stripe = t.n;
+	size_t C = any_rans ? chunk_symbols : PLAIN_CHUNK;
 	if (any_zstd && !(t.plane_scratch = wc_scratch_get(WC_SCRATCH_PLANES, l.nplanes * t.n)))
 		return wc_fail(WC_E_NOMEM, "tile: no memory for %zu bytes of planes", nbytes);
-	uint8_t *sscratch = wc_scratch_get(WC_SCRATCH_STRIPE, l.nplanes * stripe + 1);
-	if (!sscratch)
-		return wc_fail(WC_E_NOMEM, "tile: no memory for stripe scratch");
+	uint8_t *scratch = wc_scratch_get(WC_SCRATCH_BLOCKS, (size_t)l.nplanes * BLOCK_SYMS);
+	if (!scratch)
+		return wc_fail(WC_E_NOMEM, "tile: no memory for block scratch");
 
 	plane_dec pd[WC_MAX_PLANES];
-	for (unsigned p = 0; p < l.nplanes; p++) {
-		pd[p] = (plane_dec){.v = &views[p]};
-		e = plane_decoders[views[p].mode].prepare(&pd[p], p, &t);
-		if (e != WC_OK)
-			return wc_fail_context(e, "tile plane %u", p);
-	}
-	for (size_t k = 0, first = 0; first < t.n; k++, first += stripe) {
-		size_t m = t.n - first < stripe ? t.n - first : stripe;
-		const uint8_t *ptr[WC_MAX_PLANES];
-		for (unsigned p = 0; p < l.nplanes; p++) {
-			e = plane_decoders[views[p].mode].stripe(&pd[p], k, first, m, sscratch + p * stripe,
-								 &ptr[p]);
-			if (e != WC_OK)
-				return wc_fail_context(e, "tile plane %u", p);
+	for (unsigned p = 0; p < l.nplanes; p++)
+		pd[p] = (plane_dec){.v = &views[p], .scratch = scratch + (size_t)p * BLOCK_SYMS};
+	PLANE_CALL(prepare, &pd[p_], p_, &t);
+
+	for (size_t k = 0; k * C < t.n; k++) {
+		size_t base = k * C, m = t.n - base < C ? t.n - base : C;
+		size_t rounds = (m + WC_RANS_LANES - 1) / WC_RANS_LANES;
+		PLANE_CALL(chunk_begin, &pd[p_], k, &t);
+		for (size_t r0 = 0; r0 < rounds; r0 += BLOCK_ROUNDS) {
+			size_t rend = r0 + BLOCK_ROUNDS < rounds ? r0 + BLOCK_ROUNDS : rounds;
+			size_t first = base + r0 * WC_RANS_LANES;
+			size_t len = (rend * WC_RANS_LANES < m ? rend * WC_RANS_LANES : m) - r0 * WC_RANS_LANES;
+			const uint8_t *ptr[WC_MAX_PLANES];
+			PLANE_CALL(block, &pd[p_], first, rend, &ptr[p_]);
+			wc_planes_merge(l, ptr, len, out + first * l.elem_size);
 		}
-		wc_planes_merge(l, ptr, m, out + first * l.elem_size);
+		PLANE_CALL(chunk_end, &pd[p_]);
 	}
 	return WC_OK;
 }

@@ -37,7 +37,16 @@ typedef struct wc_tile_job {
 	uint32_t out_size;
 	uint64_t dhash;           /* expected XXH3-64 of the decoded bytes */
 	wc_err status;            /* set by the backend for this job */
+	/* Why status is not WC_OK, set by the backend with status ("" if it has
+	 * no reason to give). wc_fail() reasons are per thread and a backend
+	 * decodes on threads of its own, so the reason travels with the job. */
+	char detail[256];
 } wc_tile_job;
+
+/* Set job->status = e and job->detail from a printf-style reason; returns e.
+ * For backends (the CPU one, the CUDA plugin) reporting a failed job. */
+wc_err wc_job_fail(wc_tile_job *job, wc_err e, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 typedef struct wc_backend wc_backend;
 
@@ -79,8 +88,12 @@ void wc_backend_destroy(wc_backend *be);
  * failed to start (WC_E_NOMEM). */
 wc_err wc_backend_decode(wc_backend *be, wc_tile_job *jobs, size_t n);
 
-/* Decode one job on the calling thread with the reference CPU decoder
- * (wc_tile_decode + dhash check); sets and returns job->status. */
+/* Decode one job on the calling thread with the reference CPU decoder,
+ * chosen by job->kind: WC_JOB_PLANES is wc_tile_decode() (tile_codec.h)
+ * then XXH3-64 of the out_size decoded bytes compared with job->dhash.
+ * Sets and returns job->status, and job->detail when it is not WC_OK:
+ * WC_E_CORRUPT (payload inconsistent, or dhash mismatch), WC_E_UNSUPPORTED
+ * (unknown kind), WC_E_NOMEM. Thread-safe. */
 wc_err wc_decode_job_cpu(wc_tile_job *job);
 
 /* The CPU backend directly. */

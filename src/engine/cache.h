@@ -58,7 +58,11 @@ void wc_cache_release(wc_cache *cache, wc_tile_ref *ref);
 
 /* Queue decodes of tiles [first, first+count) not cached or in flight, up to
  * max_prefetch in flight; returns at once. Prefetched entries enter the LRU
- * at its cold end until a reader uses them. */
+ * at its cold end until a reader uses them: unused prefetched tiles beyond
+ * 4 * max_prefetch are evicted first, oldest first; up to that many are
+ * spared while used tiles can be evicted instead (so a streaming reader's
+ * readahead survives until it arrives). A prefetch that would need to evict
+ * tiles readers hold is dropped. */
 void wc_cache_prefetch(wc_cache *cache, wc_tile_source *src, uint32_t first, uint32_t count);
 
 /* Drop every unreferenced entry of source id `id` (a file being closed). */

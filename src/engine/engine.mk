@@ -1,1 +1,38 @@
-# src/engine: owned by that component; appends to the variables in Makefile.am.
+# src/engine: decode backends (CPU thread pool, CUDA plugin loader) and the
+# decoded-tile cache. Appends to the variables in Makefile.am.
+libwcodec_la_SOURCES += \
+	src/engine/backend.c \
+	src/engine/backend_cpu.c \
+	src/engine/threadpool.c \
+	src/engine/cache.c
+noinst_HEADERS += \
+	src/engine/backend.h \
+	src/engine/cache.h \
+	src/engine/tile_source.h \
+	src/engine/threadpool.h \
+	tests/fake_tiles.h
+
+check_PROGRAMS += tests/test_cache tests/test_backend
+TESTS += tests/test_cache tests/test_backend
+tests_test_cache_SOURCES = tests/test_cache.c
+tests_test_cache_CFLAGS = $(TEST_CFLAGS)
+tests_test_cache_LDADD = $(TEST_LIBS)
+tests_test_backend_SOURCES = tests/test_backend.c
+tests_test_backend_CFLAGS = $(TEST_CFLAGS)
+tests_test_backend_LDADD = $(TEST_LIBS)
+
+# Hit-path latency and throughput of the cache, 1..16 threads (not a test).
+noinst_PROGRAMS += bench/bench_cache
+bench_bench_cache_SOURCES = bench/bench_cache.c
+bench_bench_cache_CFLAGS = $(AM_CFLAGS) -I$(srcdir)/tests
+bench_bench_cache_LDADD = libwcodec.la
+
+# A stand-in CUDA plugin so test_backend goes through the real dlopen() path.
+# (check_LTLIBRARIES is not declared in Makefile.am; this fragment sets it.)
+check_LTLIBRARIES = tests/fakeplugin/wcodec-cuda.la
+tests_fakeplugin_wcodec_cuda_la_SOURCES = tests/fake_cuda_plugin.c
+tests_fakeplugin_wcodec_cuda_la_CFLAGS = $(AM_CFLAGS)
+tests_fakeplugin_wcodec_cuda_la_LDFLAGS = -module -avoid-version -shared \
+	-rpath $(abs_builddir)/tests/fakeplugin $(AM_LDFLAGS)
+tests_test_backend_CPPFLAGS = $(AM_CPPFLAGS) \
+	-DFAKE_PLUGIN_DIR='"$(abs_builddir)/tests/fakeplugin/.libs"'

@@ -1,0 +1,222 @@
+/*
+ * bench_cache.c - the decoded-tile cache under load (a benchmark, not a test).
+ *
+ *   bench_cache hit [seconds-per-step=0.5] [tiles=4096]
+ *     Hit-path latency and throughput with 1..16 reader threads. Every tile is
+ *     decoded once up front (fake backend, tests/fake_tiles.h), so each timed
+ *     wc_cache_get() + wc_cache_release() is a hit: this measures the lookup,
+ *     the refcount and the mutex under contention, not decoding.
+ *
+ *   bench_cache stream [budget-MiB=256] [file-MiB=1024] [readers=4]
+ *     Readers stream through one file of 1 MiB tiles each from its own
+ *     offset, prefetching 8 tiles ahead, through a cache of the given budget;
+ *     reports throughput and peak RSS against the budget (the daemon's bar:
+ *     peak RSS <= budget + 64 MiB).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "engine/cache.h"
+#include "fake_tiles.h"
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct reader {
+	wc_cache *c;
+	fake_source *s;
+	pthread_barrier_t *start;
+	volatile int *stop;
+	uint64_t seed;
+	uint64_t ops;
+	double max_ns;
+} reader;
+
+static void *reader_main(void *arg)
+{
+	reader *r = arg;
+	uint64_t x = r->seed, ops = 0, sink = 0;
+	pthread_barrier_wait(r->start);
+	while (!*r->stop) {
+		for (int k = 0; k < 256; k++) {
+			uint32_t t = (uint32_t)(fake_splitmix(&x) % r->s->ntiles);
+			wc_tile_ref *ref;
+			if (wc_cache_get(r->c, &r->s->base, t, &ref) != WC_OK) {
+				fprintf(stderr, "bench_cache: get failed: %s\n", wc_last_detail());
+				exit(1);
+			}
+			sink += ref->data[0];
+			wc_cache_release(r->c, ref);
+		}
+		ops += 256;
+	}
+	r->ops = ops + (sink & 0); /* keep the loads */
+	return NULL;
+}
+
+static int bench_hit(int argc, char **argv)
+{
+	double step = argc > 0 ? atof(argv[0]) : 0.5;
+	uint32_t ntiles = argc > 1 ? (uint32_t)atoi(argv[1]) : 4096;
+	fake_backend fb;
+	fake_backend_init(&fb, 16, 2);
+	fake_source s;
+	fake_source_init(&s, 1, 1, ntiles, 4096, 4096);
+	wc_cache_opts o = { .budget_bytes = (uint64_t)ntiles * 4096 * 2, .backend = &fb.base };
+	wc_cache *c;
+	if (wc_cache_create(&o, &c) != WC_OK) {
+		fprintf(stderr, "bench_cache: %s\n", wc_last_detail());
+		return 1;
+	}
+	for (uint32_t t = 0; t < ntiles; t++) { /* warm: every get below is a hit */
+		wc_tile_ref *ref;
+		if (wc_cache_get(c, &s.base, t, &ref) != WC_OK)
+			return 1;
+		wc_cache_release(c, ref);
+	}
+	printf("# cache hit path: %u cached tiles, %.2f s per step\n", ntiles, step);
+	printf("%8s %14s %14s\n", "threads", "hits/s", "ns/hit/thread");
+	static const int steps[] = { 1, 2, 4, 8, 16 };
+	for (size_t k = 0; k < sizeof steps / sizeof *steps; k++) {
+		int n = steps[k];
+		reader r[16];
+		pthread_t th[16];
+		pthread_barrier_t start;
+		volatile int stop = 0;
+		pthread_barrier_init(&start, NULL, (unsigned)n + 1);
+		for (int i = 0; i < n; i++) {
+			r[i] = (reader){ .c = c, .s = &s, .start = &start, .stop = &stop,
+					 .seed = (uint64_t)i * 7919 + 1 };
+			pthread_create(&th[i], NULL, reader_main, &r[i]);
+		}
+		pthread_barrier_wait(&start);
+		double t0 = now_s();
+		struct timespec nap = { (time_t)step, (long)((step - (time_t)step) * 1e9) };
+		nanosleep(&nap, NULL);
+		stop = 1;
+		uint64_t ops = 0;
+		for (int i = 0; i < n; i++) {
+			pthread_join(th[i], NULL);
+			ops += r[i].ops;
+		}
+		double dt = now_s() - t0;
+		pthread_barrier_destroy(&start);
+		printf("%8d %14.0f %14.1f\n", n, ops / dt, dt * 1e9 * n / (double)ops);
+	}
+	wc_cache_stats st;
+	wc_cache_get_stats(c, &st);
+	printf("# hits %llu misses %llu decodes %llu\n", (unsigned long long)st.hits,
+	       (unsigned long long)st.misses, (unsigned long long)st.decodes);
+	wc_cache_destroy(c);
+	return 0;
+}
+
+typedef struct streamer {
+	wc_cache *c;
+	fake_source *s;
+	uint32_t first;
+	uint64_t bytes;
+	size_t bad;
+} streamer;
+
+static void *streamer_main(void *arg)
+{
+	streamer *st = arg;
+	uint32_t n = st->s->ntiles;
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t t = (st->first + k) % n;
+		wc_cache_prefetch(st->c, &st->s->base, t + 1, 8);
+		wc_tile_ref *ref;
+		if (wc_cache_get(st->c, &st->s->base, t, &ref) != WC_OK) {
+			fprintf(stderr, "bench_cache: get failed: %s\n", wc_last_detail());
+			exit(1);
+		}
+		/* Touch every page as a reader copying it out would. */
+		uint64_t sum = 0;
+		for (uint32_t i = 0; i < ref->size; i += 4096)
+			sum += ref->data[i];
+		st->bad += (sum == UINT64_MAX);
+		st->bytes += ref->size;
+		wc_cache_release(st->c, ref);
+	}
+	return NULL;
+}
+
+static long rss_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long kib = -1;
+	while (f && fgets(line, sizeof line, f))
+		if (strncmp(line, "VmRSS:", 6) == 0)
+			kib = atol(line + 6);
+	if (f)
+		fclose(f);
+	return kib;
+}
+
+static int bench_stream(int argc, char **argv)
+{
+	uint64_t budget = (uint64_t)(argc > 0 ? atoi(argv[0]) : 256) << 20;
+	uint32_t ntiles = (uint32_t)(argc > 1 ? atoi(argv[1]) : 1024);
+	int nreaders = argc > 2 ? atoi(argv[2]) : 4;
+	if (nreaders < 1 || nreaders > 64)
+		nreaders = 4;
+	fake_backend fb;
+	fake_backend_init(&fb, 8, 2);
+	fake_source s;
+	fake_source_init(&s, 1, 1, ntiles, 1u << 20, 1u << 20);
+	wc_cache_opts o = { .budget_bytes = budget, .backend = &fb.base, .max_prefetch = 16 };
+	wc_cache *c;
+	if (wc_cache_create(&o, &c) != WC_OK)
+		return 1;
+	long rss0 = rss_kib();
+	streamer st[64];
+	pthread_t th[64];
+	double t0 = now_s();
+	for (int i = 0; i < nreaders; i++) {
+		st[i] = (streamer){ .c = c, .s = &s, .first = (uint32_t)((uint64_t)ntiles * i / nreaders) };
+		pthread_create(&th[i], NULL, streamer_main, &st[i]);
+	}
+	uint64_t bytes = 0;
+	for (int i = 0; i < nreaders; i++) {
+		pthread_join(th[i], NULL);
+		bytes += st[i].bytes;
+	}
+	double dt = now_s() - t0;
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	wc_cache_stats cs;
+	wc_cache_get_stats(c, &cs);
+	printf("# stream: %d readers x %u MiB, budget %llu MiB\n", nreaders, ntiles,
+	       (unsigned long long)(budget >> 20));
+	printf("throughput %.0f MiB/s (fake decode), hits %llu misses %llu decodes %llu "
+	       "evictions %llu prefetches %llu\n", bytes / dt / (1 << 20),
+	       (unsigned long long)cs.hits, (unsigned long long)cs.misses,
+	       (unsigned long long)cs.decodes, (unsigned long long)cs.evictions,
+	       (unsigned long long)cs.prefetches);
+	printf("RSS before %ld MiB, peak %ld MiB, peak - budget = %ld MiB\n", rss0 >> 10,
+	       ru.ru_maxrss >> 10, (ru.ru_maxrss >> 10) - (long)(budget >> 20));
+	wc_cache_destroy(c);
+	printf("RSS after destroy %ld MiB\n", rss_kib() >> 10);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "hit";
+	if (strcmp(mode, "hit") == 0)
+		return bench_hit(argc - 2 < 0 ? 0 : argc - 2, argv + 2);
+	if (strcmp(mode, "stream") == 0)
+		return bench_stream(argc - 2 < 0 ? 0 : argc - 2, argv + 2);
+	fprintf(stderr, "usage: bench_cache hit [seconds] [tiles] | stream [budget-MiB] [tiles] [readers]\n");
+	return 2;
+}

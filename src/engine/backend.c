@@ -1,0 +1,208 @@
+/*
+ * backend.c - choosing a decode backend (CPU, or the CUDA plugin loaded with
+ * dlopen), the CPU fallback of wc_backend_decode(), and the reference
+ * per-job CPU decoder.
+ */
+#include "engine/backend.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "codec/tile_codec.h"
+
+#ifndef WC_PLUGIN_DIR
+#define WC_PLUGIN_DIR "/usr/local/lib/wcodecfs"
+#endif
+
+wc_err wc_job_fail(wc_tile_job *job, wc_err e, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(job->detail, sizeof job->detail, fmt, ap);
+	va_end(ap);
+	job->status = e;
+	return e;
+}
+
+/* ---- reference CPU decoders, one per job kind ---------------------------- */
+
+static wc_err decode_planes(wc_tile_job *job)
+{
+	wc_clear_detail();
+	wc_err e = wc_tile_decode(job->layout, job->payload, job->payload_size, job->tables,
+				  job->ntables, job->chunk_symbols, job->out, job->out_size);
+	if (e != WC_OK)
+		return wc_job_fail(job, e, "%s", *wc_last_detail() ? wc_last_detail() : wc_strerror(e));
+	uint64_t h = XXH3_64bits(job->out, job->out_size);
+	if (h != job->dhash)
+		return wc_job_fail(job, WC_E_CORRUPT,
+				   "decoded %u bytes hash to %016llx, the index says %016llx",
+				   job->out_size, (unsigned long long)h,
+				   (unsigned long long)job->dhash);
+	return WC_OK;
+}
+
+wc_err wc_decode_job_cpu(wc_tile_job *job)
+{
+	job->status = WC_OK;
+	job->detail[0] = '\0';
+	wc_err e;
+	/* One case per wc_job_kind; a new kind adds its decoder here. */
+	switch ((wc_job_kind)job->kind) {
+	case WC_JOB_PLANES:
+		e = decode_planes(job);
+		break;
+	default:
+		e = wc_job_fail(job, WC_E_UNSUPPORTED, "unknown decode job kind %u", job->kind);
+		break;
+	}
+	job->status = e;
+	if (e != WC_OK)
+		wc_fail(e, "%s", job->detail); /* also for a caller on this thread */
+	return e;
+}
+
+/* ---- decoding with CPU fallback ------------------------------------------ */
+
+wc_err wc_backend_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
+{
+	if (n == 0)
+		return WC_OK;
+	wc_clear_detail();
+	wc_err e = be->ops->decode(be, jobs, n);
+	if (e == WC_OK)
+		return WC_OK;
+	if (e != WC_E_BACKEND) { /* the contract allows only OK or BACKEND; be safe */
+		const char *why = *wc_last_detail() ? wc_last_detail() : wc_strerror(e);
+		for (size_t i = 0; i < n; i++)
+			if (jobs[i].status == WC_OK)
+				wc_job_fail(&jobs[i], e, "%s backend: %s", be->ops->name, why);
+		return WC_OK;
+	}
+	wc_log(WC_LOG_WARN, "%s backend failed (%s); decoding %zu tile%s on the CPU",
+	       be->ops->name, *wc_last_detail() ? wc_last_detail() : "no reason given", n,
+	       n == 1 ? "" : "s");
+	for (size_t i = 0; i < n; i++)
+		wc_decode_job_cpu(&jobs[i]);
+	return WC_OK;
+}
+
+/* ---- the CUDA plugin ----------------------------------------------------- */
+
+/* The plugin's backend wrapped so that destroying it also drops the library
+ * handle. RTLD_NODELETE keeps the code mapped after dlclose(): the CUDA
+ * runtime registers exit handlers that must still find it. */
+typedef struct plugin_backend {
+	wc_backend base;
+	wc_backend *inner;
+	void *dl;
+} plugin_backend;
+
+static wc_err plugin_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
+{
+	plugin_backend *pb = (plugin_backend *)be;
+	return pb->inner->ops->decode(pb->inner, jobs, n);
+}
+
+static void plugin_destroy(wc_backend *be)
+{
+	plugin_backend *pb = (plugin_backend *)be;
+	pb->inner->ops->destroy(pb->inner);
+	dlclose(pb->dl);
+	free(pb);
+}
+
+static const wc_backend_ops plugin_ops = {
+	.name = "cuda",
+	.decode = plugin_decode,
+	.destroy = plugin_destroy,
+};
+
+static wc_err cuda_create(const wc_backend_opts *opts, wc_backend **out)
+{
+	const char *dir = getenv("WCODEC_PLUGIN_DIR");
+	if (!dir || !*dir)
+		dir = WC_PLUGIN_DIR;
+	char path[4096];
+	if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, WC_CUDA_PLUGIN_NAME) >= sizeof path)
+		return wc_fail(WC_E_INVAL, "plugin directory path too long: %s", dir);
+	if (access(path, R_OK) != 0)
+		return wc_fail(errno == ENOENT ? WC_E_NOTFOUND : WC_E_BACKEND,
+			       "CUDA plugin %s: %s (built with --with-cuda?)", path, strerror(errno));
+	dlerror();
+	void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+	if (!dl)
+		return wc_fail(WC_E_BACKEND, "cannot load CUDA plugin: %s", dlerror());
+	wc_backend_create_fn create = (wc_backend_create_fn)(uintptr_t)dlsym(dl, WC_CUDA_PLUGIN_SYMBOL);
+	if (!create) {
+		wc_err e = wc_fail(WC_E_BACKEND, "CUDA plugin %s lacks %s", path, WC_CUDA_PLUGIN_SYMBOL);
+		dlclose(dl);
+		return e;
+	}
+	plugin_backend *pb = calloc(1, sizeof *pb);
+	if (!pb) {
+		dlclose(dl);
+		return wc_fail(WC_E_NOMEM, "CUDA backend");
+	}
+	wc_clear_detail();
+	wc_err e = create(opts, &pb->inner);
+	if (e != WC_OK || !pb->inner) {
+		if (e == WC_OK)
+			e = wc_fail(WC_E_BACKEND, "CUDA plugin returned no backend");
+		else if (!*wc_last_detail())
+			wc_fail(e, "CUDA plugin: %s", wc_strerror(e));
+		free(pb);
+		dlclose(dl);
+		return e;
+	}
+	pb->base.ops = &plugin_ops;
+	pb->base.max_batch = pb->inner->max_batch ? pb->inner->max_batch : 1;
+	pb->base.concurrency = pb->inner->concurrency ? pb->inner->concurrency : 1;
+	pb->dl = dl;
+	*out = &pb->base;
+	return WC_OK;
+}
+
+/* ---- choosing a backend -------------------------------------------------- */
+
+wc_err wc_backend_create(const char *name, const wc_backend_opts *opts, wc_backend **out)
+{
+	static const wc_backend_opts defaults = { 0 };
+	if (!opts)
+		opts = &defaults;
+	*out = NULL;
+	if (!name)
+		name = "auto";
+	if (strcmp(name, "cpu") == 0)
+		return wc_backend_cpu_create(opts->threads, out);
+	if (strcmp(name, "cuda") == 0)
+		return cuda_create(opts, out);
+	if (strcmp(name, "auto") != 0)
+		return wc_fail(WC_E_INVAL, "unknown decode backend \"%s\" (auto, cpu, cuda)", name);
+
+	wc_err e = cuda_create(opts, out);
+	if (e == WC_OK) {
+		wc_log(WC_LOG_INFO, "decode backend: cuda (batches of %u, %u at once)",
+		       (*out)->max_batch, (*out)->concurrency);
+		return WC_OK;
+	}
+	char why[512];
+	snprintf(why, sizeof why, "%s", *wc_last_detail() ? wc_last_detail() : wc_strerror(e));
+	e = wc_backend_cpu_create(opts->threads, out);
+	if (e != WC_OK)
+		return e;
+	wc_log(WC_LOG_INFO, "decode backend: cpu (CUDA unusable: %s)", why);
+	return WC_OK;
+}
+
+void wc_backend_destroy(wc_backend *be)
+{
+	if (be)
+		be->ops->destroy(be);
+}

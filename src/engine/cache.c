@@ -1,0 +1,735 @@
+/*
+ * cache.c - the decoded-tile cache (cache.h).
+ *
+ * Design after DwarFS's block cache (refcounted decoded blocks, one decode
+ * shared by every reader that wants it, a byte-budgeted LRU) and squashfuse's
+ * cache; the code is our own.
+ *
+ * Every entry is in the hash table from the moment someone asks for it until
+ * it is evicted, dropped, or its decode fails. Its state moves
+ *   QUEUED -> DECODING -> READY, or -> FAILED (and out of the table).
+ * An entry is on at most one list, linked through prev/next:
+ *   the demand queue    QUEUED, a reader waits for it;
+ *   the prefetch queue  QUEUED, only wc_cache_prefetch() asked for it;
+ *   the LRU             READY, used by a reader, and no reader holds it now
+ *                       (hot at the head, cold at the tail);
+ *   the cold FIFO       READY, prefetched, no reader has used it yet: the
+ *                       LRU's cold end, kept apart (see victim()).
+ * Only entries on the LRU or the cold FIFO are evictable.
+ * refs counts readers holding the entry or waiting for it. One mutex guards
+ * everything; a hit is one hash lookup and a list unlink under it.
+ *
+ * Budget: `bytes` is the decoded size of every READY or DECODING entry. A
+ * dispatcher charges a tile before decoding it, evicting from the LRU's cold
+ * end to make room; a reader's tile is decoded even when nothing evictable
+ * is left (the budget is then exceeded only while readers hold more than it),
+ * a prefetched one is dropped instead.
+ */
+#include "engine/cache.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define DEFAULT_BUDGET (1ull << 30)
+#define DEFAULT_MAX_PREFETCH 8u
+/* Tile buffers this big or bigger are mmap()ed so that freeing them returns
+ * the memory to the OS at once (glibc's malloc may keep large freed chunks
+ * in its heap once its dynamic mmap threshold has grown). */
+#define MMAP_MIN_BYTES (64u << 10)
+/* A batch stops growing at this many payload bytes (a single larger tile
+ * is a batch of its own), and a dispatcher keeps its payload buffer between
+ * batches up to a little more: re-faulting the buffer for every batch would
+ * cost as much as decoding it, and two dispatchers' buffers (the CPU
+ * backend's concurrency) stay well inside the daemon's RSS allowance of
+ * 64 MiB over the cache budget. */
+#define BATCH_PAYLOAD_MAX (16u << 20)
+#define PAYLOAD_KEEP_BYTES (BATCH_PAYLOAD_MAX + (1u << 20))
+#define PAYLOAD_ALIGN 16u
+
+enum entry_state { E_QUEUED, E_DECODING, E_READY, E_FAILED };
+enum entry_list { ON_NONE, ON_DEMAND, ON_PREFETCH, ON_LRU, ON_COLD };
+
+typedef struct entry {
+	wc_tile_ref ref;          /* what readers get; first so a ref is the entry */
+	uint64_t id;              /* source id */
+	uint32_t tile;
+	uint8_t state;            /* entry_state */
+	uint8_t list;             /* entry_list */
+	bool prefetch_in_flight;  /* counts in cache->prefetch_in_flight */
+	bool in_table;
+	uint32_t refs;            /* readers holding or waiting */
+	uint64_t charge;          /* bytes counted in cache->bytes */
+	uint32_t csize;           /* payload bytes */
+	struct entry *hnext;      /* hash chain; the free list once out of the table */
+	struct entry *prev, *next;
+	wc_tile_source *src;      /* retained while QUEUED or DECODING */
+	uint8_t *buf;             /* ref.size bytes */
+	wc_err err;               /* FAILED: the decode's error and reason */
+	char *reason;
+} entry;
+
+typedef struct entry_list_head {
+	entry *head, *tail;
+	size_t n;
+} entry_list_head;
+
+/* A dispatch thread and its scratch, allocated once. */
+typedef struct dispatcher {
+	struct wc_cache *cache;
+	pthread_t thread;
+	entry **batch;        /* max_batch */
+	wc_tile_job *jobs;    /* max_batch */
+	uint32_t *job_entry;  /* job index -> batch index */
+	wc_tile_source **srcs;
+	uint8_t *payload;     /* mmap()ed payload buffer */
+	size_t payload_cap;
+} dispatcher;
+
+struct wc_cache {
+	pthread_mutex_t lock;
+	pthread_cond_t work; /* dispatchers: something queued, or stop */
+	pthread_cond_t done; /* readers: a batch was published */
+	entry **buckets;
+	size_t nbuckets;     /* power of two */
+	size_t count;        /* entries in the table */
+	entry_list_head demand, prefetch, lru, cold;
+	size_t cold_keep; /* unused prefetched entries spared while the LRU has victims */
+	uint64_t budget, bytes;
+	uint32_t max_prefetch, prefetch_in_flight;
+	uint32_t max_batch;
+	wc_backend *backend;
+	bool stop;
+	unsigned ndispatch;
+	dispatcher *dispatchers;
+	wc_cache_stats st;
+};
+
+/* ---- lists --------------------------------------------------------------- */
+
+static entry_list_head *list_of(wc_cache *c, int which)
+{
+	switch (which) {
+	case ON_DEMAND: return &c->demand;
+	case ON_PREFETCH: return &c->prefetch;
+	case ON_COLD: return &c->cold;
+	default: return &c->lru;
+	}
+}
+
+static void list_unlink(wc_cache *c, entry *e)
+{
+	if (e->list == ON_NONE)
+		return;
+	entry_list_head *l = list_of(c, e->list);
+	l->n--;
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		l->head = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	else
+		l->tail = e->prev;
+	e->prev = e->next = NULL;
+	e->list = ON_NONE;
+}
+
+static void list_push_tail(wc_cache *c, entry *e, int which)
+{
+	entry_list_head *l = list_of(c, which);
+	l->n++;
+	e->list = (uint8_t)which;
+	e->next = NULL;
+	e->prev = l->tail;
+	if (l->tail)
+		l->tail->next = e;
+	else
+		l->head = e;
+	l->tail = e;
+}
+
+static void list_push_head(wc_cache *c, entry *e, int which)
+{
+	entry_list_head *l = list_of(c, which);
+	l->n++;
+	e->list = (uint8_t)which;
+	e->prev = NULL;
+	e->next = l->head;
+	if (l->head)
+		l->head->prev = e;
+	else
+		l->tail = e;
+	l->head = e;
+}
+
+/* ---- hash table ---------------------------------------------------------- */
+
+static size_t bucket_of(const wc_cache *c, uint64_t id, uint32_t tile)
+{
+	/* splitmix64's finaliser over the key: ids and tiles are small and dense. */
+	uint64_t x = id * 0x9e3779b97f4a7c15ull ^ tile;
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return (size_t)x & (c->nbuckets - 1);
+}
+
+static entry *table_find(const wc_cache *c, uint64_t id, uint32_t tile)
+{
+	for (entry *e = c->buckets[bucket_of(c, id, tile)]; e; e = e->hnext)
+		if (e->id == id && e->tile == tile)
+			return e;
+	return NULL;
+}
+
+static void table_grow(wc_cache *c)
+{
+	size_t n = c->nbuckets * 2;
+	entry **b = calloc(n, sizeof *b);
+	if (!b)
+		return; /* longer chains, still correct */
+	entry **old = c->buckets;
+	size_t oldn = c->nbuckets;
+	c->buckets = b;
+	c->nbuckets = n;
+	for (size_t i = 0; i < oldn; i++) {
+		for (entry *e = old[i], *next; e; e = next) {
+			next = e->hnext;
+			size_t k = bucket_of(c, e->id, e->tile);
+			e->hnext = b[k];
+			b[k] = e;
+		}
+	}
+	free(old);
+}
+
+static void table_insert(wc_cache *c, entry *e)
+{
+	if (c->count >= c->nbuckets)
+		table_grow(c);
+	size_t k = bucket_of(c, e->id, e->tile);
+	e->hnext = c->buckets[k];
+	c->buckets[k] = e;
+	e->in_table = true;
+	c->count++;
+}
+
+static void table_remove(wc_cache *c, entry *e)
+{
+	entry **pp = &c->buckets[bucket_of(c, e->id, e->tile)];
+	while (*pp != e)
+		pp = &(*pp)->hnext;
+	*pp = e->hnext;
+	e->hnext = NULL;
+	e->in_table = false;
+	c->count--;
+}
+
+/* ---- tile buffers and entries -------------------------------------------- */
+
+static uint8_t *tile_alloc(size_t n)
+{
+	if (n >= MMAP_MIN_BYTES) {
+		/* MAP_POPULATE: fault the pages in at once, not one by one while
+		 * the decoder writes them. */
+		void *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		return p == MAP_FAILED ? NULL : p;
+	}
+	return malloc(n ? n : 1);
+}
+
+static void tile_free(uint8_t *p, size_t n)
+{
+	if (!p)
+		return;
+	if (n >= MMAP_MIN_BYTES)
+		munmap(p, n);
+	else
+		free(p);
+}
+
+/* Free an entry already out of the table and off every list, without the
+ * lock (it may munmap and release a source). */
+static void entry_free(entry *e)
+{
+	if (e->src)
+		e->src->ops->release(e->src);
+	tile_free(e->buf, e->ref.size);
+	free(e->reason);
+	free(e);
+}
+
+static void free_chain(entry *e)
+{
+	for (entry *next; e; e = next) {
+		next = e->hnext;
+		entry_free(e);
+	}
+}
+
+/* Take an entry out of the table and its list and onto *dead, to be freed
+ * once the lock is dropped. Lock held; no reader may hold it. */
+static void entry_discard(wc_cache *c, entry *e, entry **dead)
+{
+	list_unlink(c, e);
+	if (e->in_table)
+		table_remove(c, e);
+	c->bytes -= e->charge;
+	e->charge = 0;
+	if (e->prefetch_in_flight) {
+		e->prefetch_in_flight = false;
+		c->prefetch_in_flight--;
+	}
+	e->hnext = *dead;
+	*dead = e;
+}
+
+/* The next entry to evict, or NULL. Prefetched entries no reader has used
+ * yet sit at the cold end, in a FIFO of their own (c->cold): the oldest of
+ * them goes first once there are more than cold_keep, so prefetches that no
+ * reader came for do not push out tiles readers use. Up to cold_keep of them
+ * are spared while the LRU of used tiles has victims: a tile prefetched for a
+ * streaming reader must survive until that reader arrives, else, with the
+ * cache full, each prefetch would evict the one before it. */
+static entry *victim(wc_cache *c)
+{
+	if (c->cold.n > c->cold_keep || !c->lru.tail)
+		return c->cold.tail;
+	return c->lru.tail;
+}
+
+/* Evict until `need` more bytes fit in the budget or nothing evictable is
+ * left. Lock held. */
+static void make_room(wc_cache *c, uint64_t need, entry **dead)
+{
+	entry *e;
+	while (c->bytes + need > c->budget && (e = victim(c))) {
+		entry_discard(c, e, dead);
+		c->st.evictions++;
+	}
+}
+
+/* ---- dispatch ------------------------------------------------------------ */
+
+/* Take up to max_batch queued entries, readers' first, charge them to the
+ * budget and mark them DECODING. Lock held. Returns how many. */
+static size_t take_batch(wc_cache *c, entry **batch, entry **dead)
+{
+	size_t nb = 0;
+	uint64_t payload = 0;
+	while (nb < c->max_batch) {
+		entry *e = c->demand.head ? c->demand.head : c->prefetch.head;
+		if (!e || (nb && payload + e->csize > BATCH_PAYLOAD_MAX))
+			break;
+		list_unlink(c, e);
+		make_room(c, e->ref.size, dead);
+		if (c->bytes + e->ref.size > c->budget && e->refs == 0) {
+			/* A prefetch that would push out what readers hold: skip it. */
+			entry_discard(c, e, dead);
+			continue;
+		}
+		c->bytes += e->ref.size;
+		e->charge = e->ref.size;
+		payload += e->csize;
+		e->state = E_DECODING;
+		batch[nb++] = e;
+	}
+	return nb;
+}
+
+/* Record a failed decode, log it (once: this is its only report besides
+ * the error every waiting reader gets), and free its buffer. No lock. */
+static void entry_set_failed(entry *e, wc_err err, const char *reason)
+{
+	tile_free(e->buf, e->ref.size);
+	e->buf = NULL;
+	e->ref.data = NULL;
+	e->err = err;
+	e->reason = strdup(reason && *reason ? reason : wc_strerror(err));
+	wc_log(WC_LOG_ERR, "tile %" PRIu32 " of source %" PRIu64 ": %s: %s", e->tile, e->id,
+	       wc_strerror(err), e->reason ? e->reason : "");
+}
+
+static bool payload_reserve(dispatcher *d, size_t need)
+{
+	if (need <= d->payload_cap)
+		return true;
+	if (d->payload)
+		munmap(d->payload, d->payload_cap);
+	size_t cap = need < (1u << 20) ? (1u << 20) : need;
+	void *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	d->payload = p == MAP_FAILED ? NULL : p;
+	d->payload_cap = d->payload ? cap : 0;
+	return d->payload != NULL;
+}
+
+/* Read payloads, decode, and fill every entry's buffer, or set its err and
+ * reason. No lock: nobody else touches a DECODING entry's buffer or error,
+ * and its state changes only under the lock (publish_batch), since readers
+ * read the state under the lock. */
+static void decode_batch(dispatcher *d, entry **batch, size_t nb)
+{
+	wc_cache *c = d->cache;
+	size_t total = 0;
+	for (size_t i = 0; i < nb; i++)
+		total += (batch[i]->csize + PAYLOAD_ALIGN - 1) & ~(size_t)(PAYLOAD_ALIGN - 1);
+	bool have_payload = payload_reserve(d, total);
+	size_t off = 0, nj = 0;
+	for (size_t i = 0; i < nb; i++) {
+		entry *e = batch[i];
+		e->buf = tile_alloc(e->ref.size);
+		if (!e->buf || !have_payload) {
+			entry_set_failed(e, WC_E_NOMEM, "no memory for the tile's buffers");
+			continue;
+		}
+		e->ref.data = e->buf;
+		uint8_t *p = d->payload + off;
+		off += (e->csize + PAYLOAD_ALIGN - 1) & ~(size_t)(PAYLOAD_ALIGN - 1);
+		wc_clear_detail();
+		wc_err err = e->src->ops->read_payload(e->src, e->tile, p);
+		if (err != WC_OK) {
+			entry_set_failed(e, err, wc_last_detail());
+			continue;
+		}
+		wc_tile_job *job = &d->jobs[nj];
+		memset(job, 0, sizeof *job);
+		e->src->ops->describe_job(e->src, e->tile, job);
+		job->payload = p;
+		job->payload_size = e->csize;
+		job->out = e->buf;
+		job->out_size = e->ref.size;
+		job->status = WC_OK;
+		job->detail[0] = '\0';
+		d->job_entry[nj++] = (uint32_t)i;
+	}
+	if (nj) {
+		wc_err err = wc_backend_decode(c->backend, d->jobs, nj);
+		for (size_t j = 0; j < nj; j++) {
+			wc_tile_job *job = &d->jobs[j];
+			entry *e = batch[d->job_entry[j]];
+			if (err != WC_OK)
+				entry_set_failed(e, err, "decode backend could not start");
+			else if (job->status != WC_OK)
+				entry_set_failed(e, job->status, job->detail);
+		}
+	}
+	if (d->payload_cap > PAYLOAD_KEEP_BYTES) {
+		munmap(d->payload, d->payload_cap);
+		d->payload = NULL;
+		d->payload_cap = 0;
+	}
+}
+
+/* Make a decoded batch visible and wake its readers. Lock held. The sources
+ * the batch retained go to d->srcs, to be released without the lock. */
+static void publish_batch(wc_cache *c, dispatcher *d, entry **batch, size_t nb, entry **dead)
+{
+	for (size_t i = 0; i < nb; i++) {
+		entry *e = batch[i];
+		d->srcs[i] = e->src;
+		e->src = NULL;
+		if (e->prefetch_in_flight) {
+			e->prefetch_in_flight = false;
+			c->prefetch_in_flight--;
+		}
+		c->st.batch_tiles++;
+		e->state = e->err == WC_OK ? E_READY : E_FAILED;
+		if (e->state == E_READY) {
+			c->st.decodes++;
+			if (e->refs == 0) /* prefetched, no reader yet: cold end */
+				list_push_head(c, e, ON_COLD);
+			continue;
+		}
+		/* Failed: out of the table now, so the next get retries; the
+		 * readers waiting for it take the error and free it. */
+		c->st.decode_errors++;
+		table_remove(c, e);
+		c->bytes -= e->charge;
+		e->charge = 0;
+		if (e->refs == 0) {
+			e->hnext = *dead;
+			*dead = e;
+		}
+	}
+	c->st.batches++;
+	pthread_cond_broadcast(&c->done);
+}
+
+static void *dispatch_main(void *arg)
+{
+	dispatcher *d = arg;
+	wc_cache *c = d->cache;
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		while (!c->demand.head && !c->prefetch.head && !c->stop)
+			pthread_cond_wait(&c->work, &c->lock);
+		if (!c->demand.head && !c->prefetch.head)
+			break; /* stopping, queue drained */
+		entry *dead = NULL;
+		size_t nb = take_batch(c, d->batch, &dead);
+		pthread_mutex_unlock(&c->lock);
+		free_chain(dead);
+		if (nb)
+			decode_batch(d, d->batch, nb);
+		pthread_mutex_lock(&c->lock);
+		dead = NULL;
+		if (nb)
+			publish_batch(c, d, d->batch, nb, &dead);
+		pthread_mutex_unlock(&c->lock);
+		free_chain(dead);
+		for (size_t i = 0; i < nb; i++)
+			d->srcs[i]->ops->release(d->srcs[i]);
+		pthread_mutex_lock(&c->lock);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+/* ---- public -------------------------------------------------------------- */
+
+static void dispatchers_free(wc_cache *c)
+{
+	for (unsigned i = 0; i < c->ndispatch; i++) {
+		dispatcher *d = &c->dispatchers[i];
+		free(d->batch);
+		free(d->jobs);
+		free(d->job_entry);
+		free(d->srcs);
+		if (d->payload)
+			munmap(d->payload, d->payload_cap);
+	}
+	free(c->dispatchers);
+}
+
+static void cache_free(wc_cache *c)
+{
+	entry *dead = NULL;
+	for (size_t i = 0; c->buckets && i < c->nbuckets; i++) {
+		while (c->buckets[i])
+			entry_discard(c, c->buckets[i], &dead);
+	}
+	free_chain(dead);
+	dispatchers_free(c);
+	free(c->buckets);
+	pthread_cond_destroy(&c->done);
+	pthread_cond_destroy(&c->work);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+wc_err wc_cache_create(const wc_cache_opts *opts, wc_cache **out)
+{
+	*out = NULL;
+	if (!opts || !opts->backend)
+		return wc_fail(WC_E_INVAL, "tile cache needs a decode backend");
+	wc_backend *be = opts->backend;
+	wc_cache *c = calloc(1, sizeof *c);
+	if (!c)
+		return wc_fail(WC_E_NOMEM, "tile cache");
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->work, NULL);
+	pthread_cond_init(&c->done, NULL);
+	c->budget = opts->budget_bytes ? opts->budget_bytes : DEFAULT_BUDGET;
+	c->max_prefetch = opts->max_prefetch ? opts->max_prefetch : DEFAULT_MAX_PREFETCH;
+	/* Room for several readers' readahead windows of max_prefetch tiles. */
+	c->cold_keep = 4 * (size_t)c->max_prefetch;
+	c->backend = be;
+	c->max_batch = be->max_batch < 1 ? 1 : be->max_batch > 4096 ? 4096 : be->max_batch;
+	unsigned nd = be->concurrency < 1 ? 1 : be->concurrency > 64 ? 64 : be->concurrency;
+	c->nbuckets = 1024;
+	c->buckets = calloc(c->nbuckets, sizeof *c->buckets);
+	c->dispatchers = calloc(nd, sizeof *c->dispatchers);
+	if (!c->buckets || !c->dispatchers) {
+		cache_free(c);
+		return wc_fail(WC_E_NOMEM, "tile cache");
+	}
+	c->ndispatch = nd;
+	for (unsigned i = 0; i < nd; i++) {
+		dispatcher *d = &c->dispatchers[i];
+		d->cache = c;
+		d->batch = calloc(c->max_batch, sizeof *d->batch);
+		d->jobs = calloc(c->max_batch, sizeof *d->jobs);
+		d->job_entry = calloc(c->max_batch, sizeof *d->job_entry);
+		d->srcs = calloc(c->max_batch, sizeof *d->srcs);
+		if (!d->batch || !d->jobs || !d->job_entry || !d->srcs) {
+			cache_free(c);
+			return wc_fail(WC_E_NOMEM, "tile cache dispatcher");
+		}
+	}
+	for (unsigned i = 0; i < nd; i++) {
+		int rc = pthread_create(&c->dispatchers[i].thread, NULL, dispatch_main,
+					&c->dispatchers[i]);
+		if (rc != 0) {
+			pthread_mutex_lock(&c->lock);
+			c->stop = true;
+			pthread_cond_broadcast(&c->work);
+			pthread_mutex_unlock(&c->lock);
+			for (unsigned j = 0; j < i; j++)
+				pthread_join(c->dispatchers[j].thread, NULL);
+			cache_free(c);
+			return wc_fail(WC_E_IO, "starting tile dispatch thread: %s", strerror(rc));
+		}
+	}
+	*out = c;
+	return WC_OK;
+}
+
+void wc_cache_destroy(wc_cache *c)
+{
+	if (!c)
+		return;
+	entry *dead = NULL;
+	pthread_mutex_lock(&c->lock);
+	c->stop = true;
+	/* Nobody waits for queued prefetches: drop them rather than decode. */
+	while (c->prefetch.head && c->prefetch.head->refs == 0)
+		entry_discard(c, c->prefetch.head, &dead);
+	pthread_cond_broadcast(&c->work);
+	pthread_mutex_unlock(&c->lock);
+	free_chain(dead);
+	for (unsigned i = 0; i < c->ndispatch; i++)
+		pthread_join(c->dispatchers[i].thread, NULL);
+	cache_free(c);
+}
+
+/* A new QUEUED entry for (src, tile), in the table and on queue `which`.
+ * Lock held. NULL if out of memory. */
+static entry *entry_new(wc_cache *c, wc_tile_source *src, uint32_t tile, int which)
+{
+	entry *e = calloc(1, sizeof *e);
+	if (!e)
+		return NULL;
+	e->id = src->id;
+	e->tile = tile;
+	e->ref.size = src->ops->tile_dsize(src, tile);
+	e->csize = src->ops->tile_csize(src, tile);
+	e->state = E_QUEUED;
+	e->src = src;
+	src->ops->retain(src);
+	table_insert(c, e);
+	list_push_tail(c, e, which);
+	pthread_cond_signal(&c->work);
+	return e;
+}
+
+wc_err wc_cache_get(wc_cache *c, wc_tile_source *src, uint32_t tile, wc_tile_ref **out)
+{
+	*out = NULL;
+	uint32_t n = src->ops->ntiles(src);
+	if (tile >= n)
+		return wc_fail(WC_E_RANGE, "tile %" PRIu32 " of source %" PRIu64 " (it has %" PRIu32 ")",
+			       tile, src->id, n);
+	pthread_mutex_lock(&c->lock);
+	entry *e = table_find(c, src->id, tile);
+	if (e && e->state == E_READY) {
+		c->st.hits++;
+		if (e->refs++ == 0)
+			list_unlink(c, e);
+		pthread_mutex_unlock(&c->lock);
+		*out = &e->ref;
+		return WC_OK;
+	}
+	c->st.misses++;
+	if (!e) {
+		e = entry_new(c, src, tile, ON_DEMAND);
+		if (!e) {
+			pthread_mutex_unlock(&c->lock);
+			return wc_fail(WC_E_NOMEM, "tile cache entry");
+		}
+	} else if (e->list == ON_PREFETCH) { /* a reader waits for it now */
+		list_unlink(c, e);
+		list_push_tail(c, e, ON_DEMAND);
+	}
+	e->refs++;
+	while (e->state == E_QUEUED || e->state == E_DECODING)
+		pthread_cond_wait(&c->done, &c->lock);
+	if (e->state == E_READY) {
+		pthread_mutex_unlock(&c->lock);
+		*out = &e->ref;
+		return WC_OK;
+	}
+	wc_err err = e->err;
+	char reason[512];
+	snprintf(reason, sizeof reason, "%s", e->reason ? e->reason : wc_strerror(err));
+	bool last = --e->refs == 0;
+	pthread_mutex_unlock(&c->lock);
+	if (last)
+		entry_free(e);
+	return wc_fail(err, "tile %" PRIu32 " of source %" PRIu64 ": %s", tile, src->id, reason);
+}
+
+void wc_cache_release(wc_cache *c, wc_tile_ref *ref)
+{
+	if (!ref)
+		return;
+	entry *e = (entry *)ref;
+	entry *dead = NULL;
+	pthread_mutex_lock(&c->lock);
+	if (--e->refs == 0) {
+		if (e->in_table) {
+			list_push_head(c, e, ON_LRU);
+			make_room(c, 0, &dead); /* over budget while readers held more */
+		} else {
+			e->hnext = dead;
+			dead = e;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	free_chain(dead);
+}
+
+void wc_cache_prefetch(wc_cache *c, wc_tile_source *src, uint32_t first, uint32_t count)
+{
+	uint32_t n = src->ops->ntiles(src);
+	if (first >= n)
+		return;
+	if (count > n - first)
+		count = n - first;
+	pthread_mutex_lock(&c->lock);
+	for (uint32_t t = first; t < first + count; t++) {
+		if (c->stop || c->prefetch_in_flight >= c->max_prefetch)
+			break;
+		if (table_find(c, src->id, t))
+			continue;
+		entry *e = entry_new(c, src, t, ON_PREFETCH);
+		if (!e)
+			break;
+		e->prefetch_in_flight = true;
+		c->prefetch_in_flight++;
+		c->st.prefetches++;
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+void wc_cache_drop_source(wc_cache *c, uint64_t id)
+{
+	entry *dead = NULL;
+	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; i < c->nbuckets; i++) {
+		for (entry *e = c->buckets[i], *next; e; e = next) {
+			next = e->hnext;
+			if (e->id != id || e->refs != 0)
+				continue;
+			if (e->list == ON_LRU || e->list == ON_COLD || e->list == ON_PREFETCH)
+				entry_discard(c, e, &dead);
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	free_chain(dead);
+}
+
+void wc_cache_get_stats(wc_cache *c, wc_cache_stats *out)
+{
+	pthread_mutex_lock(&c->lock);
+	*out = c->st;
+	out->bytes_cached = c->bytes;
+	pthread_mutex_unlock(&c->lock);
+}

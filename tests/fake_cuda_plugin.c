@@ -1,0 +1,53 @@
+/*
+ * fake_cuda_plugin.c - a stand-in for the CUDA plugin (cuda/plugin.cu),
+ * built as tests/fakeplugin/wcodec-cuda.so so test_backend exercises the real
+ * dlopen()/dlsym() path of wc_backend_create("cuda"). It decodes on the CPU.
+ * $WCODEC_FAKE_PLUGIN_MODE picks a behaviour:
+ *   unset   - create succeeds (max_batch 7, concurrency 3), decode works;
+ *   "nogpu" - create fails with WC_E_BACKEND, as with no driver or device;
+ *   "fail"  - decode scribbles over the outputs and returns WC_E_BACKEND.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+
+wc_err wcodec_cuda_backend_create(const wc_backend_opts *opts, wc_backend **out);
+
+static wc_err fake_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
+{
+	(void)be;
+	const char *mode = getenv("WCODEC_FAKE_PLUGIN_MODE");
+	if (mode && strcmp(mode, "fail") == 0) {
+		for (size_t i = 0; i < n; i++)
+			memset(jobs[i].out, 0x5A, jobs[i].out_size);
+		return wc_fail(WC_E_BACKEND, "fake plugin: device lost");
+	}
+	for (size_t i = 0; i < n; i++)
+		wc_decode_job_cpu(&jobs[i]);
+	return WC_OK;
+}
+
+static void fake_destroy(wc_backend *be) { free(be); }
+
+static const wc_backend_ops fake_ops = {
+	.name = "fake-cuda",
+	.decode = fake_decode,
+	.destroy = fake_destroy,
+};
+
+wc_err wcodec_cuda_backend_create(const wc_backend_opts *opts, wc_backend **out)
+{
+	(void)opts;
+	const char *mode = getenv("WCODEC_FAKE_PLUGIN_MODE");
+	if (mode && strcmp(mode, "nogpu") == 0)
+		return wc_fail(WC_E_BACKEND, "fake plugin: no CUDA-capable device is detected");
+	wc_backend *be = calloc(1, sizeof *be);
+	if (!be)
+		return wc_fail(WC_E_NOMEM, "fake plugin");
+	be->ops = &fake_ops;
+	be->max_batch = 7;
+	be->concurrency = 3;
+	*out = be;
+	return WC_OK;
+}

@@ -1,0 +1,509 @@
+/*
+ * test_cache.c - the decoded-tile cache (src/engine/cache.c) against a fake
+ * tile source and backend (fake_tiles.h): correct bytes on hits and misses,
+ * one decode shared by concurrent readers, the byte budget and LRU eviction
+ * under load, referenced entries surviving eviction, errors reaching every
+ * waiter and not being cached, bounded prefetch, drop_source, and a clean
+ * destroy (sources released; leaks are caught by ASan builds).
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "engine/cache.h"
+#include "fake_tiles.h"
+
+#define KIB 1024u
+
+static wc_cache *make_cache(fake_backend *fb, uint64_t budget, uint32_t max_prefetch)
+{
+	wc_cache_opts o = { .budget_bytes = budget, .backend = &fb->base,
+			    .max_prefetch = max_prefetch };
+	wc_cache *c = NULL;
+	ck_assert_int_eq(wc_cache_create(&o, &c), WC_OK);
+	ck_assert_ptr_nonnull(c);
+	return c;
+}
+
+static void get_check(wc_cache *c, fake_source *s, uint32_t tile)
+{
+	wc_tile_ref *r = NULL;
+	wc_err e = wc_cache_get(c, &s->base, tile, &r);
+	ck_assert_msg(e == WC_OK, "tile %u: %s (%s)", tile, wc_strerror(e), wc_last_detail());
+	ck_assert_uint_eq(r->size, fake_dsize(&s->base, tile));
+	ck_assert_uint_eq(fake_tile_check(s->seed, tile, r->data, r->size), 0);
+	wc_cache_release(c, r);
+}
+
+/* ---- log capture --------------------------------------------------------- */
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static int log_errors;
+static char log_last[1024];
+
+static void capture(int level, const char *msg, void *ctx)
+{
+	(void)ctx;
+	pthread_mutex_lock(&log_lock);
+	if (level == WC_LOG_ERR) {
+		log_errors++;
+		snprintf(log_last, sizeof log_last, "%s", msg);
+	}
+	pthread_mutex_unlock(&log_lock);
+}
+
+/* ---- tests --------------------------------------------------------------- */
+
+START_TEST(hits_and_misses_give_the_right_bytes)
+{
+	fake_backend fb;
+	fake_backend_init(&fb, 4, 2);
+	/* 70 KiB tiles take the mmap path, the 100-byte last tile malloc. */
+	fake_source s;
+	fake_source_init(&s, 1, 42, 12, 70 * KIB, 100);
+	wc_cache *c = make_cache(&fb, 64ull << 20, 0);
+	for (uint32_t t = 0; t < s.ntiles; t++)
+		get_check(c, &s, t);
+	wc_cache_stats st;
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.misses, 12);
+	ck_assert_uint_eq(st.hits, 0);
+	ck_assert_uint_eq(st.decodes, 12);
+	ck_assert_uint_eq(st.bytes_cached, 11 * 70 * KIB + 100);
+	for (uint32_t t = 0; t < s.ntiles; t++)
+		get_check(c, &s, s.ntiles - 1 - t);
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.hits, 12);
+	ck_assert_uint_eq(atomic_load(&fb.decodes), 12);
+	ck_assert_uint_eq(atomic_load(&s.reads), 12);
+	/* Out of range. */
+	wc_tile_ref *r = (wc_tile_ref *)1;
+	ck_assert_int_eq(wc_cache_get(c, &s.base, 12, &r), WC_E_RANGE);
+	ck_assert_ptr_null(r);
+	wc_cache_destroy(c);
+	ck_assert_int_eq(atomic_load(&s.refs), 1);
+}
+END_TEST
+
+typedef struct getter {
+	wc_cache *c;
+	fake_source *s;
+	pthread_barrier_t *start;
+	uint32_t tile;
+	wc_err err;
+	char detail[512];
+	size_t bad;
+} getter;
+
+static void *getter_main(void *arg)
+{
+	getter *g = arg;
+	pthread_barrier_wait(g->start);
+	wc_tile_ref *r = NULL;
+	g->err = wc_cache_get(g->c, &g->s->base, g->tile, &r);
+	snprintf(g->detail, sizeof g->detail, "%s", wc_last_detail());
+	if (g->err == WC_OK) {
+		g->bad = fake_tile_check(g->s->seed, g->tile, r->data, r->size) +
+			 (r->size != fake_dsize(&g->s->base, g->tile));
+		wc_cache_release(g->c, r);
+	}
+	return NULL;
+}
+
+/* Start n threads getting one tile at the same moment; wait for them. */
+static void get_concurrently(wc_cache *c, fake_source *s, uint32_t tile, getter *g, int n)
+{
+	pthread_barrier_t start;
+	pthread_barrier_init(&start, NULL, (unsigned)n);
+	pthread_t th[n];
+	for (int i = 0; i < n; i++) {
+		g[i] = (getter){ .c = c, .s = s, .start = &start, .tile = tile };
+		pthread_create(&th[i], NULL, getter_main, &g[i]);
+	}
+	for (int i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&start);
+}
+
+START_TEST(concurrent_getters_share_one_decode)
+{
+	fake_backend fb;
+	fake_backend_init(&fb, 4, 2);
+	fb.delay_us = 50000; /* keep the decode in flight while all 16 arrive */
+	fake_source s;
+	fake_source_init(&s, 7, 99, 10, 128 * KIB, 128 * KIB);
+	wc_cache *c = make_cache(&fb, 64ull << 20, 0);
+	getter g[16];
+	get_concurrently(c, &s, 5, g, 16);
+	for (int i = 0; i < 16; i++) {
+		ck_assert_int_eq(g[i].err, WC_OK);
+		ck_assert_uint_eq(g[i].bad, 0);
+	}
+	ck_assert_uint_eq(atomic_load(&fb.decodes), 1);
+	ck_assert_uint_eq(atomic_load(&s.reads), 1);
+	wc_cache_stats st;
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.hits + st.misses, 16);
+	ck_assert_uint_eq(st.decodes, 1);
+	wc_cache_destroy(c);
+	ck_assert_int_eq(atomic_load(&s.refs), 1);
+}
+END_TEST
+
+typedef struct loader {
+	wc_cache *c;
+	fake_source *s;
+	uint64_t budget;
+	unsigned seed;
+	int rounds;
+	size_t bad;
+	uint64_t max_bytes;
+	wc_err err;
+} loader;
+
+static void *loader_main(void *arg)
+{
+	loader *l = arg;
+	uint64_t x = l->seed;
+	for (int i = 0; i < l->rounds; i++) {
+		/* Mostly a sliding window with some random jumps: both hits and misses. */
+		uint32_t t = (uint32_t)(fake_splitmix(&x) % l->s->ntiles);
+		if (i % 3)
+			t = (uint32_t)((i / 3 + l->seed) % l->s->ntiles);
+		wc_tile_ref *r = NULL;
+		wc_err e = wc_cache_get(l->c, &l->s->base, t, &r);
+		if (e != WC_OK) {
+			l->err = e;
+			return NULL;
+		}
+		l->bad += fake_tile_check(l->s->seed, t, r->data, r->size) != 0;
+		wc_cache_stats st;
+		wc_cache_get_stats(l->c, &st);
+		if (st.bytes_cached > l->max_bytes)
+			l->max_bytes = st.bytes_cached;
+		wc_cache_release(l->c, r);
+	}
+	return NULL;
+}
+
+START_TEST(budget_holds_under_concurrent_load)
+{
+	fake_backend fb;
+	fake_backend_init(&fb, 3, 2);
+	fake_source s;
+	fake_source_init(&s, 3, 1234, 200, 64 * KIB, 64 * KIB);
+	uint64_t budget = 10 * 64 * KIB;
+	wc_cache *c = make_cache(&fb, budget, 0);
+	enum { N = 4 };
+	loader l[N];
+	pthread_t th[N];
+	for (int i = 0; i < N; i++) {
+		l[i] = (loader){ .c = c, .s = &s, .budget = budget, .seed = 17u * (unsigned)i + 1,
+				 .rounds = 600 };
+		pthread_create(&th[i], NULL, loader_main, &l[i]);
+	}
+	for (int i = 0; i < N; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < N; i++) {
+		ck_assert_int_eq(l[i].err, WC_OK);
+		ck_assert_uint_eq(l[i].bad, 0);
+		/* 4 readers hold or wait for at most 4 tiles < the 10-tile budget,
+		 * so there is always something to evict: the budget is never exceeded. */
+		ck_assert_uint_le(l[i].max_bytes, budget);
+	}
+	wc_cache_stats st;
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_gt(st.evictions, 0);
+	ck_assert_uint_gt(st.hits, 0);
+	ck_assert_uint_le(st.bytes_cached, budget);
+	ck_assert_uint_eq(st.hits + st.misses, N * 600);
+	wc_cache_destroy(c);
+	ck_assert_int_eq(atomic_load(&s.refs), 1);
+}
+END_TEST
+
+START_TEST(referenced_entries_survive_eviction)
+{
+	fake_backend fb;
+	fake_backend_init(&fb, 2, 1);
+	fake_source s;
+	fake_source_init(&s, 4, 5, 40, 64 * KIB, 64 * KIB);
+	uint64_t budget = 4 * 64 * KIB;
+	wc_cache *c = make_cache(&fb, budget, 0);
+	wc_tile_ref *held = NULL;
+	ck_assert_int_eq(wc_cache_get(c, &s.base, 0, &held), WC_OK);
+	for (uint32_t t = 1; t < 40; t++)
+		get_check(c, &s, t);
+	ck_assert_uint_eq(fake_tile_check(s.seed, 0, held->data, held->size), 0);
+	wc_cache_stats st;
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_le(st.bytes_cached, budget);
+	ck_assert_uint_ge(st.evictions, 35);
+	/* Still cached: a hit, no new decode. */
+	unsigned before = atomic_load(&fb.decodes);
+	get_check(c, &s, 0);
+	ck_assert_uint_eq(atomic_load(&fb.decodes), before);
+	wc_cache_release(c, held);
+
+	/* Readers holding more than the budget: all valid, trimmed on release. */
+	wc_tile_ref *refs[8];
+	for (uint32_t t = 0; t < 8; t++)
+		ck_assert_int_eq(wc_cache_get(c, &s.base, 20 + t, &refs[t]), WC_OK);
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.bytes_cached, 8 * 64 * KIB);
+	for (uint32_t t = 0; t < 8; t++) {
+		ck_assert_uint_eq(fake_tile_check(s.seed, 20 + t, refs[t]->data, refs[t]->size), 0);
+		wc_cache_release(c, refs[t]);
+	}
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_le(st.bytes_cached, budget);
+	wc_cache_destroy(c);
+	ck_assert_int_eq(atomic_load(&s.refs), 1);
+}
+END_TEST
+
+START_TEST(errors_reach_every_waiter_and_are_not_cached)
+{
+	fake_backend fb;
+	fake_backend_init(&fb, 4, 2);
+	fb.delay_us = 50000;
+	fb.fail_tile = 7;
+	atomic_store(&fb.fail_times, 1);
+	fake_source s;
+	fake_source_init(&s, 9, 77, 16, 64 * KIB, 64 * KIB);
+	wc_cache *c = make_cache(&fb, 64ull << 20, 0);
+	log_errors = 0;
+	wc_log_set_sink(capture, NULL);
+	getter g[8];
+	get_concurrently(c, &s, 7, g, 8);
+	wc_log_set_sink(NULL, NULL);
+	for (int i = 0; i < 8; i++) {
+		ck_assert_int_eq(g[i].err, WC_E_CORRUPT);
+		ck_assert_msg(strstr(g[i].detail, "injected failure on tile 7"), "detail: %s",
+			      g[i].detail);
+		ck_assert_msg(strstr(g[i].detail, "tile 7 of source 9"), "detail: %s", g[i].detail);
+	}
+	ck_assert_uint_eq(atomic_load(&fb.decodes), 1);
+	ck_assert_int_eq(log_errors, 1); /* logged once, not once per waiter */
+	ck_assert_msg(strstr(log_last, "tile 7") && strstr(log_last, "source 9") &&
+		      strstr(log_last, "injected failure"), "log: %s", log_last);
+	wc_cache_stats st;
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.decode_errors, 1);
+	ck_assert_uint_eq(st.bytes_cached, 0);
+	/* Not cached: the next get decodes again, and now succeeds. */
+	fb.delay_us = 0;
+	get_check(c, &s, 7);
+	ck_assert_uint_eq(atomic_load(&fb.decodes), 2);
+
+	/* A payload read error is reported the same way, and retried. */
+	s.fail_read_tile = 3;
+	wc_log_set_sink(capture, NULL);
+	wc_tile_ref *r = NULL;
+	ck_assert_int_eq(wc_cache_get(c, &s.base, 3, &r), WC_E_IO);
+	wc_log_set_sink(NULL, NULL);
+	ck_assert_ptr_null(r);
+	ck_assert_msg(strstr(wc_last_detail(), "injected read error"), "%s", wc_last_detail());
+	ck_assert_int_eq(log_errors, 2);
+	s.fail_read_tile = -1;
+	get_check(c, &s, 3);
+	wc_cache_destroy(c);
+	ck_assert_int_eq(atomic_load(&s.refs), 1);
+}
+END_TEST
+
+START_TEST(prefetch_is_bounded_and_changes_no_bytes)
+{
+	fake_backend fb;
+	fake_backend_init(&fb, 2, 2);
+	fb.delay_us = 100000; /* nothing finishes during the prefetch calls */
+	fake_source s;
+	fake_source_init(&s, 11, 3, 100, 64 * KIB, 1000);
+	wc_cache *c = make_cache(&fb, 64ull << 20, 4);
+	wc_cache_prefetch(c, &s.base, 0, 100);
+	wc_cache_prefetch(c, &s.base, 50, 100); /* past the end: clamped, still bounded */
+	wc_cache_stats st;
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.prefetches, 4);
+	ck_assert_int_le(atomic_load(&s.max_refs), 1 + 4); /* sources retained while queued */
+	fb.delay_us = 1000;
+	for (uint32_t t = 0; t < 100; t++) {
+		get_check(c, &s, t);
+		wc_cache_prefetch(c, &s.base, t + 1, 8);
+	}
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_gt(st.prefetches, 4);
+	ck_assert_uint_gt(st.hits, 0); /* readahead turned misses into hits */
+	ck_assert_uint_eq(st.decodes, 100); /* each tile decoded once */
+	ck_assert_uint_gt(st.batch_tiles, st.batches); /* queued tiles went out in batches */
+	ck_assert_uint_eq(st.decode_errors, 0);
+	wc_cache_destroy(c);
+	ck_assert_int_eq(atomic_load(&s.refs), 1);
+}
+END_TEST
+
+START_TEST(prefetch_never_evicts_referenced_entries)
+{
+	fake_backend fb;
+	fake_backend_init(&fb, 4, 1);
+	fake_source s;
+	fake_source_init(&s, 12, 8, 20, 64 * KIB, 64 * KIB);
+	uint64_t budget = 2 * 64 * KIB;
+	wc_cache *c = make_cache(&fb, budget, 8);
+	wc_tile_ref *a, *b;
+	ck_assert_int_eq(wc_cache_get(c, &s.base, 0, &a), WC_OK);
+	ck_assert_int_eq(wc_cache_get(c, &s.base, 1, &b), WC_OK);
+	wc_cache_prefetch(c, &s.base, 2, 8);
+	/* A get after the prefetches were queued: the dispatcher has passed them. */
+	wc_tile_ref *x;
+	ck_assert_int_eq(wc_cache_get(c, &s.base, 15, &x), WC_OK);
+	wc_cache_release(c, x);
+	ck_assert_uint_eq(fake_tile_check(s.seed, 0, a->data, a->size), 0);
+	ck_assert_uint_eq(fake_tile_check(s.seed, 1, b->data, b->size), 0);
+	wc_cache_stats st;
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.decodes, 3); /* the prefetches were dropped, not decoded */
+	ck_assert_uint_le(st.bytes_cached, budget);
+	wc_cache_release(c, a);
+	wc_cache_release(c, b);
+	wc_cache_destroy(c);
+	ck_assert_int_eq(atomic_load(&s.refs), 1);
+}
+END_TEST
+
+static void wait_decodes(wc_cache *c, uint64_t n)
+{
+	wc_cache_stats st;
+	for (int i = 0; i < 5000; i++) {
+		wc_cache_get_stats(c, &st);
+		if (st.decodes >= n)
+			return;
+		usleep(1000);
+	}
+	ck_abort_msg("decodes stuck at %llu, want %llu", (unsigned long long)st.decodes,
+		     (unsigned long long)n);
+}
+
+START_TEST(unused_prefetches_are_cold_but_survive_streaming)
+{
+	fake_backend fb;
+	fake_backend_init(&fb, 1, 1);
+	fake_source s;
+	fake_source_init(&s, 13, 6, 64, 64 * KIB, 64 * KIB);
+	wc_cache *c = make_cache(&fb, 10 * 64 * KIB, 1); /* 10 tiles; spares 4 unused prefetches */
+	for (uint32_t t = 0; t < 10; t++)
+		get_check(c, &s, t);
+	wc_cache_prefetch(c, &s.base, 20, 1);
+	wait_decodes(c, 11);
+	/* Five misses evict five used tiles, not the unused prefetch. */
+	for (uint32_t t = 10; t < 15; t++)
+		get_check(c, &s, t);
+	unsigned before = atomic_load(&fb.decodes);
+	get_check(c, &s, 20);
+	ck_assert_uint_eq(atomic_load(&fb.decodes), before); /* a hit */
+	get_check(c, &s, 5); /* evicted: decoded again */
+	ck_assert_uint_eq(atomic_load(&fb.decodes), before + 1);
+
+	/* More unused prefetches than are spared: the oldest goes first. */
+	for (uint32_t t = 30; t < 36; t++) {
+		wc_cache_prefetch(c, &s.base, t, 1);
+		wait_decodes(c, before + 2 + (t - 30));
+	}
+	before = atomic_load(&fb.decodes);
+	get_check(c, &s, 35);
+	get_check(c, &s, 34);
+	ck_assert_uint_eq(atomic_load(&fb.decodes), before);
+	get_check(c, &s, 30);
+	ck_assert_uint_eq(atomic_load(&fb.decodes), before + 1);
+	wc_cache_stats st;
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_le(st.bytes_cached, 10 * 64 * KIB);
+	wc_cache_destroy(c);
+	ck_assert_int_eq(atomic_load(&s.refs), 1);
+}
+END_TEST
+
+START_TEST(drop_source_drops_only_that_source)
+{
+	fake_backend fb;
+	fake_backend_init(&fb, 4, 2);
+	fake_source a, b;
+	fake_source_init(&a, 21, 1, 8, 64 * KIB, 64 * KIB);
+	fake_source_init(&b, 22, 2, 8, 64 * KIB, 64 * KIB);
+	wc_cache *c = make_cache(&fb, 64ull << 20, 0);
+	for (uint32_t t = 0; t < 8; t++) {
+		get_check(c, &a, t);
+		get_check(c, &b, t);
+	}
+	wc_tile_ref *held;
+	ck_assert_int_eq(wc_cache_get(c, &a.base, 2, &held), WC_OK);
+	wc_cache_drop_source(c, 21);
+	wc_cache_stats st;
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.bytes_cached, 9 * 64 * KIB); /* b's 8 + a's held one */
+	ck_assert_uint_eq(fake_tile_check(a.seed, 2, held->data, held->size), 0);
+	wc_cache_release(c, held);
+	unsigned before = atomic_load(&fb.decodes);
+	for (uint32_t t = 0; t < 8; t++)
+		get_check(c, &b, t); /* hits */
+	ck_assert_uint_eq(atomic_load(&fb.decodes), before);
+	get_check(c, &a, 5); /* dropped: decoded again */
+	ck_assert_uint_eq(atomic_load(&fb.decodes), before + 1);
+	get_check(c, &a, 2); /* was held during the drop: still cached */
+	ck_assert_uint_eq(atomic_load(&fb.decodes), before + 1);
+	wc_cache_destroy(c);
+	ck_assert_int_eq(atomic_load(&a.refs), 1);
+	ck_assert_int_eq(atomic_load(&b.refs), 1);
+}
+END_TEST
+
+START_TEST(destroy_with_work_queued_releases_everything)
+{
+	fake_backend fb;
+	fake_backend_init(&fb, 2, 2);
+	fb.delay_us = 20000;
+	fake_source s;
+	fake_source_init(&s, 31, 4, 64, 100 * KIB, 3 * KIB);
+	wc_cache *c = make_cache(&fb, 1ull << 20, 32);
+	for (uint32_t t = 60; t < 64; t++)
+		get_check(c, &s, t);
+	wc_cache_prefetch(c, &s.base, 0, 64);
+	ck_assert_int_gt(atomic_load(&s.refs), 1);
+	wc_cache_destroy(c); /* with prefetches queued and in flight */
+	ck_assert_int_eq(atomic_load(&s.refs), 1);
+	ck_assert_uint_eq(atomic_load(&fb.in_flight), 0);
+}
+END_TEST
+
+START_TEST(create_rejects_missing_backend)
+{
+	wc_cache_opts o = { 0 };
+	wc_cache *c = (wc_cache *)1;
+	ck_assert_int_eq(wc_cache_create(&o, &c), WC_E_INVAL);
+	ck_assert_ptr_null(c);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *su = suite_create("cache");
+	TCase *tc = tcase_create("cache");
+	tcase_add_test(tc, hits_and_misses_give_the_right_bytes);
+	tcase_add_test(tc, concurrent_getters_share_one_decode);
+	tcase_add_test(tc, budget_holds_under_concurrent_load);
+	tcase_add_test(tc, referenced_entries_survive_eviction);
+	tcase_add_test(tc, errors_reach_every_waiter_and_are_not_cached);
+	tcase_add_test(tc, prefetch_is_bounded_and_changes_no_bytes);
+	tcase_add_test(tc, prefetch_never_evicts_referenced_entries);
+	tcase_add_test(tc, unused_prefetches_are_cold_but_survive_streaming);
+	tcase_add_test(tc, drop_source_drops_only_that_source);
+	tcase_add_test(tc, destroy_with_work_queued_releases_everything);
+	tcase_add_test(tc, create_rejects_missing_backend);
+	suite_add_tcase(su, tc);
+	SRunner *sr = srunner_create(su);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
