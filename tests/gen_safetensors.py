@@ -149,10 +149,10 @@ def profile_all(rng):
 
 def profile_weights(rng, dtype, params):
     """A transformer-like layer stack of about `params` parameters."""
-    hidden = 256
+    hidden = 64
     while hidden * hidden * 12 * 4 < params and hidden < 4096:
         hidden *= 2
-    vocab = max(1000, min(32000, params // (hidden * 8)))
+    vocab = max(256, min(32000, params // (hidden * 8)))
     per_layer = 12 * hidden * hidden + 4 * hidden
     layers = max(1, (params - vocab * hidden) // per_layer)
     tensors = [("model.embed_tokens.weight", dtype, [vocab, hidden], None, 0.02)]

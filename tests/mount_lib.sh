@@ -39,7 +39,7 @@ daemon_pids() {
 		[ -r "$d/cmdline" ] || continue
 		cmd=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null) || continue
 		case $cmd in
-		*wcodecfs\ "$TMP"/*) echo "${d#/proc/}" ;;
+		*wcodecfs*\ "$TMP"/*) echo "${d#/proc/}" ;;
 		esac
 	done
 }
@@ -88,9 +88,9 @@ sha() { sha256sum < "$1" | cut -d' ' -f1; }
 pack() {
 	: "${WCODEC:?WCODEC must name the built wcodec}"
 	if [ $# -ge 3 ]; then
-		"$WCODEC" pack --tile-size "$3" "$1" "$2" >/dev/null || fail "wcodec pack $1 failed"
+		"$WCODEC" pack -q --tile-size "$3" "$1" "$2" >/dev/null || fail "wcodec pack $1 failed"
 	else
-		"$WCODEC" pack "$1" "$2" >/dev/null || fail "wcodec pack $1 failed"
+		"$WCODEC" pack -q "$1" "$2" >/dev/null || fail "wcodec pack $1 failed"
 	fi
 }
 

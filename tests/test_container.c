@@ -435,6 +435,49 @@ START_TEST(random_damage_never_crashes)
 }
 END_TEST
 
+/* Damage behind a recomputed check (as a malicious writer could make): the
+ * structural validation must hold. Open fails, or every read either
+ * succeeds or reports an error; nothing crashes or reads out of bounds. */
+START_TEST(forged_damage_never_crashes)
+{
+	size_t len;
+	uint8_t *b = read_file(wc_path, &len);
+	wc_file_header h;
+	ck_assert_int_eq(wc_header_decode(b, len, &h), WC_OK);
+	uint8_t *m = malloc(len), *buf = malloc(len);
+	uint64_t rng = 4242;
+	int opened = 0;
+	for (int i = 0; i < 400; i++) {
+		memcpy(m, b, len);
+		for (int k = 0; k < 1 + i % 3; k++) {
+			rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+			/* In the index, tables or prefix (the metadata is compressed). */
+			size_t span = h.index_len + h.tables_len + h.prefix_len, at = (size_t)((rng >> 17) % span);
+			size_t pos = at < h.index_len ? h.index_off + at
+				     : at < h.index_len + h.tables_len ? h.tables_off + (at - h.index_len)
+				     : h.prefix_off + (at - h.index_len - h.tables_len);
+			m[pos] ^= (uint8_t)(1u << ((rng >> 7) % 8));
+		}
+		fix_check(m, &h);
+		char p[320];
+		snprintf(p, sizeof p, "%s/forged.wcodec", dir);
+		ck_assert_int_eq(st_write_bytes(p, m, len), 0);
+		wc_container *c;
+		if (wc_container_open(p, &c) != WC_OK)
+			continue;
+		opened++;
+		uint64_t vs = wc_container_virtual_size(c);
+		wc_err e = wc_container_pread(c, buf, vs < len ? vs : len, 0);
+		ck_assert(e == WC_OK || e == WC_E_CORRUPT);
+		wc_container_release(c);
+	}
+	ck_assert_int_lt(opened, 400); /* most forgeries are caught at open */
+	free(buf);
+	free(m);
+	free(b);
+}
+END_TEST
+
 START_TEST(damaged_payload_is_corrupt)
 {
 	size_t len;
@@ -562,7 +605,7 @@ int main(void)
 {
 	Suite *s = suite_create("container");
 	TCase *tc = tcase_create("container");
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_unchecked_fixture(tc, setup, teardown); /* one pack for all tests; they never modify it */
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, round_trip_every_dtype);
 	tcase_add_test(tc, tile_source_describes_jobs);
@@ -572,6 +615,7 @@ int main(void)
 	tcase_add_test(tc, inconsistent_fields_rejected);
 	tcase_add_test(tc, inconsistent_metadata_rejected);
 	tcase_add_test(tc, random_damage_never_crashes);
+	tcase_add_test(tc, forged_damage_never_crashes);
 	tcase_add_test(tc, damaged_payload_is_corrupt);
 	tcase_add_test(tc, malformed_input_leaves_nothing);
 	tcase_add_test(tc, empty_file_round_trips);

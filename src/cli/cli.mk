@@ -7,6 +7,7 @@ wcodec_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 wcodec_LDADD = libwcodec.la $(JANSSON_LIBS)
 dist_man_MANS += docs/wcodec.1
 
-TESTS += tests/cli_roundtrip.sh tests/cli_malformed.sh tests/cli_verify.sh tests/cli_help.sh
+TESTS += tests/cli_roundtrip.sh tests/cli_malformed.sh tests/cli_verify.sh tests/cli_help.sh \
+	tests/cli_docreader.sh
 EXTRA_DIST += tests/cli_roundtrip.sh tests/cli_malformed.sh tests/cli_verify.sh tests/cli_help.sh \
-	tests/cli_lib.sh
+	tests/cli_lib.sh tests/cli_docreader.sh tests/doc_reader.py

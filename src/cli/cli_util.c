@@ -100,12 +100,12 @@ void cli_progress_update(cli_progress *p, uint64_t done, uint64_t total)
 	const int width = 30;
 	double frac = total ? (double)done / (double)total : 1.0;
 	int fill = (int)(frac * width);
-	char bar[64], hb[32];
+	char bar[64];
 	for (int i = 0; i < width; i++)
 		bar[i] = i < fill ? '#' : '.';
 	bar[width] = 0;
-	double rate = t > p->start ? (double)done / (t - p->start) : 0;
-	fprintf(stderr, "\r%s %3d%% [%s] %s/s ", p->label, (int)(frac * 100), bar, cli_human_bytes((uint64_t)rate, hb));
+	double elapsed = t - p->start, eta = frac > 0.01 ? elapsed * (1 - frac) / frac : 0;
+	fprintf(stderr, "\r%s %3d%% [%s] %.0fs elapsed, ~%.0fs left ", p->label, (int)(frac * 100), bar, elapsed, eta);
 	fflush(stderr);
 }
 

@@ -1,5 +1,12 @@
 /* decode_tiles.c - decoding a whole container through a decode backend, in
- * tile order, for unpack, verify and cat. */
+ * tile order, for unpack, verify and cat.
+ *
+ * Double-buffered: while the backend decodes one batch on a helper thread,
+ * the calling thread hands the previous batch to the sink (which writes it)
+ * and reads the next batch's payloads, so reading, decoding and writing
+ * overlap. Memory: two batches of at most BATCH_BYTES decoded bytes plus
+ * their payloads. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,92 +14,205 @@
 #include "container/container.h"
 #include "engine/backend.h"
 
-#define BATCH_BYTES_MAX (256u << 20) /* decoded bytes in flight per batch */
+#define BATCH_BYTES (64u << 20) /* decoded bytes per batch */
 #define BATCH_TILES_MAX 1024u
+
+typedef struct batch {
+	wc_backend *be;
+	const wc_container *c;
+	uint32_t first, n, njobs;
+	wc_tile_job *jobs;
+	uint32_t *slot_of_job; /* jobs[q] decodes tile first + slot_of_job[q] */
+	wc_err *status;        /* per tile of the batch */
+	char (*why)[400];
+	uint32_t *out_off;     /* per tile: offset of its bytes in outs */
+	uint8_t *payloads, *outs;
+	size_t pcap, ocap;
+	wc_err decode_err;
+	pthread_t thread;
+	int running;
+} batch;
+
+static void batch_free(batch *b)
+{
+	free(b->jobs);
+	free(b->slot_of_job);
+	free(b->status);
+	free(b->why);
+	free(b->out_off);
+	free(b->payloads);
+	free(b->outs);
+}
+
+static wc_err batch_alloc(batch *b, uint32_t cap)
+{
+	b->jobs = calloc(cap, sizeof *b->jobs);
+	b->slot_of_job = calloc(cap, sizeof *b->slot_of_job);
+	b->status = calloc(cap, sizeof *b->status);
+	b->why = calloc(cap, sizeof *b->why);
+	b->out_off = calloc(cap, sizeof *b->out_off);
+	if (!b->jobs || !b->slot_of_job || !b->status || !b->why || !b->out_off)
+		return wc_fail(WC_E_NOMEM, "out of memory for a batch of %u tiles", cap);
+	return WC_OK;
+}
+
+static wc_err grow(uint8_t **p, size_t *cap, size_t need)
+{
+	if (need <= *cap)
+		return WC_OK;
+	uint8_t *q = realloc(*p, need);
+	if (!q)
+		return wc_fail(WC_E_NOMEM, "out of memory for %zu bytes of tiles", need);
+	*p = q;
+	*cap = need;
+	return WC_OK;
+}
+
+/* Read tiles [first, first+n): payloads (hash-checked) and jobs. A tile whose
+ * payload cannot be read gets its status here and no job. */
+static wc_err batch_fill(batch *b, uint32_t first, uint32_t n)
+{
+	wc_tile_source *src = wc_container_source((wc_container *)b->c);
+	size_t psum = 0, osum = 0;
+	for (uint32_t k = 0; k < n; k++) {
+		psum += src->ops->tile_csize(src, first + k);
+		osum += src->ops->tile_dsize(src, first + k);
+	}
+	wc_err e;
+	if ((e = grow(&b->payloads, &b->pcap, psum ? psum : 1)) || (e = grow(&b->outs, &b->ocap, osum ? osum : 1)))
+		return e;
+	b->first = first;
+	b->n = n;
+	b->njobs = 0;
+	size_t poff = 0, ooff = 0;
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t t = first + k, cs = src->ops->tile_csize(src, t), ds = src->ops->tile_dsize(src, t);
+		uint8_t *payload = b->payloads + poff;
+		b->out_off[k] = (uint32_t)ooff;
+		poff += cs;
+		ooff += ds;
+		b->why[k][0] = 0;
+		b->status[k] = src->ops->read_payload(src, t, payload);
+		if (b->status[k]) {
+			snprintf(b->why[k], sizeof b->why[k], "%s", wc_last_detail());
+			continue;
+		}
+		wc_tile_job *j = &b->jobs[b->njobs];
+		memset(j, 0, sizeof *j);
+		src->ops->describe_job(src, t, j);
+		j->payload = payload;
+		j->payload_size = cs;
+		j->out = b->outs + b->out_off[k];
+		j->out_size = ds;
+		b->slot_of_job[b->njobs++] = k;
+	}
+	return WC_OK;
+}
+
+static void *batch_decode(void *arg)
+{
+	batch *b = arg;
+	b->decode_err = b->njobs ? wc_backend_decode(b->be, b->jobs, b->njobs) : WC_OK;
+	if (b->decode_err) {
+		char why[400];
+		snprintf(why, sizeof why, "%s", wc_last_detail());
+		wc_fail(b->decode_err, "decode backend: %s", why);
+		snprintf(b->why[0], sizeof b->why[0], "%s", wc_last_detail());
+	}
+	return NULL;
+}
+
+static wc_err batch_start(batch *b)
+{
+	if (pthread_create(&b->thread, NULL, batch_decode, b) != 0) {
+		batch_decode(b); /* no thread: decode here */
+		return WC_OK;
+	}
+	b->running = 1;
+	return WC_OK;
+}
+
+/* Wait for the decode, then give every tile of the batch to the sink in order.
+ * Returns nonzero in *stop if the sink asked to stop. */
+static wc_err batch_finish(batch *b, cli_tile_sink sink, void *ctx, int *stop)
+{
+	if (b->running) {
+		pthread_join(b->thread, NULL);
+		b->running = 0;
+	}
+	if (b->decode_err)
+		return wc_fail(b->decode_err, "%s", b->why[0]);
+	uint8_t *scratch = NULL;
+	for (uint32_t q = 0; q < b->njobs; q++) {
+		uint32_t k = b->slot_of_job[q];
+		b->status[k] = b->jobs[q].status;
+		if (!b->status[k])
+			continue;
+		/* The reason was on the backend's thread: decode it again here for it. */
+		if (!scratch && !(scratch = malloc(wc_container_tile_size(b->c))))
+			return wc_fail(WC_E_NOMEM, "out of memory");
+		wc_err re = wc_container_decode_tile(b->c, b->first + k, b->jobs[q].payload, scratch);
+		snprintf(b->why[k], sizeof b->why[k], "%s",
+			 re ? wc_last_detail() : "the decode backend failed on it (the CPU decoder did not)");
+	}
+	free(scratch);
+	for (uint32_t k = 0; k < b->n && !*stop; k++) {
+		uint32_t t = b->first + k;
+		*stop = sink(ctx, t, b->outs + b->out_off[k], wc_container_tile(b->c, t)->dsize, b->status[k], b->why[k]);
+	}
+	return WC_OK;
+}
 
 wc_err cli_decode_tiles(wc_container *c, const cli_decode_opts *o, cli_tile_sink sink, void *ctx,
 			cli_progress *progress)
 {
+	uint32_t ntiles = wc_container_ntiles(c), tile_size = wc_container_tile_size(c);
+	if (ntiles == 0)
+		return WC_OK;
 	wc_backend_opts bo = {.threads = o->threads};
 	wc_backend *be;
 	wc_err e = wc_backend_create(o->backend ? o->backend : "auto", &bo, &be);
 	if (e)
 		return e;
-	wc_tile_source *src = wc_container_source(c);
-	uint32_t ntiles = wc_container_ntiles(c), tile_size = wc_container_tile_size(c);
-	uint32_t batch = be->max_batch ? be->max_batch : 64;
-	if (batch > BATCH_TILES_MAX)
-		batch = BATCH_TILES_MAX;
-	if (batch > BATCH_BYTES_MAX / tile_size)
-		batch = BATCH_BYTES_MAX / tile_size;
-	if (batch > ntiles)
-		batch = ntiles ? ntiles : 1;
+	uint32_t per = be->max_batch ? be->max_batch : 64;
+	if (per > BATCH_TILES_MAX)
+		per = BATCH_TILES_MAX;
+	if (per > BATCH_BYTES / tile_size)
+		per = BATCH_BYTES / tile_size ? BATCH_BYTES / tile_size : 1;
+	if (per > ntiles)
+		per = ntiles;
 
-	size_t pcap = 2ull * tile_size + 65536u;
-	wc_tile_job *jobs = calloc(batch, sizeof *jobs);
-	uint32_t *tile_of = calloc(batch, sizeof *tile_of);
-	wc_err *read_err = calloc(batch, sizeof *read_err);
-	char (*why)[400] = calloc(batch, sizeof *why);
-	uint8_t *payloads = malloc(batch * pcap), *outs = malloc((size_t)batch * tile_size);
-	if (!jobs || !tile_of || !read_err || !why || !payloads || !outs) {
-		e = wc_fail(WC_E_NOMEM, "out of memory for a batch of %u tiles", batch);
-		goto out;
-	}
-	uint64_t done = 0, total = wc_container_virtual_size(c);
+	batch bufs[2] = {{.be = be, .c = c}, {.be = be, .c = c}};
+	batch *cur = &bufs[0], *next = &bufs[1];
 	size_t plen;
 	wc_container_prefix(c, &plen);
-	done = plen;
+	uint64_t done = plen, total = wc_container_virtual_size(c);
 	int stop = 0;
-	for (uint32_t first = 0; first < ntiles && !stop; first += batch) {
-		uint32_t n = ntiles - first < batch ? ntiles - first : batch, njobs = 0;
-		/* Read and hash-check the payloads; damaged ones never reach the backend. */
-		for (uint32_t k = 0; k < n; k++) {
-			uint32_t t = first + k;
-			uint8_t *payload = payloads + k * pcap;
-			read_err[k] = src->ops->read_payload(src, t, payload);
-			if (read_err[k]) {
-				snprintf(why[k], sizeof why[k], "%s", wc_last_detail());
-				continue;
-			}
-			wc_tile_job *j = &jobs[njobs];
-			memset(j, 0, sizeof *j);
-			src->ops->describe_job(src, t, j);
-			j->payload = payload;
-			j->payload_size = src->ops->tile_csize(src, t);
-			j->out = outs + (size_t)k * tile_size;
-			j->out_size = src->ops->tile_dsize(src, t);
-			tile_of[njobs++] = k;
-		}
-		if (njobs && (e = wc_backend_decode(be, jobs, njobs)))
+	if ((e = batch_alloc(cur, per)) || (e = batch_alloc(next, per)) || (e = batch_fill(cur, 0, per)))
+		goto out;
+	batch_start(cur);
+	for (uint32_t first = per;; first += per) {
+		uint32_t n = first < ntiles ? (ntiles - first < per ? ntiles - first : per) : 0;
+		wc_err fe = n ? batch_fill(next, first, n) : WC_OK; /* overlaps cur's decode */
+		if ((e = batch_finish(cur, sink, ctx, &stop)))
 			goto out;
-		for (uint32_t q = 0; q < njobs; q++) {
-			uint32_t k = tile_of[q];
-			read_err[k] = jobs[q].status;
-			if (read_err[k]) {
-				/* Redo it here for the reason: the backend's thread had it. */
-				uint8_t *scratch = malloc(tile_size);
-				wc_err re = scratch ? wc_container_decode_tile(c, first + k, jobs[q].payload, scratch)
-						    : WC_E_NOMEM;
-				snprintf(why[k], sizeof why[k], "%s",
-					 re ? wc_last_detail() : "the decode backend failed on it (the CPU decoder did not)");
-				free(scratch);
-			}
-		}
-		for (uint32_t k = 0; k < n && !stop; k++) {
-			uint32_t t = first + k, ds = src->ops->tile_dsize(src, t);
-			stop = sink(ctx, t, outs + (size_t)k * tile_size, ds, read_err[k], why[k]);
-			done += ds;
-		}
+		for (uint32_t k = 0; k < cur->n; k++)
+			done += wc_container_tile(c, cur->first + k)->dsize;
 		if (progress)
 			cli_progress_update(progress, done, total);
+		if ((e = fe) || stop || !n)
+			goto out;
+		batch_start(next);
+		batch *tmp = cur;
+		cur = next;
+		next = tmp;
 	}
 out:
-	free(jobs);
-	free(tile_of);
-	free(read_err);
-	free(why);
-	free(payloads);
-	free(outs);
+	for (int i = 0; i < 2; i++) {
+		if (bufs[i].running)
+			pthread_join(bufs[i].thread, NULL);
+		batch_free(&bufs[i]);
+	}
 	wc_backend_destroy(be);
 	return e;
 }

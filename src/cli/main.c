@@ -17,8 +17,9 @@ static const cli_command commands[] = {
 
 static void usage(FILE *out)
 {
-	fprintf(out, "Usage: wcodec COMMAND [OPTIONS] ARGS...\n"
+	fprintf(out, "Usage: wcodec [-v] COMMAND [OPTIONS] ARGS...\n"
 		     "       wcodec --help | --version\n\n"
+		     "  -v, --verbose  log what the library does (backend choice, fallbacks)\n\n"
 		     "Lossless compression of tensor files; see wcodec(1).\n\nCommands:\n");
 	for (size_t i = 0; i < NCOMMANDS; i++)
 		fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
@@ -30,13 +31,20 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
+		{"verbose", no_argument, NULL, 'v'},
 		{NULL, 0, NULL, 0},
 	};
+	/* Library messages (the backend chosen, fallbacks) only with -v;
+	 * warnings and errors always. */
+	wc_log_set_level(WC_LOG_WARN);
 	/* Options before the command only; the command parses its own. */
 	int c;
 	opterr = 1;
-	while ((c = getopt_long(argc, argv, "+hV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+hVv", opts, NULL)) != -1) {
 		switch (c) {
+		case 'v':
+			wc_log_set_level(WC_LOG_DEBUG);
+			break;
 		case 'h':
 			usage(stdout);
 			return CLI_OK;

@@ -128,7 +128,8 @@ typedef struct wc_pack_opts {
 	unsigned threads;       /* encoder threads; 0 = online CPUs */
 	int verify;             /* nonzero: reopen the written temporary file, decode
 				   every tile and compare with the input before the rename */
-	/* Called from one thread with bytes of input done so far; may be NULL. */
+	/* Called from the calling thread with work done and total work, in
+	 * bytes (each pass over the data section counts it once); may be NULL. */
 	void (*progress)(void *ctx, uint64_t done, uint64_t total);
 	void *progress_ctx;
 	/* Called with the temporary file's path once it exists and with NULL

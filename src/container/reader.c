@@ -630,6 +630,18 @@ static void src_describe_job(const wc_tile_source *s, uint32_t i, wc_tile_job *j
 {
 	const wc_container *c = of_source(s);
 	const wc_tile_info *t = &c->tiles[i < c->h.ntiles ? i : 0];
+	/* Zero every field this source does not use (kinds added later extend
+	 * the struct), keeping the ones the caller owns. */
+	const uint8_t *payload = job->payload;
+	uint8_t *out = job->out;
+	uint32_t payload_size = job->payload_size, out_size = job->out_size;
+	wc_err status = job->status;
+	memset(job, 0, sizeof *job);
+	job->payload = payload;
+	job->payload_size = payload_size;
+	job->out = out;
+	job->out_size = out_size;
+	job->status = status;
 	job->kind = WC_JOB_PLANES;
 	job->layout = c->tensors[t->tensor].layout;
 	job->chunk_symbols = c->h.chunk_symbols;

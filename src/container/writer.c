@@ -91,7 +91,20 @@ typedef struct packer {
 	wc_err first_err;
 	char first_why[400];
 	wc_container *check;   /* verify pass: the written file */
+	/* Progress over all passes: each pass counts the data section once. */
+	pthread_t caller;      /* the thread that may call opts->progress */
+	atomic_uint_fast64_t pass_done;
+	uint64_t passes_before, npasses;
 } packer;
+
+/* Report progress of the current pass (bytes of it done) from the caller's thread. */
+static void report(packer *pk, uint64_t pass_bytes)
+{
+	if (!pk->opts->progress || !pthread_equal(pthread_self(), pk->caller))
+		return;
+	uint64_t d = pk->st->data_size;
+	pk->opts->progress(pk->opts->progress_ctx, pk->passes_before * d + pass_bytes, pk->npasses * d);
+}
 
 /* ---- small helpers -------------------------------------------------- */
 
@@ -177,6 +190,7 @@ static void *hist_worker(void *arg)
 			for (int s = 0; s < 256; s++)
 				t->hist[p][s] += local[p][s];
 		pthread_mutex_unlock(l);
+		report(pk, atomic_fetch_add(&pk->pass_done, tp->dsize) + tp->dsize);
 	}
 out:
 	free(scratch);
@@ -291,7 +305,7 @@ static wc_err write_payloads(packer *pk, int fd, const char *path, uint64_t off,
 	wc_err e = WC_OK;
 	if (started == 0)
 		e = wc_fail(WC_E_NOMEM, "cannot start encoder threads");
-	uint64_t done = 0, total = pk->st->data_size;
+	uint64_t done = 0;
 	for (uint32_t i = 0; !e && i < pk->ntiles; i++) {
 		slot *s = &pk->slots[i % pk->window];
 		pthread_mutex_lock(&pk->lock);
@@ -320,8 +334,8 @@ static wc_err write_payloads(packer *pk, int fd, const char *path, uint64_t off,
 				t->coded[p] += s->plane_bytes[p];
 		}
 		done += tp->dsize;
-		if (!e && pk->opts->progress)
-			pk->opts->progress(pk->opts->progress_ctx, done, total);
+		if (!e)
+			report(pk, done);
 		pthread_mutex_lock(&pk->lock);
 		s->ready = 0;
 		pk->written = i + 1;
@@ -410,6 +424,7 @@ static void *verify_worker(void *arg)
 			const uint8_t *orig = pk->tensors[tp->tensor].data + tp->offset;
 			if (x->dsize != tp->dsize || memcmp(out, orig, tp->dsize) != 0)
 				e = wc_fail(WC_E_CORRUPT, "verification: tile %u decodes to different bytes", i);
+			report(pk, atomic_fetch_add(&pk->pass_done, tp->dsize) + tp->dsize);
 		}
 		if (e) {
 			record_failure(pk, e);
@@ -507,8 +522,13 @@ static wc_err pack_into(packer *pk, int fd, const char *tmp, wc_pack_stats *stat
 	if ((e = plan_tiles(pk)))
 		return e;
 
+	pk->caller = pthread_self();
+	pk->npasses = pk->opts->verify ? 3 : 2;
+	pk->passes_before = 0;
+	atomic_store(&pk->pass_done, 0);
 	atomic_store(&pk->cursor, 0);
 	run_workers(pk, hist_worker);
+	pk->passes_before = 1;
 	if (atomic_load(&pk->failed))
 		return wc_fail(pk->first_err, "%s", pk->first_why);
 	if ((e = build_tables(pk)))
@@ -621,8 +641,11 @@ static wc_err pack_into(packer *pk, int fd, const char *tmp, wc_pack_stats *stat
 				stats->entropy_bound_bytes += tp->entropy[p] * (double)n / 8.0;
 		}
 	}
-	if (pk->opts->verify)
+	if (pk->opts->verify) {
+		pk->passes_before = 2;
+		atomic_store(&pk->pass_done, 0);
 		e = verify_file(pk, tmp, prefix_len);
+	}
 out:
 	if (pk->slots)
 		for (uint32_t k = 0; k < pk->window; k++)

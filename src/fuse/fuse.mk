@@ -16,8 +16,17 @@ wcodecfs_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS) $(XXHASH_CFLAGS)
 wcodecfs_LDADD = libwcodec.la $(FUSE_LIBS) $(XXHASH_LIBS)
 
 # Mount tests (need /dev/fuse and fusermount3; they skip otherwise).
-TESTS += tests/mount_passthrough.sh tests/mount_lifecycle.sh
+TESTS += tests/mount_passthrough.sh tests/mount_lifecycle.sh tests/mount_wcodec.sh \
+	tests/mount_concurrent.sh tests/mount_corrupt.sh
 EXTRA_DIST += tests/mount_lib.sh tests/mount_passthrough.sh tests/mount_lifecycle.sh
 dist_man_MANS += docs/wcodecfs.1
 EXTRA_DIST += tests/mount_check.py tests/mount_wcodec.sh tests/mount_concurrent.sh \
 	tests/mount_corrupt.sh
+
+# Unit tests of the parts that need no mount.
+check_PROGRAMS += tests/test_fuse_parts
+TESTS += tests/test_fuse_parts
+tests_test_fuse_parts_SOURCES = tests/test_fuse_parts.c src/fuse/options.c src/fuse/readahead.c \
+	src/fuse/inode.c
+tests_test_fuse_parts_CFLAGS = $(TEST_CFLAGS) $(FUSE_CFLAGS)
+tests_test_fuse_parts_LDADD = $(TEST_LIBS) $(FUSE_LIBS)

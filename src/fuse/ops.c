@@ -272,7 +272,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void read_passthrough(fuse_req_t req, wcfs_handle *h, size_t size, off_t off)
 {
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
-	bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY; /* no short read */
 	bv.buf[0].fd = h->fd;
 	bv.buf[0].pos = off;
 	fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""doc_reader.py - an independent .wcodec reader written from docs/FORMAT.md alone.
+
+Standard library only. It checks that the format document is enough to read
+a file: it parses the fixed header (1.2), the prefix, the frequency tables
+(1.4) and the tile index (1.5), applies the tiling rule (1.6) with the
+layouts of section 2 (taken from the dtypes in the prefix, so it needs no
+zstd for the metadata), decodes each payload (section 3: RAW, CONST, RANS
+per section 4) and writes the virtual file. XXH3 is not in the standard
+library, so hashes are not checked here (the C reader checks them).
+
+Usage: doc_reader.py IN.wcodec OUT.safetensors
+Exit status 3 if a plane uses ZSTD (not in the standard library).
+"""
+import json
+import struct
+import sys
+
+LAYOUT = {  # dtype -> (layout, element size, planes)
+    "BF16": ("bf16", 2, 2), "F32": ("f32", 4, 4),
+    "F16": ("shuffle2", 2, 2), "I16": ("shuffle2", 2, 2), "U16": ("shuffle2", 2, 2),
+    "I32": ("shuffle4", 4, 4), "U32": ("shuffle4", 4, 4),
+    "F64": ("shuffle8", 8, 8), "I64": ("shuffle8", 8, 8), "U64": ("shuffle8", 8, 8), "C64": ("shuffle8", 8, 8),
+}
+
+
+def layout_of(dtype, nbytes):
+    lay = LAYOUT.get(dtype, ("bytes", 1, 1))
+    return lay if nbytes % lay[1] == 0 else ("bytes", 1, 1)
+
+
+def merge(layout, planes, n):
+    """Inverse of the plane split of section 2."""
+    out = bytearray()
+    kind, w, _ = layout
+    for i in range(n):
+        if kind == "bytes":
+            out.append(planes[0][i])
+        elif kind == "bf16":
+            e, sm = planes[0][i], planes[1][i]
+            v = ((sm & 0x80) << 8) | (e << 7) | (sm & 0x7F)
+            out += struct.pack("<H", v)
+        elif kind == "f32":
+            e = planes[0][i]
+            r = planes[1][i] | (planes[2][i] << 8) | (planes[3][i] << 16)
+            u = ((r >> 23) << 31) | (e << 23) | (r & 0x7FFFFF)
+            out += struct.pack("<I", u)
+        else:  # shuffle w: plane k holds byte (w - 1 - k)
+            out += bytes(planes[w - 1 - b][i] for b in range(w))
+    return bytes(out)
+
+
+def rans_decode(body, n, freq, chunk):
+    cum = [0] * 257
+    for s in range(256):
+        cum[s + 1] = cum[s] + freq[s]
+    sym = bytearray(4096)
+    for s in range(256):
+        for t in range(cum[s], cum[s + 1]):
+            sym[t] = s
+    nchunks = (n + chunk - 1) // chunk
+    ends = struct.unpack_from("<%dI" % nchunks, body, 0)
+    base = 4 * nchunks
+    out = bytearray()
+    start = 0
+    for k in range(nchunks):
+        m = min(chunk, n - k * chunk)
+        data = body[base + start: base + ends[k]]
+        x = list(struct.unpack_from("<32I", data, 0))
+        nwords = (len(data) - 128) // 2
+        words = struct.unpack_from("<%dH" % nwords, data, 128)
+        p = 0
+        for r in range((m + 31) // 32):
+            for lane in range(32):
+                j = 32 * r + lane
+                if j >= m:
+                    break
+                t = x[lane] & 4095
+                s = sym[t]
+                out.append(s)
+                x[lane] = freq[s] * (x[lane] >> 12) + t - cum[s]
+                if x[lane] < (1 << 16):
+                    x[lane] = ((x[lane] << 16) | words[p]) & 0xFFFFFFFF
+                    p += 1
+        assert all(v == 1 << 16 for v in x), "chunk %d: final states wrong" % k
+        assert p == nwords or (p == nwords - 1 and words[-1] == 0), "chunk %d: words left" % k
+        start = ends[k]
+    return bytes(out)
+
+
+def main():
+    src, dst = sys.argv[1], sys.argv[2]
+    b = open(src, "rb").read()
+    assert b[:8] == b"WCODEC\r\n", "magic"
+    version, flags, header_size, tile_size, chunk, ntensors, ntiles, ntables = struct.unpack_from("<8I", b, 8)
+    assert (version, flags, header_size) == (1, 0, 160)
+    (vsize, prefix_off, prefix_len, payload_off, payload_len, tables_off, tables_len,
+     index_off, index_len, meta_off, meta_len, file_size) = struct.unpack_from("<12Q", b, 40)
+    assert file_size == len(b) and meta_off + meta_len == len(b)
+    prefix = b[prefix_off: prefix_off + prefix_len]
+
+    # Tensors in data order from the prefix (section 1.3: sorted by begin, end, name).
+    n = struct.unpack_from("<Q", prefix, 0)[0]
+    hdr = json.loads(prefix[8: 8 + n])
+    tensors = sorted(((v["data_offsets"][0], v["data_offsets"][1], k.encode(), v["dtype"])
+                      for k, v in hdr.items() if k != "__metadata__"))
+    assert len(tensors) == ntensors
+
+    # Frequency tables (1.4).
+    tables, pos = [], tables_off
+    for _ in range(ntables):
+        bitmap = b[pos: pos + 32]
+        pos += 32
+        freq = [0] * 256
+        for s in range(256):
+            if bitmap[s >> 3] >> (s & 7) & 1:
+                freq[s] = struct.unpack_from("<H", b, pos)[0]
+                pos += 2
+        assert sum(freq) == 4096
+        tables.append(freq)
+    assert pos == tables_off + tables_len
+
+    out = bytearray(prefix)
+    t_index = 0
+    for ti, (begin, end, name, dtype) in enumerate(tensors):
+        layout = layout_of(dtype, end - begin)
+        size = end - begin
+        for k in range((size + tile_size - 1) // tile_size):
+            voff, coff, csize, dsize, tensor, tflags, _, _ = struct.unpack_from("<QQIIIIQQ", b, index_off + 48 * t_index)
+            assert tensor == ti and voff == prefix_len + begin + k * tile_size, "index entry %d" % t_index
+            assert dsize == min(tile_size, size - k * tile_size)
+            payload = b[coff: coff + csize]
+            nsym = dsize // layout[1]
+            assert payload[0] == layout[2], "plane count"
+            planes, body_at = [], (4 + 12 * layout[2] + 3) & ~3
+            for p in range(layout[2]):
+                mode, value, _, table, bsize = struct.unpack_from("<BBHII", payload, 4 + 12 * p)
+                body = payload[body_at: body_at + bsize]
+                if mode == 0:
+                    planes.append(body)
+                elif mode == 1:
+                    planes.append(bytes([value]) * nsym)
+                elif mode == 2:
+                    planes.append(rans_decode(body, nsym, tables[table], chunk))
+                else:
+                    print("plane coded with zstd: not in the standard library", file=sys.stderr)
+                    sys.exit(3)
+                body_at = (body_at + bsize + 3) & ~3
+            out += merge(layout, planes, nsym)
+            t_index += 1
+    assert t_index == ntiles and len(out) == vsize
+    open(dst, "wb").write(out)
+
+
+if __name__ == "__main__":
+    main()

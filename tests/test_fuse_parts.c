@@ -1,0 +1,222 @@
+/* test_fuse_parts.c - the daemon's parts that need no mount: size parsing
+ * and option checks, the readahead stream detector, the inode table. */
+#include <check.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fuse/inode.h"
+#include "fuse/options.h"
+#include "fuse/readahead.h"
+
+START_TEST(sizes)
+{
+	uint64_t v;
+	ck_assert_int_eq(wcfs_parse_size("4096", &v), 0);
+	ck_assert_uint_eq(v, 4096);
+	ck_assert_int_eq(wcfs_parse_size("4M", &v), 0);
+	ck_assert_uint_eq(v, 4u << 20);
+	ck_assert_int_eq(wcfs_parse_size("1g", &v), 0);
+	ck_assert_uint_eq(v, 1u << 30);
+	ck_assert_int_eq(wcfs_parse_size("64KiB", &v), 0);
+	ck_assert_uint_eq(v, 64u << 10);
+	ck_assert_int_eq(wcfs_parse_size("2T", &v), 0);
+	ck_assert_uint_eq(v, 2ull << 40);
+	ck_assert_int_eq(wcfs_parse_size("", &v), -1);
+	ck_assert_int_eq(wcfs_parse_size("M", &v), -1);
+	ck_assert_int_eq(wcfs_parse_size("-1M", &v), -1);
+	ck_assert_int_eq(wcfs_parse_size("12Q", &v), -1);
+	ck_assert_int_eq(wcfs_parse_size("1M2", &v), -1);
+	ck_assert_int_eq(wcfs_parse_size("99999999999999999999", &v), -1);
+	ck_assert_int_eq(wcfs_parse_size("17179869184G", &v), -1); /* 2^64 bytes */
+}
+END_TEST
+
+static int parse(wcfs_options *o, const char *a1, const char *a2, const char *a3, const char *a4)
+{
+	char *argv[] = { "wcodecfs", (char *)a1, (char *)a2, (char *)a3, (char *)a4, NULL };
+	int argc = 1;
+	while (argv[argc])
+		argc++;
+	return wcfs_options_parse(argc, argv, o);
+}
+
+START_TEST(options)
+{
+	wcfs_options o;
+	ck_assert_int_eq(parse(&o, "/", "/mnt", "-o", "cache_size=4M,threads=3,readahead=0,backend=cpu"),
+			 WCFS_EXIT_OK);
+	ck_assert_uint_eq(o.cache_size, 4u << 20);
+	ck_assert_uint_eq(o.threads, 3);
+	ck_assert_uint_eq(o.fuse_threads, 6);
+	ck_assert_uint_eq(o.readahead, 0);
+	ck_assert_str_eq(o.backend, "cpu");
+	ck_assert_str_eq(o.source, "/");
+	ck_assert_int_eq(o.foreground, 0);
+	/* ro goes to the kernel unless rw; our options do not */
+	int has_ro = 0;
+	for (int i = 0; i < o.fuse_args.argc; i++) {
+		ck_assert_ptr_null(strstr(o.fuse_args.argv[i], "cache_size"));
+		if (strstr(o.fuse_args.argv[i], ",ro,"))
+			has_ro = 1;
+	}
+	ck_assert_int_eq(has_ro, 1);
+	wcfs_options_free(&o);
+
+	ck_assert_int_eq(parse(&o, "/", "/mnt", "-d", NULL), WCFS_EXIT_OK);
+	ck_assert_int_eq(o.foreground, 1);
+	ck_assert_uint_eq(o.cache_size, 1u << 30); /* defaults */
+	ck_assert_uint_eq(o.readahead, 4);
+	ck_assert_str_eq(o.backend, "auto");
+	wcfs_options_free(&o);
+
+	ck_assert_int_eq(parse(&o, "/", "/mnt", "-o", "cache_size=12X"), WCFS_EXIT_USAGE);
+	wcfs_options_free(&o);
+	ck_assert_int_eq(parse(&o, "/", "/mnt", "-o", "backend=tpu"), WCFS_EXIT_USAGE);
+	wcfs_options_free(&o);
+	ck_assert_int_eq(parse(&o, "/", "/mnt", "-o", "timeout=-1"), WCFS_EXIT_USAGE);
+	wcfs_options_free(&o);
+	ck_assert_int_eq(parse(&o, "/", NULL, NULL, NULL), WCFS_EXIT_USAGE);
+	wcfs_options_free(&o);
+	ck_assert_int_eq(parse(&o, "/nonexistent/dir", "/mnt", NULL, NULL), WCFS_EXIT_SOURCE);
+	wcfs_options_free(&o);
+}
+END_TEST
+
+#define MIB (1u << 20)
+
+START_TEST(readahead_sequential)
+{
+	wcfs_ra ra;
+	wcfs_ra_init(&ra);
+	/* 128 KiB requests through 1 MiB tiles: nothing for the first 2 MiB,
+	 * then one prefetch per tile entered. */
+	int fired = 0, first = -1;
+	for (uint64_t off = 0; off < 8 * MIB; off += 128 << 10) {
+		if (wcfs_ra_note(&ra, off, 128 << 10, off / MIB * MIB, MIB, 2 * MIB)) {
+			fired++;
+			if (first < 0)
+				first = (int)(off / MIB);
+		}
+	}
+	ck_assert_int_eq(first, 1); /* the request that completes 2 MiB */
+	ck_assert_int_eq(fired, 7);  /* tiles 1..7 */
+	wcfs_ra_destroy(&ra);
+}
+END_TEST
+
+START_TEST(readahead_interleaved_and_reordered)
+{
+	wcfs_ra ra;
+	wcfs_ra_init(&ra);
+	/* Two streams far apart, requests alternating, each stream's pairs of
+	 * requests swapped (two FUSE threads): both are detected. */
+	uint64_t base[2] = { 0, 512 * MIB };
+	int fired[2] = { 0, 0 };
+	for (uint64_t k = 0; k < 64; k += 2) {
+		for (int s = 0; s < 2; s++) {
+			for (int j = 1; j >= 0; j--) {
+				uint64_t off = base[s] + (k + (uint64_t)j) * (128 << 10);
+				fired[s] += wcfs_ra_note(&ra, off, 128 << 10, off / MIB * MIB, MIB, 2 * MIB);
+			}
+		}
+	}
+	ck_assert_int_ge(fired[0], 5);
+	ck_assert_int_ge(fired[1], 5);
+	wcfs_ra_destroy(&ra);
+}
+END_TEST
+
+START_TEST(readahead_random_never_fires)
+{
+	wcfs_ra ra;
+	wcfs_ra_init(&ra);
+	uint64_t x = 12345;
+	int fired = 0;
+	for (int i = 0; i < 2000; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		uint64_t off = (x >> 20) % (4096ull * MIB) / 4096 * 4096;
+		fired += wcfs_ra_note(&ra, off, 4096, off / MIB * MIB, MIB, 2 * MIB);
+	}
+	ck_assert_int_eq(fired, 0);
+	wcfs_ra_destroy(&ra);
+}
+END_TEST
+
+/* A stand-in vnode counting its releases. */
+static int released;
+static void count_release(wcfs_vnode *n)
+{
+	released++;
+	free(n);
+}
+static const wcfs_vnode_ops count_ops = { .release = count_release };
+
+START_TEST(inode_table_lifetimes)
+{
+	int root_fd = open("/", O_PATH | O_DIRECTORY);
+	ck_assert_int_ge(root_fd, 0);
+	struct stat st;
+	ck_assert_int_eq(fstat(root_fd, &st), 0);
+	wcfs_itable *t = wcfs_itable_create(root_fd, &st);
+	ck_assert_ptr_nonnull(t);
+	ck_assert_uint_eq(wcfs_ino_of(t, wcfs_itable_root(t)), 1);
+	ck_assert_ptr_eq(wcfs_node_of(t, 1), wcfs_itable_root(t));
+
+	released = 0;
+	enum { N = 5000 }; /* enough to grow the hash table */
+	static wcfs_node *nodes[N];
+	for (int i = 0; i < N; i++) {
+		wcfs_vnode *vn = calloc(1, sizeof *vn);
+		vn->ops = &count_ops;
+		vn->kind = WCFS_VFILE;
+		wcfs_key k = { .dev = 1, .ino = (uint64_t)i, .child = WCFS_PROV_ROOT };
+		nodes[i] = wcfs_itable_insert(t, wcfs_node_new(&k, S_IFREG, -1, NULL, vn, NULL));
+		ck_assert_ptr_eq(wcfs_node_of(t, wcfs_ino_of(t, nodes[i])), nodes[i]);
+	}
+	ck_assert_uint_eq(wcfs_itable_count(t), N + 1);
+	/* The same key finds the same node; a duplicate insert is folded in. */
+	wcfs_key k7 = { .dev = 1, .ino = 7, .child = WCFS_PROV_ROOT };
+	ck_assert_ptr_eq(wcfs_itable_lookup(t, &k7), nodes[7]);
+	wcfs_vnode *dup = calloc(1, sizeof *dup);
+	dup->ops = &count_ops;
+	ck_assert_ptr_eq(wcfs_itable_insert(t, wcfs_node_new(&k7, S_IFREG, -1, NULL, dup, NULL)),
+			 nodes[7]);
+	ck_assert_int_eq(released, 1); /* the loser's vnode */
+	/* Node 7 has 3 lookups and an open handle: it lives until all are gone. */
+	wcfs_node_ref(t, nodes[7]);
+	wcfs_node_forget(t, nodes[7], 3);
+	ck_assert_int_eq(released, 1);
+	ck_assert_ptr_eq(wcfs_itable_lookup(t, &k7), nodes[7]);
+	wcfs_node_forget(t, nodes[7], 1);
+	wcfs_node_unref(t, nodes[7]);
+	ck_assert_int_eq(released, 2);
+	ck_assert_ptr_null(wcfs_itable_lookup(t, &k7));
+	/* Forgetting the rest frees them all; the root stays. */
+	for (int i = 0; i < N; i++)
+		if (i != 7)
+			wcfs_node_forget(t, nodes[i], 1);
+	ck_assert_int_eq(released, N + 1);
+	ck_assert_uint_eq(wcfs_itable_count(t), 1);
+	wcfs_itable_destroy(t);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("fuse_parts");
+	TCase *tc = tcase_create("core");
+	tcase_add_test(tc, sizes);
+	tcase_add_test(tc, options);
+	tcase_add_test(tc, readahead_sequential);
+	tcase_add_test(tc, readahead_interleaved_and_reordered);
+	tcase_add_test(tc, readahead_random_never_fires);
+	tcase_add_test(tc, inode_table_lifetimes);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
