@@ -20,3 +20,21 @@ fail() {
 leftovers() {
 	ls -A "$1" | grep -c '\.tmp\.' || true
 }
+
+# Sanitizer builds: a sanitizer report exits 86, never mistaken for a clean rejection.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}exitcode=86"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}halt_on_error=1:exitcode=86"
+
+# rejects CMD...: true if CMD exits 1 or 2 (a clean error); a success is
+# false, and a crash (signal, sanitizer report) fails the test at once.
+rejects() {
+	set +e
+	"$@"
+	rc=$?
+	set -e
+	case $rc in
+	0) return 1 ;;
+	1 | 2) return 0 ;;
+	*) fail "$* crashed or was killed (status $rc)" ;;
+	esac
+}

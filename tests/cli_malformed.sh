@@ -7,9 +7,7 @@
 check() { # kind, text the message must contain
 	mkdir "$T/$1"
 	"$PY" "$GEN" --malform "$1" --seed 5 "$T/$1/in.safetensors"
-	if "$WCODEC" pack -q "$T/$1/in.safetensors" "$T/$1/out.wcodec" 2>"$T/$1/err"; then
-		fail "$1: pack accepted a malformed file"
-	fi
+	rejects "$WCODEC" pack -q "$T/$1/in.safetensors" "$T/$1/out.wcodec" 2>"$T/$1/err" || fail "$1: pack accepted a malformed file"
 	grep -q -- "$2" "$T/$1/err" || fail "$1: message does not say '$2': $(cat "$T/$1/err")"
 	[ ! -e "$T/$1/out.wcodec" ] || fail "$1: output written"
 	[ "$(leftovers "$T/$1")" = 0 ] || fail "$1: temporary file left"
@@ -29,25 +27,25 @@ check bad-metadata "__metadata__"
 
 # An empty file and a missing file.
 : >"$T/empty.safetensors"
-"$WCODEC" pack -q "$T/empty.safetensors" "$T/e.wcodec" 2>"$T/err" && fail "empty input accepted"
+rejects "$WCODEC" pack -q "$T/empty.safetensors" "$T/e.wcodec" 2>"$T/err" || fail "empty input accepted"
 grep -q "shorter than" "$T/err" || fail "empty input: $(cat "$T/err")"
-"$WCODEC" pack -q "$T/nope.safetensors" "$T/e.wcodec" 2>/dev/null && fail "missing input accepted"
+rejects "$WCODEC" pack -q "$T/nope.safetensors" "$T/e.wcodec" 2>/dev/null || fail "missing input accepted"
 [ ! -e "$T/e.wcodec" ] || fail "output written for a bad input"
 
 # Not a container: every reader refuses it by its magic.
 "$PY" "$GEN" "$T/good.safetensors"
 for cmd in info verify; do
-	"$WCODEC" $cmd "$T/good.safetensors" 2>"$T/err" && fail "$cmd accepted a safetensors file"
+	rejects "$WCODEC" $cmd "$T/good.safetensors" 2>"$T/err" || fail "$cmd accepted a safetensors file"
 	grep -q "unknown magic" "$T/err" || fail "$cmd: $(cat "$T/err")"
 done
-"$WCODEC" unpack "$T/good.safetensors" "$T/x" 2>/dev/null && fail "unpack accepted a safetensors file"
+rejects "$WCODEC" unpack "$T/good.safetensors" "$T/x" 2>/dev/null || fail "unpack accepted a safetensors file"
 [ ! -e "$T/x" ] || fail "unpack wrote an output for a bad input"
 
 # A truncated container: refused with a reason, no output.
 "$WCODEC" pack -q "$T/good.safetensors" "$T/good.wcodec"
 size=$(wc -c <"$T/good.wcodec" | tr -d ' ')
 head -c $((size - 100)) "$T/good.wcodec" >"$T/cut.wcodec"
-"$WCODEC" unpack -q "$T/cut.wcodec" "$T/cut.out" 2>"$T/err" && fail "truncated container unpacked"
+rejects "$WCODEC" unpack -q "$T/cut.wcodec" "$T/cut.out" 2>"$T/err" || fail "truncated container unpacked"
 grep -q "file size" "$T/err" || fail "truncated container: $(cat "$T/err")"
 [ ! -e "$T/cut.out" ] && [ "$(leftovers "$T")" = 0 ] || fail "unpack left an output"
 exit 0

@@ -25,17 +25,15 @@ PYEOF
 
 cp "$T/good.wcodec" "$T/payload.wcodec"
 flip "$T/payload.wcodec" "payload_off + payload_len // 2"
-if "$WCODEC" verify "$T/payload.wcodec" >"$T/out" 2>"$T/err"; then
-	fail "verify missed a flipped payload byte"
-fi
+rejects "$WCODEC" verify "$T/payload.wcodec" >"$T/out" 2>"$T/err" || fail "verify missed a flipped payload byte"
 grep -q "damaged tile" "$T/err" || fail "verify does not name the tile: $(cat "$T/err")"
 [ "$(grep -c 'damaged tile' "$T/err")" = 1 ] || fail "one flipped byte should damage one tile"
-"$WCODEC" unpack -q "$T/payload.wcodec" "$T/out.safetensors" 2>"$T/err" && fail "unpack of a damaged file succeeded"
+rejects "$WCODEC" unpack -q "$T/payload.wcodec" "$T/out.safetensors" 2>"$T/err" || fail "unpack of a damaged file succeeded"
 [ ! -e "$T/out.safetensors" ] && [ "$(leftovers "$T")" = 0 ] || fail "unpack of a damaged file left an output"
-"$WCODEC" cat "$T/payload.wcodec" >/dev/null 2>&1 && fail "cat of a damaged file succeeded"
+rejects "$WCODEC" cat "$T/payload.wcodec" >/dev/null 2>&1 || fail "cat of a damaged file succeeded"
 
 cp "$T/good.wcodec" "$T/index.wcodec"
 flip "$T/index.wcodec" "index_off + 20"
-"$WCODEC" verify "$T/index.wcodec" 2>"$T/err" && fail "verify missed a damaged index"
+rejects "$WCODEC" verify "$T/index.wcodec" 2>"$T/err" || fail "verify missed a damaged index"
 grep -q "checksum" "$T/err" || fail "damaged index: $(cat "$T/err")"
 exit 0

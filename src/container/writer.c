@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -162,11 +163,10 @@ static int is_float_dtype(const char *dtype)
 static void *hist_worker(void *arg)
 {
 	packer *pk = arg;
-	uint8_t *scratch = malloc((size_t)pk->tile_size);
 	uint64_t (*local)[256] = malloc(sizeof(uint64_t[WC_MAX_PLANES][256]));
-	if (!scratch || !local) {
+	if (!local) {
 		record_failure(pk, wc_fail(WC_E_NOMEM, "out of memory"));
-		goto out;
+		return NULL;
 	}
 	for (;;) {
 		uint32_t i = atomic_fetch_add(&pk->cursor, 1);
@@ -175,15 +175,8 @@ static void *hist_worker(void *arg)
 		const tile_plan *tp = &pk->tiles[i];
 		tensor_plan *t = &pk->tensors[tp->tensor];
 		unsigned np = t->layout.nplanes;
-		size_t n = tp->dsize / t->layout.elem_size;
-		uint8_t *planes[WC_MAX_PLANES];
-		for (unsigned p = 0; p < np; p++)
-			planes[p] = scratch + p * n;
-		wc_planes_split(t->layout, t->data + tp->offset, n, planes);
 		memset(local, 0, np * sizeof local[0]);
-		for (unsigned p = 0; p < np; p++)
-			for (size_t k = 0; k < n; k++)
-				local[p][planes[p][k]]++;
+		wc_planes_histogram(t->layout, t->data + tp->offset, tp->dsize / t->layout.elem_size, local);
 		pthread_mutex_t *l = &pk->hist_lock[tp->tensor % 64];
 		pthread_mutex_lock(l);
 		for (unsigned p = 0; p < np; p++)
@@ -192,31 +185,87 @@ static void *hist_worker(void *arg)
 		pthread_mutex_unlock(l);
 		report(pk, atomic_fetch_add(&pk->pass_done, tp->dsize) + tp->dsize);
 	}
-out:
-	free(scratch);
 	free(local);
 	return NULL;
 }
 
-/* Bytes a RANS body of n symbols at `bits` per symbol takes, chunk overhead included. */
-static double rans_estimate(uint64_t n, double bits, uint32_t chunk, uint32_t tile_syms)
+/* Chunk overhead of RANS bodies of a plane of n symbols cut in tiles of
+ * tile_syms symbols: each chunk stores a u32 end offset and 32 u32 lane
+ * states, plus at most one u16 of padding. */
+static double chunk_overhead(uint64_t n, uint32_t chunk, uint32_t tile_syms)
 {
-	uint64_t chunks_per_tile = (tile_syms + chunk - 1) / chunk;
-	uint64_t tiles = (n + tile_syms - 1) / tile_syms;
-	return (double)n * bits / 8.0 + (double)(tiles * chunks_per_tile) * (4 + 4 * WC_RANS_LANES + 2);
+	uint64_t full = n / tile_syms, rest = n % tile_syms;
+	uint64_t chunks = full * ((tile_syms + chunk - 1) / chunk) + (rest + chunk - 1) / chunk;
+	return (double)chunks * (4 + 4 * WC_RANS_LANES + 2);
 }
 
-/* Give each tensor-plane with at least two symbols a table if rANS with it
- * (plus the table's bytes) beats storing the plane raw. */
+/* Bytes of n symbols with histogram hist coded with table ft (cross-entropy). */
+static double coded_bytes(const uint64_t hist[256], const wc_freqtab *ft)
+{
+	double bits = 0;
+	for (int s = 0; s < 256; s++)
+		if (hist[s])
+			bits += (double)hist[s] * ((double)WC_RANS_PROB_BITS - log2((double)ft->freq[s]));
+	return bits / 8.0;
+}
+
+/* A table shared by the tensor-planes of one (layout, plane): built from
+ * their summed histogram, stored once, used where it costs less than a
+ * tensor-plane's own table plus that table's bytes (small tensors). */
+typedef struct pool {
+	uint8_t kind, elem_size, plane;
+	uint64_t hist[256];
+	wc_freqtab ft;
+	int valid;
+	uint32_t id; /* WC_NO_TABLE until first used */
+} pool;
+
+#define MAX_POOLS 64
+
+static pool *pool_for(pool *pools, unsigned *npools, wc_layout l, unsigned p)
+{
+	for (unsigned i = 0; i < *npools; i++)
+		if (pools[i].kind == l.kind && pools[i].elem_size == l.elem_size && pools[i].plane == p)
+			return &pools[i];
+	if (*npools == MAX_POOLS)
+		return NULL;
+	pool *q = &pools[(*npools)++];
+	memset(q, 0, sizeof *q);
+	q->kind = l.kind;
+	q->elem_size = l.elem_size;
+	q->plane = (uint8_t)p;
+	q->id = WC_NO_TABLE;
+	return q;
+}
+
+/* Choose for each tensor-plane with at least two symbols: its own table, the
+ * shared table of its (layout, plane), or none (RAW/CONST/ZSTD only), by
+ * estimated bytes including the tables' own. */
 static wc_err build_tables(packer *pk)
 {
-	uint32_t cap = 0;
+	uint32_t cap = MAX_POOLS;
 	for (uint32_t t = 0; t < pk->st->ntensors; t++)
 		cap += pk->tensors[t].layout.nplanes;
-	pk->tables = calloc(cap ? cap : 1, sizeof *pk->tables);
-	if (!pk->tables)
+	pk->tables = calloc(cap, sizeof *pk->tables);
+	pool *pools = calloc(MAX_POOLS, sizeof *pools);
+	if (!pk->tables || !pools) {
+		free(pools);
 		return wc_fail(WC_E_NOMEM, "out of memory");
+	}
+	unsigned npools = 0;
 	for (uint32_t t = 0; t < pk->st->ntensors; t++) {
+		tensor_plan *tp = &pk->tensors[t];
+		for (unsigned p = 0; tp->hist && p < tp->layout.nplanes; p++) {
+			pool *q = pool_for(pools, &npools, tp->layout, p);
+			for (int s = 0; q && s < 256; s++)
+				q->hist[s] += tp->hist[p][s];
+		}
+	}
+	for (unsigned i = 0; i < npools; i++)
+		pools[i].valid = wc_freq_normalize(pools[i].hist, &pools[i].ft) == WC_OK;
+
+	wc_err e = WC_OK;
+	for (uint32_t t = 0; t < pk->st->ntensors && !e; t++) {
 		tensor_plan *tp = &pk->tensors[t];
 		for (unsigned p = 0; p < tp->layout.nplanes; p++) {
 			tp->plan[p].table = NULL;
@@ -225,28 +274,42 @@ static wc_err build_tables(packer *pk)
 			if (!tp->hist)
 				continue;
 			uint64_t n = tp->nbytes / tp->layout.elem_size;
-			double h = wc_entropy_bits(tp->hist[p]);
-			tp->entropy[p] = h;
+			tp->entropy[p] = wc_entropy_bits(tp->hist[p]);
 			int distinct = 0;
 			for (int s = 0; s < 256; s++)
 				distinct += tp->hist[p][s] != 0;
 			if (distinct < 2)
 				continue;
-			wc_freqtab *ft = &pk->tables[pk->ntables];
-			wc_err e = wc_freq_normalize(tp->hist[p], ft);
-			if (e)
-				return e;
-			double cost = rans_estimate(n, h, pk->chunk, pk->tile_size / tp->layout.elem_size) +
-				      (double)wc_table_encoded_size(ft);
-			if (cost >= 0.995 * (double)n)
+			wc_freqtab *own = &pk->tables[pk->ntables];
+			if ((e = wc_freq_normalize(tp->hist[p], own)))
+				break;
+			double over = chunk_overhead(n, pk->chunk, pk->tile_size / tp->layout.elem_size);
+			double own_cost = coded_bytes(tp->hist[p], own) + over + (double)wc_table_encoded_size(own);
+			pool *q = pool_for(pools, &npools, tp->layout, p);
+			double pool_cost = 1e300;
+			if (q && q->valid)
+				pool_cost = coded_bytes(tp->hist[p], &q->ft) + over +
+					    (q->id == WC_NO_TABLE ? (double)wc_table_encoded_size(&q->ft) : 0);
+			double best = own_cost < pool_cost ? own_cost : pool_cost;
+			if (best >= 0.995 * (double)n)
 				continue;
-			tp->plan[p].table = ft;
-			tp->plan[p].table_id = pk->ntables++;
+			if (own_cost <= pool_cost) {
+				tp->plan[p].table = own;
+				tp->plan[p].table_id = pk->ntables++;
+			} else {
+				if (q->id == WC_NO_TABLE) {
+					pk->tables[pk->ntables] = q->ft;
+					q->id = pk->ntables++;
+				}
+				tp->plan[p].table = &pk->tables[q->id];
+				tp->plan[p].table_id = q->id;
+			}
 		}
 		free(tp->hist);
 		tp->hist = NULL;
 	}
-	return WC_OK;
+	free(pools);
+	return e;
 }
 
 /* ---- pass 2: encoding through the reorder window -------------------- */
