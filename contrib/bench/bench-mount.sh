@@ -17,8 +17,9 @@
 #  1. sequential: `dd bs=1M` of the whole file, (a) through a fresh wcodecfs
 #     mount of the packed file, (b) through a fresh ramfs mount holding the
 #     original bytes in RAM, (c) from the uncompressed file on disk; and
-#     (d) again through the same wcodecfs mount (page cache warm). The three
-#     cold runs rotate their order in each repetition.
+#     (d) again through the same wcodecfs mount (page cache warm), and
+#     (e) `wcodec cat` of the packed file to /dev/null (decoding without
+#     FUSE). The four cold runs rotate their order in each repetition.
 #  2. random 4 KiB preads (contrib/bench/randread, every byte compared with
 #     the original) on a fresh mount / cold cache of each: p50, p99, max.
 #  3. memory: 4 readers stream 4 different packed copies concurrently through
@@ -81,6 +82,10 @@ mount_ramfs() {
 	wait_mount "$mnt" "$daemon" || { cat "$work/ramfs.log" >&2; die "ramfs did not mount"; }
 }
 umount_it() { unmount_wait "$mnt" "$daemon"; daemon=; }
+# The kernel readahead (KiB) of the mount, as both daemons set it.
+mount_ra_kb() { cat "/sys/class/bdi/$(mountpoint -d "$mnt")/read_ahead_kb" 2>/dev/null || echo "?"; }
+ra_wc=- ra_ram=-
+ra_disk=$(cat "/sys/class/bdi/$(mountpoint -d "$(stat -c %m "$file")")/read_ahead_kb" 2>/dev/null || echo "?")
 
 # Correctness first: the virtual file must equal the original.
 if [ $have_wc = 1 ]; then
@@ -90,12 +95,13 @@ if [ $have_wc = 1 ]; then
 fi
 
 # ---- 1. sequential reads -----------------------------------------------------
-declare -a s_wc s_ram s_disk s_warm
+declare -a s_wc s_ram s_disk s_warm s_cat
 seq_wcodecfs() {
 	[ $have_wc = 1 ] || return 0
 	mount_wcodecfs "$work/src"
 	drop_caches || true
 	s_wc+=("$(dd_seconds "$mnt/$name.safetensors")")
+	ra_wc=$(mount_ra_kb)
 	s_warm+=("$(dd_seconds "$mnt/$name.safetensors")")
 	umount_it
 }
@@ -103,16 +109,27 @@ seq_ramfs() {
 	mount_ramfs
 	drop_caches || true
 	s_ram+=("$(dd_seconds "$mnt/$name.safetensors")")
+	ra_ram=$(mount_ra_kb)
 	umount_it
 }
 seq_disk() {
 	drop_caches || true
 	s_disk+=("$(dd_seconds "$file")")
 }
-order=(seq_wcodecfs seq_ramfs seq_disk)
+# Decoding alone, no FUSE: `wcodec cat` of the packed file (cold) to /dev/null.
+seq_cat() {
+	[ $have_wc = 1 ] || return 0
+	drop_caches || true
+	local a b
+	a=$(date +%s.%N)
+	"$WCODEC" cat "$work/src/$name.wcodec" > /dev/null
+	b=$(date +%s.%N)
+	s_cat+=("$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.6f", b - a }')")
+}
+order=(seq_wcodecfs seq_ramfs seq_disk seq_cat)
 for r in $(seq "$reps"); do
 	echo "sequential, repetition $r of $reps ..." >&2
-	for k in 0 1 2; do "${order[(k + r) % 3]}"; done
+	for k in 0 1 2 3; do "${order[(k + r) % 4]}"; done
 done
 
 # ---- 2. random 4 KiB reads ----------------------------------------------------
@@ -155,6 +172,7 @@ done
 # ---- report ---------------------------------------------------------------------
 med_wc=$(median "${s_wc[@]+"${s_wc[@]}"}"); med_ram=$(median "${s_ram[@]}")
 med_disk=$(median "${s_disk[@]}"); med_warm=$(median "${s_warm[@]+"${s_warm[@]}"}")
+med_cat=$(median "${s_cat[@]+"${s_cat[@]}"}")
 cat <<EOF
 ### Mount benchmark: $(basename "$file")
 
@@ -162,6 +180,8 @@ $(machine_line)
 
 File: \`$(basename "$file")\`, $size bytes; packed: $packed bytes (ratio $(awk -v a="$size" -v b="$packed" 'BEGIN{printf "%.3f", a/b}'), \`wcodec pack\` $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}') s).
 Page cache dropped before cold runs: $cold. Repetitions: $reps (median shown; all runs in seconds below).
+Kernel readahead (read_ahead_kb): wcodecfs mount $ra_wc, ramfs mount $ra_ram, disk $ra_disk.
+wcodecfs options: defaults${WCODECFS_OPTS:+ + $WCODECFS_OPTS} (\`$("$WCODECFS" --version 2>&1 | head -1 || true)\`).
 
 | sequential \`dd bs=1M\` | median MB/s | runs (s) |
 |---|---:|---|
@@ -169,6 +189,7 @@ Page cache dropped before cold runs: $cold. Repetitions: $reps (median shown; al
 | ramfs (minimal FUSE from RAM), cold | $(mb_per_s "$size" "$med_ram") | ${s_ram[*]} |
 | uncompressed file on disk, cold | $(mb_per_s "$size" "$med_disk") | ${s_disk[*]} |
 | wcodecfs, same mount again (page cache) | $(mb_per_s "$size" "$med_warm") | ${s_warm[*]} |
+| \`wcodec cat\` to /dev/null, cold (decode alone, no FUSE) | $(mb_per_s "$size" "$med_cat") | ${s_cat[*]} |
 
 wcodecfs cold / ramfs: $(awk -v a="$med_ram" -v b="$med_wc" 'BEGIN{printf "%.2f", a/b}'); wcodecfs cold / disk: $(awk -v a="$med_disk" -v b="$med_wc" 'BEGIN{printf "%.2f", a/b}').
 
