@@ -2,6 +2,7 @@
  * search over uint8 vectors (see kmeans.h for the sources). */
 #include "qvq/kmeans.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,7 +52,24 @@ typedef struct nn_index {
 	uint8_t *cb;       /* entries in sum order, k * dim bytes */
 	uint32_t *id;      /* their original indices */
 	int32_t *sum;      /* their sums, ascending */
+	float *perp;       /* their distance from the grey axis (see perp_norm) */
 } nn_index;
+
+/* Distance of x from the line through 0 and (1, ..., 1): with s = sum(x),
+ * sqrt(|x|^2 - s^2 / dim). Splitting x - c into its component along that
+ * line and the rest gives |x - c|^2 >= (s_x - s_c)^2 / dim +
+ * (perp(x) - perp(c))^2, a cheap lower bound that skips most distance
+ * computations inside the sum window. */
+static float perp_norm(const uint8_t *x, uint32_t dim)
+{
+	uint32_t s = 0, q = 0;
+	for (uint32_t i = 0; i < dim; i++) {
+		s += x[i];
+		q += (uint32_t)x[i] * x[i];
+	}
+	double r = (double)q - (double)s * s / dim;
+	return r > 0 ? (float)sqrt(r) : 0.0f;
+}
 
 typedef struct sum_key {
 	uint32_t sum, id;
@@ -70,6 +88,7 @@ static void nn_free(nn_index *ix)
 	free(ix->cb);
 	free(ix->id);
 	free(ix->sum);
+	free(ix->perp);
 }
 
 static wc_err nn_build(nn_index *ix, const uint8_t *cb, uint32_t k, uint32_t dim)
@@ -81,7 +100,8 @@ static wc_err nn_build(nn_index *ix, const uint8_t *cb, uint32_t k, uint32_t dim
 	ix->cb = malloc((size_t)k * dim);
 	ix->id = malloc((size_t)k * sizeof *ix->id);
 	ix->sum = malloc((size_t)k * sizeof *ix->sum);
-	if (!keys || !ix->cb || !ix->id || !ix->sum) {
+	ix->perp = malloc((size_t)k * sizeof *ix->perp);
+	if (!keys || !ix->cb || !ix->id || !ix->sum || !ix->perp) {
 		free(keys);
 		nn_free(ix);
 		return wc_fail(WC_E_NOMEM, "k-means: no memory for the search index");
@@ -93,6 +113,7 @@ static wc_err nn_build(nn_index *ix, const uint8_t *cb, uint32_t k, uint32_t dim
 		ix->id[j] = keys[j].id;
 		ix->sum[j] = (int32_t)keys[j].sum;
 		memcpy(ix->cb + (size_t)j * dim, cb + (size_t)keys[j].id * dim, dim);
+		ix->perp[j] = perp_norm(ix->cb + (size_t)j * dim, dim);
 	}
 	free(keys);
 	return WC_OK;
@@ -117,6 +138,10 @@ static inline __attribute__((always_inline)) uint32_t nn_query_dim(const nn_inde
 	int64_t down = (int64_t)lo - 1, up = lo;
 	uint32_t best = UINT32_MAX, bid = UINT32_MAX;
 	uint64_t bound = UINT64_MAX;
+	const float px = perp_norm(x, dim), inv_dim = 1.0f / (float)dim;
+	/* Skip a candidate only when its lower bound exceeds best by more than
+	 * float rounding could account for, so ties are still examined. */
+	float skip_above = INFINITY;
 	for (;;) {
 		int64_t j;
 		int32_t gap;
@@ -131,12 +156,16 @@ static inline __attribute__((always_inline)) uint32_t nn_query_dim(const nn_inde
 		}
 		if ((uint64_t)((int64_t)gap * gap) > bound)
 			break;
+		float dp = px - ix->perp[j];
+		if ((float)gap * (float)gap * inv_dim + dp * dp > skip_above)
+			continue;
 		uint32_t d = dist_n(x, ix->cb + (size_t)j * dim, dim);
 		uint32_t c = ix->id[j];
 		if (d < best || (d == best && c < bid)) {
 			best = d;
 			bid = c;
 			bound = (uint64_t)dim * best;
+			skip_above = (float)best * 1.0001f + 0.5f;
 		}
 	}
 	*dout = best;
