@@ -13,6 +13,7 @@ PYTHON3=${PYTHON3:-/usr/bin/python3}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/qvq-cli.XXXXXX") || fail mktemp
 trap 'rm -rf "$TMP"' EXIT
 chk() { "$PYTHON3" "$top_srcdir/tests/qvq_check.py" "$@"; }
+umask 022
 
 chk make-images "$TMP/in" || fail "make-images"
 
@@ -22,6 +23,7 @@ chk make-images "$TMP/in" || fail "make-images"
 grep -q "9 images" "$TMP/pack.out" || fail "pack-images report: $(cat "$TMP/pack.out")"
 grep -q "PSNR" "$TMP/pack.out" || fail "no PSNR in the report"
 ls "$TMP" | grep -q tmp && fail "temporary file left behind"
+[ "$(stat -c %a "$TMP/a.qvq")" = 644 ] || fail "archive mode $(stat -c %a "$TMP/a.qvq") under umask 022"
 "$WCODEC" info "$TMP/a.qvq" >"$TMP/info.out" || fail "info exited $?"
 grep -q "images: *9" "$TMP/info.out" || fail "info: $(cat "$TMP/info.out")"
 grep -q "codebook: 200 entries of 2x2x3" "$TMP/info.out" || fail "info codebook: $(cat "$TMP/info.out")"

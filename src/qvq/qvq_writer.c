@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -329,6 +330,15 @@ wc_err wc_qvq_write(const char *path, const wc_qvq_write_input *in, wc_qvq_write
 	}
 	if (in->tmp_path)
 		in->tmp_path(tmp);
+	{
+		/* mkstemp creates 0600; the archive gets the usual 0666 & ~umask. */
+		mode_t mask = umask(0);
+		umask(mask);
+		if (fchmod(fd, 0666 & ~mask) != 0) {
+			e = wc_fail(WC_E_IO, "qvq: chmod %s: %s", tmp, strerror(errno));
+			goto out;
+		}
+	}
 	uint64_t off = WC_QVQ_HEADER_BYTES, payload_bytes = 0;
 	for (uint32_t t = 0; t < ntiles && !e; t++) {
 		tile_plan *tp = &tiles[t];
