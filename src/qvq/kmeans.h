@@ -8,7 +8,11 @@
  * search is exact: entries sorted by their component sum, scanned outward
  * from the query's sum and stopped by the bound (sum(x) - sum(c))^2 <=
  * dim * |x - c|^2 (Cauchy-Schwarz), the "mean-ordered" search of VQ
- * literature (e.g. Ra & Kim, IEEE TCSVT 1993). Ties go to the lowest index.
+ * literature (e.g. Ra & Kim, IEEE TCSVT 1993); inside that window a
+ * candidate is skipped without a distance computation when the lower bound
+ * (sum(x) - sum(c))^2 / dim + (perp(x) - perp(c))^2 (perp: the distance
+ * from the grey axis) exceeds the best distance so far. Ties go to the
+ * lowest index.
  *
  * Results depend only on the data and the seed, never on the thread count:
  * the random choices are made on one thread, and per-thread partial sums are
