@@ -1,11 +1,14 @@
 /*
  * bench_cache.c - the decoded-tile cache under load (a benchmark, not a test).
  *
- *   bench_cache hit [seconds-per-step=0.5] [tiles=4096]
+ *   bench_cache hit [seconds-per-step=0.5] [tiles=4096] [copy-bytes=0]
  *     Hit-path latency and throughput with 1..16 reader threads. Every tile is
  *     decoded once up front (fake backend, tests/fake_tiles.h), so each timed
  *     wc_cache_get() + wc_cache_release() is a hit: this measures the lookup,
- *     the refcount and the mutex under contention, not decoding.
+ *     the refcount and the mutex under contention, not decoding. With
+ *     copy-bytes, tiles are 1 MiB and each hit copies that many bytes out of
+ *     the tile, as a FUSE read reply does (e.g. 131072: the kernel's usual
+ *     read size), so the lock is weighed against real work.
  *
  *   bench_cache stream [budget-MiB=256] [file-MiB=1024] [readers=4]
  *     Readers stream through one file of 1 MiB tiles each from its own
@@ -46,13 +49,14 @@ typedef struct reader {
 	volatile int *stop;
 	uint64_t seed;
 	uint64_t ops;
-	double max_ns;
+	size_t copy;
 } reader;
 
 static void *reader_main(void *arg)
 {
 	reader *r = arg;
 	uint64_t x = r->seed, ops = 0, sink = 0;
+	uint8_t *buf = malloc(r->copy + 1);
 	pthread_barrier_wait(r->start);
 	while (!*r->stop) {
 		for (int k = 0; k < 256; k++) {
@@ -62,24 +66,34 @@ static void *reader_main(void *arg)
 				fprintf(stderr, "bench_cache: get failed: %s\n", wc_last_detail());
 				exit(1);
 			}
-			sink += ref->data[0];
+			if (r->copy) {
+				memcpy(buf, ref->data + (x % (ref->size / r->copy)) * r->copy, r->copy);
+				sink += buf[x % r->copy];
+			} else {
+				sink += ref->data[0];
+			}
 			wc_cache_release(r->c, ref);
 		}
 		ops += 256;
 	}
-	r->ops = ops + (sink & 0); /* keep the loads */
-	return NULL;
+	r->ops = ops;
+	free(buf);
+	return sink == 42 ? r : NULL; /* keep the loads */
 }
 
 static int bench_hit(int argc, char **argv)
 {
 	double step = argc > 0 ? atof(argv[0]) : 0.5;
 	uint32_t ntiles = argc > 1 ? (uint32_t)atoi(argv[1]) : 4096;
+	size_t copy = argc > 2 ? (size_t)atol(argv[2]) : 0;
+	uint32_t tile = copy ? 1u << 20 : 4096;
+	if (copy > tile)
+		copy = tile;
 	fake_backend fb;
 	fake_backend_init(&fb, 16, 2);
 	fake_source s;
-	fake_source_init(&s, 1, 1, ntiles, 4096, 4096);
-	wc_cache_opts o = { .budget_bytes = (uint64_t)ntiles * 4096 * 2, .backend = &fb.base };
+	fake_source_init(&s, 1, 1, ntiles, tile, tile);
+	wc_cache_opts o = { .budget_bytes = (uint64_t)ntiles * tile * 2, .backend = &fb.base };
 	wc_cache *c;
 	if (wc_cache_create(&o, &c) != WC_OK) {
 		fprintf(stderr, "bench_cache: %s\n", wc_last_detail());
@@ -91,7 +105,8 @@ static int bench_hit(int argc, char **argv)
 			return 1;
 		wc_cache_release(c, ref);
 	}
-	printf("# cache hit path: %u cached tiles, %.2f s per step\n", ntiles, step);
+	printf("# cache hit path: %u cached tiles of %u bytes, %zu bytes copied per hit, "
+	       "%.2f s per step\n", ntiles, tile, copy, step);
 	printf("%8s %14s %14s\n", "threads", "hits/s", "ns/hit/thread");
 	static const int steps[] = { 1, 2, 4, 8, 16 };
 	for (size_t k = 0; k < sizeof steps / sizeof *steps; k++) {
@@ -103,7 +118,7 @@ static int bench_hit(int argc, char **argv)
 		pthread_barrier_init(&start, NULL, (unsigned)n + 1);
 		for (int i = 0; i < n; i++) {
 			r[i] = (reader){ .c = c, .s = &s, .start = &start, .stop = &stop,
-					 .seed = (uint64_t)i * 7919 + 1 };
+					 .seed = (uint64_t)i * 7919 + 1, .copy = copy };
 			pthread_create(&th[i], NULL, reader_main, &r[i]);
 		}
 		pthread_barrier_wait(&start);

@@ -62,6 +62,7 @@ typedef struct entry {
 	uint8_t list;             /* entry_list */
 	bool prefetch_in_flight;  /* counts in cache->prefetch_in_flight */
 	bool in_table;
+	bool dropped;             /* its source was dropped while it was decoding */
 	uint32_t refs;            /* readers holding or waiting */
 	uint64_t charge;          /* bytes counted in cache->bytes */
 	uint32_t csize;           /* payload bytes */
@@ -468,7 +469,9 @@ static void publish_batch(wc_cache *c, dispatcher *d, entry **batch, size_t nb, 
 		e->state = e->err == WC_OK ? E_READY : E_FAILED;
 		if (e->state == E_READY) {
 			c->st.decodes++;
-			if (e->refs == 0) /* prefetched, no reader yet: cold end */
+			if (e->refs == 0 && e->dropped) /* nobody will ask for it */
+				entry_discard(c, e, dead);
+			else if (e->refs == 0) /* prefetched, no reader yet: cold end */
 				list_push_head(c, e, ON_COLD);
 			continue;
 		}
@@ -741,7 +744,13 @@ void wc_cache_drop_source(wc_cache *c, uint64_t id)
 	for (size_t i = 0; i < c->nbuckets; i++) {
 		for (entry *e = c->buckets[i], *next; e; e = next) {
 			next = e->hnext;
-			if (e->id != id || e->refs != 0)
+			if (e->id != id)
+				continue;
+			if (e->state == E_DECODING) {
+				e->dropped = true; /* discarded once decoded, if unreferenced */
+				continue;
+			}
+			if (e->refs != 0)
 				continue;
 			if (e->list == ON_LRU || e->list == ON_COLD || e->list == ON_PREFETCH)
 				entry_discard(c, e, &dead);
