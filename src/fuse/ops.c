@@ -448,10 +448,17 @@ static void read_virtual(fuse_req_t req, wcfs_fs *fs, wcfs_node *n, size_t size,
 	if (!err && werr != WC_OK) {
 		char name[PATH_MAX];
 		node_name(n, name, sizeof name);
-		if (!strcmp(why, "decode"))
-			wc_log(WC_LOG_ERR, "%s: read of %zu bytes at %llu: tile %u: %s%s%s", name, size,
-			       (unsigned long long)off, bad_tile, wc_strerror(werr),
-			       *wc_last_detail() ? ": " : "", wc_last_detail());
+		uint64_t key = !strcmp(why, "decode") ? (uint64_t)bad_tile + 1 : 0;
+		uint64_t rep = atomic_exchange(&n->bad_tile, key) == key
+				       ? atomic_fetch_add(&n->bad_repeats, 1) + 1
+				       : (atomic_store(&n->bad_repeats, 0), 0);
+		if (rep & (rep - 1)) {
+			/* the same tile again: logged at 1, 2, 4, 8, ... repeats */
+		} else if (!strcmp(why, "decode"))
+			wc_log(WC_LOG_ERR, "%s: read of %zu bytes at %llu: tile %u: %s%s%s%s", name,
+			       size, (unsigned long long)off, bad_tile, wc_strerror(werr),
+			       *wc_last_detail() ? ": " : "", wc_last_detail(),
+			       rep ? " (again; repeats are logged at powers of two)" : "");
 		else
 			wc_log(WC_LOG_ERR, "%s: read of %zu bytes at %llu: %s%s%s", name, size,
 			       (unsigned long long)off, wc_strerror(werr),
