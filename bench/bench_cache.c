@@ -1,17 +1,25 @@
 /*
  * bench_cache.c - the decoded-tile cache under load (a benchmark, not a test).
  *
- *   bench_cache hit [seconds-per-step=0.5] [tiles=4096]
+ *   bench_cache hit [seconds-per-step=0.5] [tiles=4096] [copy-bytes=0]
  *     Hit-path latency and throughput with 1..16 reader threads. Every tile is
  *     decoded once up front (fake backend, tests/fake_tiles.h), so each timed
  *     wc_cache_get() + wc_cache_release() is a hit: this measures the lookup,
- *     the refcount and the mutex under contention, not decoding.
+ *     the refcount and the mutex under contention, not decoding. With
+ *     copy-bytes, tiles are 1 MiB and each hit copies that many bytes out of
+ *     the tile, as a FUSE read reply does (e.g. 131072: the kernel's usual
+ *     read size), so the lock is weighed against real work.
  *
  *   bench_cache stream [budget-MiB=256] [file-MiB=1024] [readers=4]
  *     Readers stream through one file of 1 MiB tiles each from its own
  *     offset, prefetching 8 tiles ahead, through a cache of the given budget;
  *     reports throughput and peak RSS against the budget (the daemon's bar:
  *     peak RSS <= budget + 64 MiB).
+ *
+ *   bench_cache cpu [threads=online CPUs] [file-MiB=512] [readers=4]
+ *     The same streaming through the real CPU backend on real payloads (1 MiB
+ *     BF16 tiles of normal weights made by wc_tile_encode), against one
+ *     thread's raw decode rate: shows whether the cache keeps every core busy.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -20,6 +28,10 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <xxhash.h>
+
+#include "codec/tile_codec.h"
+#include "codec_testutil.h"
 #include "engine/cache.h"
 #include "fake_tiles.h"
 
@@ -37,13 +49,14 @@ typedef struct reader {
 	volatile int *stop;
 	uint64_t seed;
 	uint64_t ops;
-	double max_ns;
+	size_t copy;
 } reader;
 
 static void *reader_main(void *arg)
 {
 	reader *r = arg;
 	uint64_t x = r->seed, ops = 0, sink = 0;
+	uint8_t *buf = malloc(r->copy + 1);
 	pthread_barrier_wait(r->start);
 	while (!*r->stop) {
 		for (int k = 0; k < 256; k++) {
@@ -53,24 +66,34 @@ static void *reader_main(void *arg)
 				fprintf(stderr, "bench_cache: get failed: %s\n", wc_last_detail());
 				exit(1);
 			}
-			sink += ref->data[0];
+			if (r->copy) {
+				memcpy(buf, ref->data + (x % (ref->size / r->copy)) * r->copy, r->copy);
+				sink += buf[x % r->copy];
+			} else {
+				sink += ref->data[0];
+			}
 			wc_cache_release(r->c, ref);
 		}
 		ops += 256;
 	}
-	r->ops = ops + (sink & 0); /* keep the loads */
-	return NULL;
+	r->ops = ops;
+	free(buf);
+	return sink == 42 ? r : NULL; /* keep the loads */
 }
 
 static int bench_hit(int argc, char **argv)
 {
 	double step = argc > 0 ? atof(argv[0]) : 0.5;
 	uint32_t ntiles = argc > 1 ? (uint32_t)atoi(argv[1]) : 4096;
+	size_t copy = argc > 2 ? (size_t)atol(argv[2]) : 0;
+	uint32_t tile = copy ? 1u << 20 : 4096;
+	if (copy > tile)
+		copy = tile;
 	fake_backend fb;
 	fake_backend_init(&fb, 16, 2);
 	fake_source s;
-	fake_source_init(&s, 1, 1, ntiles, 4096, 4096);
-	wc_cache_opts o = { .budget_bytes = (uint64_t)ntiles * 4096 * 2, .backend = &fb.base };
+	fake_source_init(&s, 1, 1, ntiles, tile, tile);
+	wc_cache_opts o = { .budget_bytes = (uint64_t)ntiles * tile * 2, .backend = &fb.base };
 	wc_cache *c;
 	if (wc_cache_create(&o, &c) != WC_OK) {
 		fprintf(stderr, "bench_cache: %s\n", wc_last_detail());
@@ -82,7 +105,8 @@ static int bench_hit(int argc, char **argv)
 			return 1;
 		wc_cache_release(c, ref);
 	}
-	printf("# cache hit path: %u cached tiles, %.2f s per step\n", ntiles, step);
+	printf("# cache hit path: %u cached tiles of %u bytes, %zu bytes copied per hit, "
+	       "%.2f s per step\n", ntiles, tile, copy, step);
 	printf("%8s %14s %14s\n", "threads", "hits/s", "ns/hit/thread");
 	static const int steps[] = { 1, 2, 4, 8, 16 };
 	for (size_t k = 0; k < sizeof steps / sizeof *steps; k++) {
@@ -94,7 +118,7 @@ static int bench_hit(int argc, char **argv)
 		pthread_barrier_init(&start, NULL, (unsigned)n + 1);
 		for (int i = 0; i < n; i++) {
 			r[i] = (reader){ .c = c, .s = &s, .start = &start, .stop = &stop,
-					 .seed = (uint64_t)i * 7919 + 1 };
+					 .seed = (uint64_t)i * 7919 + 1, .copy = copy };
 			pthread_create(&th[i], NULL, reader_main, &r[i]);
 		}
 		pthread_barrier_wait(&start);
@@ -121,7 +145,7 @@ static int bench_hit(int argc, char **argv)
 
 typedef struct streamer {
 	wc_cache *c;
-	fake_source *s;
+	wc_tile_source *s;
 	uint32_t first;
 	uint64_t bytes;
 	size_t bad;
@@ -130,12 +154,12 @@ typedef struct streamer {
 static void *streamer_main(void *arg)
 {
 	streamer *st = arg;
-	uint32_t n = st->s->ntiles;
+	uint32_t n = st->s->ops->ntiles(st->s);
 	for (uint32_t k = 0; k < n; k++) {
 		uint32_t t = (st->first + k) % n;
-		wc_cache_prefetch(st->c, &st->s->base, t + 1, 8);
+		wc_cache_prefetch(st->c, st->s, t + 1, 8);
 		wc_tile_ref *ref;
-		if (wc_cache_get(st->c, &st->s->base, t, &ref) != WC_OK) {
+		if (wc_cache_get(st->c, st->s, t, &ref) != WC_OK) {
 			fprintf(stderr, "bench_cache: get failed: %s\n", wc_last_detail());
 			exit(1);
 		}
@@ -183,7 +207,7 @@ static int bench_stream(int argc, char **argv)
 	pthread_t th[64];
 	double t0 = now_s();
 	for (int i = 0; i < nreaders; i++) {
-		st[i] = (streamer){ .c = c, .s = &s, .first = (uint32_t)((uint64_t)ntiles * i / nreaders) };
+		st[i] = (streamer){ .c = c, .s = &s.base, .first = (uint32_t)((uint64_t)ntiles * i / nreaders) };
 		pthread_create(&th[i], NULL, streamer_main, &st[i]);
 	}
 	uint64_t bytes = 0;
@@ -210,6 +234,146 @@ static int bench_stream(int argc, char **argv)
 	return 0;
 }
 
+/* ---- real tiles through the CPU backend ---------------------------------- */
+
+enum { REAL_KINDS = 8, REAL_TILE = 1 << 20, REAL_CHUNK = 16384 };
+
+typedef struct real_tiles {
+	wc_tile_source base;
+	uint32_t ntiles;
+	uint8_t *payload[REAL_KINDS];
+	uint32_t len[REAL_KINDS];
+	uint64_t dhash[REAL_KINDS];
+	wc_freqtab tabs[REAL_KINDS][2];
+} real_tiles;
+
+static uint32_t rt_ntiles(const wc_tile_source *s) { return ((const real_tiles *)s)->ntiles; }
+static uint32_t rt_dsize(const wc_tile_source *s, uint32_t t) { (void)s; (void)t; return REAL_TILE; }
+static uint32_t rt_csize(const wc_tile_source *s, uint32_t t)
+{
+	return ((const real_tiles *)s)->len[t % REAL_KINDS];
+}
+static wc_err rt_read(const wc_tile_source *s, uint32_t t, uint8_t *buf)
+{
+	const real_tiles *r = (const real_tiles *)s;
+	memcpy(buf, r->payload[t % REAL_KINDS], r->len[t % REAL_KINDS]);
+	return WC_OK;
+}
+static void rt_describe(const wc_tile_source *s, uint32_t t, wc_tile_job *j)
+{
+	const real_tiles *r = (const real_tiles *)s;
+	j->kind = WC_JOB_PLANES;
+	j->layout = wc_layout_for_dtype("BF16");
+	j->chunk_symbols = REAL_CHUNK;
+	j->tables = r->tabs[t % REAL_KINDS];
+	j->ntables = 2;
+	j->table_key = s->id;
+	j->dhash = r->dhash[t % REAL_KINDS];
+}
+static void rt_nop(wc_tile_source *s) { (void)s; }
+static const wc_tile_source_ops rt_ops = {
+	rt_ntiles, rt_dsize, rt_csize, rt_read, rt_describe, rt_nop, rt_nop,
+};
+
+static void real_tiles_make(real_tiles *r, uint32_t ntiles)
+{
+	memset(r, 0, sizeof *r);
+	r->base.ops = &rt_ops;
+	r->base.id = 2;
+	r->ntiles = ntiles;
+	wc_layout l = wc_layout_for_dtype("BF16");
+	uint8_t *data = malloc(REAL_TILE);
+	for (int k = 0; k < REAL_KINDS; k++) {
+		tu_weights_bf16(data, REAL_TILE / 2, 0.02, (uint64_t)k + 1);
+		uint64_t hist[WC_MAX_PLANES][256];
+		memset(hist, 0, sizeof hist);
+		wc_planes_histogram(l, data, REAL_TILE / 2, hist);
+		wc_plane_plan plan[2];
+		for (int p = 0; p < 2; p++) {
+			if (wc_freq_normalize(hist[p], &r->tabs[k][p]) != WC_OK)
+				exit(1);
+			plan[p] = (wc_plane_plan){ &r->tabs[k][p], (uint32_t)p, 0 };
+		}
+		size_t cap = wc_tile_encode_bound(l, REAL_TILE, REAL_CHUNK), len;
+		r->payload[k] = malloc(cap);
+		if (wc_tile_encode(l, data, REAL_TILE, plan, REAL_CHUNK, r->payload[k], cap, &len,
+				   NULL) != WC_OK)
+			exit(1);
+		r->len[k] = (uint32_t)len;
+		r->dhash[k] = XXH3_64bits(data, REAL_TILE);
+	}
+	free(data);
+}
+
+static int bench_cpu(int argc, char **argv)
+{
+	unsigned threads = argc > 0 ? (unsigned)atoi(argv[0]) : 0;
+	uint32_t ntiles = (uint32_t)(argc > 1 ? atoi(argv[1]) : 512);
+	int nreaders = argc > 2 ? atoi(argv[2]) : 4;
+	if (nreaders < 1 || nreaders > 64)
+		nreaders = 4;
+	real_tiles rt;
+	real_tiles_make(&rt, ntiles);
+	/* One thread's raw decode rate. */
+	wc_tile_job j;
+	memset(&j, 0, sizeof j);
+	rt_describe(&rt.base, 0, &j);
+	j.payload = rt.payload[0];
+	j.payload_size = rt.len[0];
+	j.out = malloc(REAL_TILE);
+	j.out_size = REAL_TILE;
+	int reps = 0;
+	double t0 = now_s();
+	while (now_s() - t0 < 0.5 || reps < 4) {
+		if (wc_decode_job_cpu(&j) != WC_OK) {
+			fprintf(stderr, "bench_cache: %s\n", j.detail);
+			return 1;
+		}
+		reps++;
+	}
+	double one = reps * (double)REAL_TILE / (now_s() - t0) / (1 << 20);
+	free(j.out);
+	wc_backend *be;
+	if (wc_backend_cpu_create(threads, &be) != WC_OK)
+		return 1;
+	/* A budget well below the file: readers far apart share no tiles. */
+	wc_cache_opts o = { .budget_bytes = 64ull << 20, .backend = be, .max_prefetch = 16 };
+	wc_cache *c;
+	if (wc_cache_create(&o, &c) != WC_OK)
+		return 1;
+	streamer st[64];
+	pthread_t th[64];
+	t0 = now_s();
+	for (int i = 0; i < nreaders; i++) {
+		st[i] = (streamer){ .c = c, .s = &rt.base, .first = (uint32_t)((uint64_t)ntiles * i / nreaders) };
+		pthread_create(&th[i], NULL, streamer_main, &st[i]);
+	}
+	uint64_t bytes = 0;
+	for (int i = 0; i < nreaders; i++) {
+		pthread_join(th[i], NULL);
+		bytes += st[i].bytes;
+	}
+	double dt = now_s() - t0;
+	wc_cache_stats cs;
+	wc_cache_get_stats(c, &cs);
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	printf("# cpu: %d readers x %u MiB of BF16 tiles (ratio %.3f), batches of %u, %u at once\n",
+	       nreaders, ntiles, rt.len[0] / (double)REAL_TILE, be->max_batch, be->concurrency);
+	printf("one thread raw decode %.0f MiB/s; %ld cores\n", one, cores);
+	printf("through the cache: %.0f MiB/s read, %.0f MiB/s decoded (%.1f x one thread, %.0f%% of cores x one thread), "
+	       "decodes %llu, batches %llu (%.1f tiles each)\n",
+	       bytes / dt / (1 << 20), cs.decodes * (double)REAL_TILE / dt / (1 << 20),
+	       cs.decodes * (double)REAL_TILE / dt / (1 << 20) / one,
+	       100.0 * cs.decodes * (double)REAL_TILE / dt / (1 << 20) / one / (double)cores,
+	       (unsigned long long)cs.decodes, (unsigned long long)cs.batches,
+	       cs.batches ? cs.batch_tiles / (double)cs.batches : 0.0);
+	wc_cache_destroy(c);
+	wc_backend_destroy(be);
+	for (int k = 0; k < REAL_KINDS; k++)
+		free(rt.payload[k]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "hit";
@@ -217,6 +381,9 @@ int main(int argc, char **argv)
 		return bench_hit(argc - 2 < 0 ? 0 : argc - 2, argv + 2);
 	if (strcmp(mode, "stream") == 0)
 		return bench_stream(argc - 2 < 0 ? 0 : argc - 2, argv + 2);
-	fprintf(stderr, "usage: bench_cache hit [seconds] [tiles] | stream [budget-MiB] [tiles] [readers]\n");
+	if (strcmp(mode, "cpu") == 0)
+		return bench_cpu(argc - 2 < 0 ? 0 : argc - 2, argv + 2);
+	fprintf(stderr, "usage: bench_cache hit [seconds] [tiles] | stream [budget-MiB] [tiles] "
+		"[readers] | cpu [threads] [tiles] [readers]\n");
 	return 2;
 }

@@ -3,8 +3,8 @@
  * need no codec: the source's payload of tile t names (seed, t), and the
  * backend "decodes" it into a deterministic byte stream of the tile's size
  * (splitmix64 of seed and tile), so any byte a cache hands out can be checked.
- * The backend counts decodes, can be slowed down, fail chosen tiles a given
- * number of times, or fail as a whole (WC_E_BACKEND).
+ * The backend counts decodes, can be slowed down or held at a gate, fail
+ * chosen tiles a given number of times, or fail as a whole (WC_E_BACKEND).
  */
 #ifndef WC_TESTS_FAKE_TILES_H
 #define WC_TESTS_FAKE_TILES_H
@@ -154,7 +154,8 @@ typedef struct fake_backend {
 	atomic_uint decodes;     /* jobs decoded (or failed) */
 	atomic_uint in_flight;   /* jobs inside decode() now */
 	atomic_uint max_in_flight;
-	unsigned delay_us;       /* sleep per decode() call */
+	atomic_uint delay_us;    /* sleep per decode() call */
+	atomic_int gate;         /* while non-zero, decode() waits */
 	uint32_t fail_tile;      /* this tile fails fail_times times; UINT32_MAX none */
 	atomic_int fail_times;
 	int whole_fails;         /* decode() scribbles over outputs, returns WC_E_BACKEND */
@@ -168,8 +169,11 @@ static wc_err fake_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
 	unsigned m = atomic_load(&fb->max_in_flight);
 	while (now > m && !atomic_compare_exchange_weak(&fb->max_in_flight, &m, now))
 		;
-	if (fb->delay_us)
-		usleep(fb->delay_us);
+	while (atomic_load(&fb->gate))
+		usleep(200);
+	unsigned delay = atomic_load(&fb->delay_us);
+	if (delay)
+		usleep(delay);
 	wc_err ret = WC_OK;
 	for (size_t i = 0; i < n; i++) {
 		wc_tile_job *j = &jobs[i];

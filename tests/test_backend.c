@@ -147,18 +147,24 @@ START_TEST(cpu_decodes_real_payloads_bit_exactly)
 	tile_case tc[NCASES];
 	make_cases(tc);
 	wc_backend *be = NULL;
-	ck_assert_int_eq(wc_backend_create("cpu", &(wc_backend_opts){ .threads = 3 }, &be), WC_OK);
-	ck_assert_str_eq(be->ops->name, "cpu");
-	ck_assert_uint_eq(be->max_batch, 6);
-	ck_assert_uint_eq(be->concurrency, 2);
-	wc_tile_job jobs[NCASES];
-	for (int i = 0; i < NCASES; i++)
-		jobs[i] = job_for(&tc[i]);
-	ck_assert_int_eq(wc_backend_decode(be, jobs, NCASES), WC_OK);
-	for (int i = 0; i < NCASES; i++) {
-		ck_assert_msg(jobs[i].status == WC_OK, "case %d: %s", i, jobs[i].detail);
-		ck_assert_str_eq(jobs[i].detail, "");
-		ck_assert_msg(memcmp(tc[i].out, tc[i].data, tc[i].nbytes) == 0, "case %d bytes", i);
+	for (unsigned threads = 1; threads <= 3; threads += 2) { /* caller alone; with workers */
+		ck_assert_int_eq(wc_backend_create("cpu", &(wc_backend_opts){ .threads = threads },
+						   &be), WC_OK);
+		ck_assert_str_eq(be->ops->name, "cpu");
+		ck_assert_uint_eq(be->max_batch, 2 * threads);
+		ck_assert_uint_eq(be->concurrency, 2);
+		wc_tile_job jobs[NCASES];
+		for (int i = 0; i < NCASES; i++)
+			jobs[i] = job_for(&tc[i]);
+		ck_assert_int_eq(wc_backend_decode(be, jobs, NCASES), WC_OK);
+		for (int i = 0; i < NCASES; i++) {
+			ck_assert_msg(jobs[i].status == WC_OK, "case %d: %s", i, jobs[i].detail);
+			ck_assert_str_eq(jobs[i].detail, "");
+			ck_assert_msg(memcmp(tc[i].out, tc[i].data, tc[i].nbytes) == 0,
+				      "case %d bytes", i);
+		}
+		if (threads == 1)
+			wc_backend_destroy(be);
 	}
 	/* The payloads really are compressed: the weight tiles shrank. */
 	ck_assert_uint_lt(tc[0].len, tc[0].nbytes * 85 / 100);

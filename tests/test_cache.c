@@ -3,12 +3,15 @@
  * tile source and backend (fake_tiles.h): correct bytes on hits and misses,
  * one decode shared by concurrent readers, the byte budget and LRU eviction
  * under load, referenced entries surviving eviction, errors reaching every
- * waiter and not being cached, bounded prefetch, drop_source, and a clean
- * destroy (sources released; leaks are caught by ASan builds).
+ * waiter and not being cached, bounded prefetch, drop_source, the RSS
+ * staying within the budget while streaming, and a clean destroy (sources
+ * released; leaks are caught by ASan builds).
  */
 #include <check.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/cache.h"
@@ -111,16 +114,27 @@ static void *getter_main(void *arg)
 	return NULL;
 }
 
-/* Start n threads getting one tile at the same moment; wait for them. */
-static void get_concurrently(wc_cache *c, fake_source *s, uint32_t tile, getter *g, int n)
+/* Start n threads getting one tile at the same moment, with fb's decodes
+ * held until all n have asked for it (a get counts its hit or miss before it
+ * waits); wait for them. */
+static void get_concurrently(wc_cache *c, fake_source *s, uint32_t tile, getter *g, int n,
+			     fake_backend *fb)
 {
 	pthread_barrier_t start;
 	pthread_barrier_init(&start, NULL, (unsigned)n);
 	pthread_t th[n];
+	wc_cache_stats st0, st;
+	wc_cache_get_stats(c, &st0);
+	atomic_store(&fb->gate, 1);
 	for (int i = 0; i < n; i++) {
 		g[i] = (getter){ .c = c, .s = s, .start = &start, .tile = tile };
 		pthread_create(&th[i], NULL, getter_main, &g[i]);
 	}
+	do {
+		usleep(1000);
+		wc_cache_get_stats(c, &st);
+	} while (st.hits + st.misses < st0.hits + st0.misses + (uint64_t)n);
+	atomic_store(&fb->gate, 0);
 	for (int i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
 	pthread_barrier_destroy(&start);
@@ -130,12 +144,11 @@ START_TEST(concurrent_getters_share_one_decode)
 {
 	fake_backend fb;
 	fake_backend_init(&fb, 4, 2);
-	fb.delay_us = 50000; /* keep the decode in flight while all 16 arrive */
 	fake_source s;
 	fake_source_init(&s, 7, 99, 10, 128 * KIB, 128 * KIB);
 	wc_cache *c = make_cache(&fb, 64ull << 20, 0);
 	getter g[16];
-	get_concurrently(c, &s, 5, g, 16);
+	get_concurrently(c, &s, 5, g, 16, &fb);
 	for (int i = 0; i < 16; i++) {
 		ck_assert_int_eq(g[i].err, WC_OK);
 		ck_assert_uint_eq(g[i].bad, 0);
@@ -144,7 +157,8 @@ START_TEST(concurrent_getters_share_one_decode)
 	ck_assert_uint_eq(atomic_load(&s.reads), 1);
 	wc_cache_stats st;
 	wc_cache_get_stats(c, &st);
-	ck_assert_uint_eq(st.hits + st.misses, 16);
+	ck_assert_uint_eq(st.hits, 0);
+	ck_assert_uint_eq(st.misses, 16); /* all 16 waited for the one decode */
 	ck_assert_uint_eq(st.decodes, 1);
 	wc_cache_destroy(c);
 	ck_assert_int_eq(atomic_load(&s.refs), 1);
@@ -267,7 +281,6 @@ START_TEST(errors_reach_every_waiter_and_are_not_cached)
 {
 	fake_backend fb;
 	fake_backend_init(&fb, 4, 2);
-	fb.delay_us = 50000;
 	fb.fail_tile = 7;
 	atomic_store(&fb.fail_times, 1);
 	fake_source s;
@@ -276,7 +289,7 @@ START_TEST(errors_reach_every_waiter_and_are_not_cached)
 	log_errors = 0;
 	wc_log_set_sink(capture, NULL);
 	getter g[8];
-	get_concurrently(c, &s, 7, g, 8);
+	get_concurrently(c, &s, 7, g, 8, &fb);
 	wc_log_set_sink(NULL, NULL);
 	for (int i = 0; i < 8; i++) {
 		ck_assert_int_eq(g[i].err, WC_E_CORRUPT);
@@ -293,7 +306,6 @@ START_TEST(errors_reach_every_waiter_and_are_not_cached)
 	ck_assert_uint_eq(st.decode_errors, 1);
 	ck_assert_uint_eq(st.bytes_cached, 0);
 	/* Not cached: the next get decodes again, and now succeeds. */
-	fb.delay_us = 0;
 	get_check(c, &s, 7);
 	ck_assert_uint_eq(atomic_load(&fb.decodes), 2);
 
@@ -317,7 +329,7 @@ START_TEST(prefetch_is_bounded_and_changes_no_bytes)
 {
 	fake_backend fb;
 	fake_backend_init(&fb, 2, 2);
-	fb.delay_us = 100000; /* nothing finishes during the prefetch calls */
+	atomic_store(&fb.gate, 1); /* nothing finishes during the prefetch calls */
 	fake_source s;
 	fake_source_init(&s, 11, 3, 100, 64 * KIB, 1000);
 	wc_cache *c = make_cache(&fb, 64ull << 20, 4);
@@ -326,8 +338,9 @@ START_TEST(prefetch_is_bounded_and_changes_no_bytes)
 	wc_cache_stats st;
 	wc_cache_get_stats(c, &st);
 	ck_assert_uint_eq(st.prefetches, 4);
-	ck_assert_int_le(atomic_load(&s.max_refs), 1 + 4); /* sources retained while queued */
+	ck_assert_int_eq(atomic_load(&s.refs), 1 + 4); /* sources retained while queued */
 	fb.delay_us = 1000;
+	atomic_store(&fb.gate, 0);
 	for (uint32_t t = 0; t < 100; t++) {
 		get_check(c, &s, t);
 		wc_cache_prefetch(c, &s.base, t + 1, 8);
@@ -452,6 +465,24 @@ START_TEST(drop_source_drops_only_that_source)
 	ck_assert_uint_eq(atomic_load(&fb.decodes), before + 1);
 	get_check(c, &a, 2); /* was held during the drop: still cached */
 	ck_assert_uint_eq(atomic_load(&fb.decodes), before + 1);
+
+	/* Tiles of a dropped source still decoding or queued are not kept. */
+	wc_cache_get_stats(c, &st);
+	uint64_t bytes = st.bytes_cached, decodes = st.decodes;
+	atomic_store(&fb.gate, 1);
+	fake_source d;
+	fake_source_init(&d, 23, 3, 8, 64 * KIB, 64 * KIB);
+	wc_cache_prefetch(c, &d.base, 0, 8);
+	while (atomic_load(&fb.in_flight) == 0)
+		usleep(1000); /* a batch of d's tiles is decoding (held at the gate) */
+	wc_cache_drop_source(c, 23);
+	atomic_store(&fb.gate, 0);
+	for (int i = 0; i < 5000 && atomic_load(&d.refs) != 1; i++)
+		usleep(1000); /* the cache releases d once its last decode is published */
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_le(st.decodes - decodes, 8);
+	ck_assert_uint_eq(st.bytes_cached, bytes); /* none of d's tiles stayed */
+	ck_assert_int_eq(atomic_load(&d.refs), 1);
 	wc_cache_destroy(c);
 	ck_assert_int_eq(atomic_load(&a.refs), 1);
 	ck_assert_int_eq(atomic_load(&b.refs), 1);
@@ -473,6 +504,94 @@ START_TEST(destroy_with_work_queued_releases_everything)
 	wc_cache_destroy(c); /* with prefetches queued and in flight */
 	ck_assert_int_eq(atomic_load(&s.refs), 1);
 	ck_assert_uint_eq(atomic_load(&fb.in_flight), 0);
+}
+END_TEST
+
+/* ---- memory: freed tiles leave the RSS ------------------------------------ */
+
+static long rss_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long kib = -1;
+	while (f && fgets(line, sizeof line, f))
+		if (strncmp(line, "VmRSS:", 6) == 0)
+			kib = atol(line + 6);
+	if (f)
+		fclose(f);
+	return kib;
+}
+
+typedef struct rss_reader {
+	wc_cache *c;
+	fake_source *s;
+	uint32_t first;
+	long max_rss_kib;
+	size_t bad;
+} rss_reader;
+
+static void *rss_reader_main(void *arg)
+{
+	rss_reader *r = arg;
+	for (uint32_t k = 0; k < r->s->ntiles; k++) {
+		uint32_t t = (r->first + k) % r->s->ntiles;
+		wc_cache_prefetch(r->c, &r->s->base, t + 1, 4);
+		wc_tile_ref *ref;
+		if (wc_cache_get(r->c, &r->s->base, t, &ref) != WC_OK) {
+			r->bad++;
+			continue;
+		}
+		uint8_t want[64];
+		fake_tile_bytes(r->s->seed, t, want, sizeof want); /* the stream's first bytes */
+		r->bad += memcmp(ref->data, want, sizeof want) != 0;
+		long rss = rss_kib();
+		if (rss > r->max_rss_kib)
+			r->max_rss_kib = rss;
+		wc_cache_release(r->c, ref);
+	}
+	return NULL;
+}
+
+/* Four streaming readers through a cache much smaller than the file: the
+ * process's RSS stays within the budget plus a little (tile buffers are
+ * mmap()ed, so evicted ones leave the RSS at once). Skipped under ASan,
+ * whose allocator quarantine keeps freed memory resident on purpose. */
+START_TEST(rss_stays_within_budget_while_streaming)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	return;
+#endif
+	fake_backend fb;
+	fake_backend_init(&fb, 4, 2);
+	fake_source s;
+	fake_source_init(&s, 41, 9, 192, 1u << 20, 1u << 20); /* 192 MiB */
+	uint64_t budget = 24ull << 20;
+	long base = rss_kib();
+	wc_cache *c = make_cache(&fb, budget, 8);
+	rss_reader r[4];
+	pthread_t th[4];
+	for (int i = 0; i < 4; i++) {
+		r[i] = (rss_reader){ .c = c, .s = &s, .first = (uint32_t)(48 * i) };
+		pthread_create(&th[i], NULL, rss_reader_main, &r[i]);
+	}
+	long peak = 0;
+	for (int i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_uint_eq(r[i].bad, 0);
+		if (r[i].max_rss_kib > peak)
+			peak = r[i].max_rss_kib;
+	}
+	wc_cache_stats st;
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_gt(st.evictions, 100);
+	ck_assert_uint_le(st.bytes_cached, budget);
+	/* Allowance over the budget: payload buffers, thread stacks, malloc arenas. */
+	ck_assert_msg(peak - base <= (long)(budget >> 10) + 16 * 1024,
+		      "RSS grew by %ld KiB for a budget of %llu KiB", peak - base,
+		      (unsigned long long)(budget >> 10));
+	wc_cache_destroy(c);
+	ck_assert_msg(rss_kib() - base <= 8 * 1024, "RSS after destroy: +%ld KiB", rss_kib() - base);
+	ck_assert_int_eq(atomic_load(&s.refs), 1);
 }
 END_TEST
 
@@ -499,6 +618,7 @@ int main(void)
 	tcase_add_test(tc, unused_prefetches_are_cold_but_survive_streaming);
 	tcase_add_test(tc, drop_source_drops_only_that_source);
 	tcase_add_test(tc, destroy_with_work_queued_releases_everything);
+	tcase_add_test(tc, rss_stays_within_budget_while_streaming);
 	tcase_add_test(tc, create_rejects_missing_backend);
 	suite_add_tcase(su, tc);
 	SRunner *sr = srunner_create(su);

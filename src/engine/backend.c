@@ -7,6 +7,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,22 @@ wc_err wc_decode_job_cpu(wc_tile_job *job)
 
 /* ---- decoding with CPU fallback ------------------------------------------ */
 
+/* The CPU backend batches fall back to, started on the first fallback (one
+ * thread per online CPU) and kept for the life of the process: a GPU that
+ * failed once tends to fail again, and its batches should then be decoded
+ * at the CPU backend's speed, not one dispatcher thread's. */
+static pthread_once_t fallback_once = PTHREAD_ONCE_INIT;
+static wc_backend *fallback_cpu;
+
+static void fallback_start(void)
+{
+	if (wc_backend_cpu_create(0, &fallback_cpu) != WC_OK) {
+		wc_log(WC_LOG_WARN, "CPU fallback pool: %s; decoding on the calling thread",
+		       wc_last_detail());
+		fallback_cpu = NULL;
+	}
+}
+
 wc_err wc_backend_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
 {
 	if (n == 0)
@@ -88,7 +105,10 @@ wc_err wc_backend_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
 	wc_log(WC_LOG_WARN, "%s backend failed (%s); decoding %zu tile%s on the CPU",
 	       be->ops->name, *wc_last_detail() ? wc_last_detail() : "no reason given", n,
 	       n == 1 ? "" : "s");
-	for (size_t i = 0; i < n; i++)
+	pthread_once(&fallback_once, fallback_start);
+	if (fallback_cpu)
+		return fallback_cpu->ops->decode(fallback_cpu, jobs, n);
+	for (size_t i = 0; i < n; i++) /* no pool: this thread alone */
 		wc_decode_job_cpu(&jobs[i]);
 	return WC_OK;
 }

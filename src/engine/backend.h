@@ -82,10 +82,12 @@ wc_err wc_backend_create(const char *name, const wc_backend_opts *opts, wc_backe
 void wc_backend_destroy(wc_backend *be);
 
 /* Decode a batch with be, falling back to the CPU: if be's decode returns
- * WC_E_BACKEND the failure is logged and the batch is decoded by the CPU
- * backend on the calling thread. A job whose payload is corrupt ends with
- * WC_E_CORRUPT from either backend. Returns WC_OK unless the fallback itself
- * failed to start (WC_E_NOMEM). */
+ * WC_E_BACKEND the failure is logged (WC_LOG_WARN, with the reason) and the
+ * batch is decoded again by a CPU backend (one thread per online CPU, the
+ * calling thread among them), started on the first fallback and kept for the
+ * life of the process; if that cannot start, by the calling thread alone. A
+ * job whose payload is corrupt ends with WC_E_CORRUPT from either backend.
+ * Returns WC_OK (every job's status says how it ended). Thread-safe. */
 wc_err wc_backend_decode(wc_backend *be, wc_tile_job *jobs, size_t n);
 
 /* Decode one job on the calling thread with the reference CPU decoder,
@@ -96,7 +98,10 @@ wc_err wc_backend_decode(wc_backend *be, wc_tile_job *jobs, size_t n);
  * (unknown kind), WC_E_NOMEM. Thread-safe. */
 wc_err wc_decode_job_cpu(wc_tile_job *job);
 
-/* The CPU backend directly. */
+/* The CPU backend directly: `threads` decoding threads per decode call (0 =
+ * online CPUs): threads - 1 pool workers plus the calling thread. Prefers
+ * batches of 2 * threads tiles and 2 concurrent callers. Errors: WC_E_RANGE
+ * (more than 1024 threads), WC_E_NOMEM, WC_E_IO (a thread failed to start). */
 wc_err wc_backend_cpu_create(unsigned threads, wc_backend **out);
 
 /* The symbol the CUDA plugin exports (cuda/plugin.cu):

@@ -51,7 +51,9 @@ wc_err wc_backend_cpu_create(unsigned threads, wc_backend **out)
 	cpu_backend *cb = calloc(1, sizeof *cb);
 	if (!cb)
 		return wc_fail(WC_E_NOMEM, "CPU backend");
-	wc_err e = wc_threadpool_create(threads, &cb->pool);
+	/* The thread calling decode works on its own batch too, so threads - 1
+	 * workers make `threads` decoding threads for one caller. */
+	wc_err e = wc_threadpool_create(threads - 1, &cb->pool);
 	if (e != WC_OK) {
 		free(cb);
 		return e;

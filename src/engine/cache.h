@@ -39,9 +39,14 @@ typedef struct wc_cache_opts {
 } wc_cache_opts;
 
 typedef struct wc_cache_stats {
-	uint64_t hits, misses, decodes, decode_errors, evictions;
-	uint64_t prefetches, batches, batch_tiles;
-	uint64_t bytes_cached;
+	uint64_t hits;          /* gets served from a decoded entry at once */
+	uint64_t misses;        /* gets that waited for a decode (queued or joined) */
+	uint64_t decodes;       /* tiles decoded successfully */
+	uint64_t decode_errors; /* tiles whose payload read or decode failed */
+	uint64_t evictions;     /* entries dropped to stay within the budget */
+	uint64_t prefetches;    /* tiles queued by wc_cache_prefetch() */
+	uint64_t batches, batch_tiles; /* decode batches dispatched, tiles in them */
+	uint64_t bytes_cached;  /* decoded bytes held now (entries decoded or decoding) */
 } wc_cache_stats;
 
 wc_err wc_cache_create(const wc_cache_opts *opts, wc_cache **out);
@@ -65,7 +70,10 @@ void wc_cache_release(wc_cache *cache, wc_tile_ref *ref);
  * tiles readers hold is dropped. */
 void wc_cache_prefetch(wc_cache *cache, wc_tile_source *src, uint32_t first, uint32_t count);
 
-/* Drop every unreferenced entry of source id `id` (a file being closed). */
+/* Drop every unreferenced entry of source id `id` (a file being closed):
+ * decoded tiles, queued prefetches (releasing the source), and tiles being
+ * decoded once their decode ends unless a reader waits for them. Tiles
+ * readers hold stay until released, then age out of the LRU. */
 void wc_cache_drop_source(wc_cache *cache, uint64_t id);
 
 void wc_cache_get_stats(wc_cache *cache, wc_cache_stats *out);

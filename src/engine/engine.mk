@@ -12,8 +12,11 @@ noinst_HEADERS += \
 	src/engine/threadpool.h \
 	tests/fake_tiles.h
 
-check_PROGRAMS += tests/test_cache tests/test_backend
-TESTS += tests/test_cache tests/test_backend
+check_PROGRAMS += tests/test_threadpool tests/test_cache tests/test_backend
+TESTS += tests/test_threadpool tests/test_cache tests/test_backend
+tests_test_threadpool_SOURCES = tests/test_threadpool.c
+tests_test_threadpool_CFLAGS = $(TEST_CFLAGS)
+tests_test_threadpool_LDADD = $(TEST_LIBS)
 tests_test_cache_SOURCES = tests/test_cache.c
 tests_test_cache_CFLAGS = $(TEST_CFLAGS)
 tests_test_cache_LDADD = $(TEST_LIBS)
@@ -24,8 +27,8 @@ tests_test_backend_LDADD = $(TEST_LIBS)
 # Hit-path latency and throughput of the cache, 1..16 threads (not a test).
 noinst_PROGRAMS += bench/bench_cache
 bench_bench_cache_SOURCES = bench/bench_cache.c
-bench_bench_cache_CFLAGS = $(AM_CFLAGS) -I$(srcdir)/tests
-bench_bench_cache_LDADD = libwcodec.la
+bench_bench_cache_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS) -I$(srcdir)/tests
+bench_bench_cache_LDADD = libwcodec.la $(XXHASH_LIBS) -lm
 
 # A stand-in CUDA plugin so test_backend goes through the real dlopen() path.
 # (check_LTLIBRARIES is not declared in Makefile.am; this fragment sets it.)

@@ -72,12 +72,10 @@ static void *worker(void *arg)
 wc_err wc_threadpool_create(unsigned nthreads, wc_threadpool **out)
 {
 	*out = NULL;
-	if (nthreads == 0)
-		return wc_fail(WC_E_INVAL, "thread pool needs at least one thread");
 	wc_threadpool *p = calloc(1, sizeof *p);
 	if (!p)
 		return wc_fail(WC_E_NOMEM, "thread pool");
-	p->threads = calloc(nthreads, sizeof *p->threads);
+	p->threads = calloc(nthreads ? nthreads : 1, sizeof *p->threads);
 	if (!p->threads) {
 		free(p);
 		return wc_fail(WC_E_NOMEM, "thread pool");

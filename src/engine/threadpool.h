@@ -20,8 +20,8 @@ typedef struct wc_threadpool wc_threadpool;
 /* Body of a parallel loop: iteration i of n, with the caller's context. */
 typedef void (*wc_pool_fn)(void *ctx, size_t i);
 
-/* Start nthreads workers (nthreads >= 1). Errors: WC_E_INVAL (0 threads),
- * WC_E_NOMEM, WC_E_IO (pthread_create failed, with the reason). */
+/* Start nthreads workers. With 0, every loop runs on its caller alone.
+ * Errors: WC_E_NOMEM, WC_E_IO (pthread_create failed, with the reason). */
 wc_err wc_threadpool_create(unsigned nthreads, wc_threadpool **out);
 
 /* Stop and join the workers. No run may be in progress. */
