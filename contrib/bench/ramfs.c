@@ -15,9 +15,11 @@
  * size (1 MiB unless -o blksize=N), and the mount's kernel readahead
  * (/sys/class/bdi/MAJ:MIN/read_ahead_kb) raised to 1 MiB on the first
  * request after INIT, as wcodecfs does (-o kernel_readahead=BYTES, 0 keeps
- * the kernel's; needs root, else it stays). Connection options of libfuse (-o max_readahead=N,
- * max_background=N, ...) are accepted through fuse_parse_conn_info_opts().
- * FUSE worker threads: max(2 x online CPUs, 4), wcodecfs's default.
+ * the kernel's; needs root, else it stays). FUSE worker threads, at most
+ * and idle: max(2 x online CPUs, 4), wcodecfs's default (-o max_threads=N,
+ * -o max_idle_threads=N). Connection options of libfuse (-o
+ * max_readahead=N, max_background=N, ...) are accepted through
+ * fuse_parse_conn_info_opts().
  * Without -f the daemon detaches once mounted (fuse_daemonize), like
  * wcodecfs; stop it with `fusermount3 -u MOUNTPOINT`.
  *
@@ -52,6 +54,7 @@ struct ramfs {
 	unsigned long kernel_readahead;     /* bytes for read_ahead_kb; 0 = kernel's */
 	char mountpoint[PATH_MAX];          /* absolute, to find our mount's bdi */
 	atomic_int bdi_pending;             /* readahead not set yet */
+	unsigned max_threads, idle_threads; /* FUSE workers; 0 = our default */
 	struct fuse_conn_info_opts *conn_opts;
 	int show_help;
 };
@@ -318,6 +321,10 @@ static const struct fuse_opt ramfs_opts[] = {
 	{"blksize=%u", offsetof(struct ramfs, blksize), 0},
 	{"timeout=%lf", offsetof(struct ramfs, timeout), 0},
 	{"kernel_readahead=%lu", offsetof(struct ramfs, kernel_readahead), 0},
+	/* Taken here rather than by libfuse, whose defaults (10, unlimited)
+	 * cannot be told apart from values given. */
+	{"max_threads=%u", offsetof(struct ramfs, max_threads), 0},
+	{"max_idle_threads=%u", offsetof(struct ramfs, idle_threads), 0},
 	FUSE_OPT_END,
 };
 
@@ -401,13 +408,12 @@ int main(int argc, char *argv[])
 		if (!cfg)
 			goto out_unmount;
 		fuse_loop_cfg_set_clone_fd(cfg, (unsigned)opts.clone_fd);
-		/* Worker threads as wcodecfs has them: max(2 x online CPUs, 4)
-		 * both at most and idle, unless -o max_threads / max_idle_threads
-		 * say otherwise (libfuse leaves UINT_MAX in those when unset). */
+		/* Worker threads as wcodecfs has them: max(2 x online CPUs, 4),
+		 * both at most and idle, unless given. */
 		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 		unsigned def = cpus > 2 ? 2u * (unsigned)cpus : 4u;
-		fuse_loop_cfg_set_max_threads(cfg, opts.max_threads <= 100000 ? opts.max_threads : def);
-		fuse_loop_cfg_set_idle_threads(cfg, opts.max_idle_threads <= 100000 ? opts.max_idle_threads : def);
+		fuse_loop_cfg_set_max_threads(cfg, g_fs.max_threads ? g_fs.max_threads : def);
+		fuse_loop_cfg_set_idle_threads(cfg, g_fs.idle_threads ? g_fs.idle_threads : def);
 		ret = fuse_session_loop_mt(se, cfg);
 		fuse_loop_cfg_destroy(cfg);
 	}
