@@ -1,1 +1,32 @@
 # contrib: owned by that component; appends to the variables in Makefile.am.
+#
+# Tools around the product that are not the product: the TensorFlow.js ->
+# safetensors converter, the sample-data fetcher, the demo, and the
+# benchmark programs and scripts (benchmarks are never tests: they are only
+# built and shipped, `make check` does not run them).
+
+# Benchmark programs (not installed): the RAM-backed FUSE ceiling and the
+# random-read latency meter with byte-exact verification.
+noinst_PROGRAMS += contrib/bench/ramfs contrib/bench/randread
+contrib_bench_ramfs_SOURCES = contrib/bench/ramfs.c
+contrib_bench_ramfs_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS)
+contrib_bench_ramfs_LDADD = $(FUSE_LIBS)
+contrib_bench_randread_SOURCES = contrib/bench/randread.c
+contrib_bench_randread_CFLAGS = $(AM_CFLAGS)
+
+# Tests of the contrib tools themselves (fast: well under a second each).
+TESTS += contrib/tests/tfjs2safetensors.sh contrib/tests/ramfs.sh
+
+EXTRA_DIST += \
+	contrib/tfjs2safetensors.py \
+	contrib/fetch-models.sh \
+	contrib/demo.sh \
+	contrib/bench/bench-ratio.sh \
+	contrib/bench/bench-mount.sh \
+	contrib/bench/lib.sh \
+	contrib/bench/prepare-data.sh \
+	contrib/bench/merge-safetensors.py \
+	contrib/bench/ratio_table.py \
+	contrib/tests/tfjs2safetensors.sh \
+	contrib/tests/check_tfjs2safetensors.py \
+	contrib/tests/ramfs.sh

@@ -32,7 +32,7 @@ cuda_wcodec_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 cuda_wcodec_cuda_la_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS) -fvisibility=hidden
 cuda_wcodec_cuda_la_LDFLAGS = -module -avoid-version -shared -export-symbols-regex '^wcodec_cuda_' \
 	$(AM_LDFLAGS)
-cuda_wcodec_cuda_la_LIBADD = cuda/wcc_kernels.lo libwcodec.la $(XXHASH_LIBS) $(CUDA_STATIC_LIBS)
+cuda_wcodec_cuda_la_LIBADD = cuda/wcc_kernels.lo $(QVQ_CUDA_LOS) libwcodec.la $(XXHASH_LIBS) $(CUDA_STATIC_LIBS)
 pkginclude_HEADERS += cuda/wcodec_cuda.h
 
 # make check: bit-exactness against the CPU decoder; exits 77 without a GPU.

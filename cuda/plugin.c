@@ -9,6 +9,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "vq_gather.h"
 #include "wcc_device.h"
 #include "wcodec_cuda.h"
 
@@ -17,11 +18,15 @@
 typedef struct cuda_backend {
 	wc_backend base;
 	wcc_ctx *ctx;
+	wcc_vq *vq; /* .qvq image tiles (WC_JOB_VQ), vq_gather.h */
 } cuda_backend;
 
 static wc_err cuda_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
 {
-	return wcc_decode(((cuda_backend *)be)->ctx, jobs, n, NULL);
+	cuda_backend *cb = (cuda_backend *)be;
+	if (wcc_vq_any(jobs, n))
+		return wcc_vq_decode_mixed(cb->vq, jobs, n);
+	return wcc_decode(cb->ctx, jobs, n, NULL);
 }
 
 static void cuda_destroy(wc_backend *be)
@@ -29,6 +34,7 @@ static void cuda_destroy(wc_backend *be)
 	cuda_backend *cb = (cuda_backend *)be;
 	if (!cb)
 		return;
+	wcc_vq_destroy(cb->vq);
 	wcc_ctx_destroy(cb->ctx);
 	free(cb);
 }
@@ -60,6 +66,11 @@ EXPORT wc_err wcodec_cuda_backend_create(const wc_backend_opts *opts, wc_backend
 		return wc_fail(WC_E_NOMEM, "cuda: backend");
 	wc_err e = wcc_ctx_create(&co, &cb->ctx);
 	if (e != WC_OK) {
+		free(cb);
+		return e;
+	}
+	if ((e = wcc_vq_create(cb->ctx, opts->gpu, &cb->vq)) != WC_OK) {
+		wcc_ctx_destroy(cb->ctx);
 		free(cb);
 		return e;
 	}

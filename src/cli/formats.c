@@ -6,10 +6,12 @@
 #include <string.h>
 
 #include "container/container.h"
+#include "qvq/qvq_cli.h"
+#include "qvq/qvq_format.h"
 
 static const cli_format formats[] = {
 	{"wcodec", WC_MAGIC, 8, wcodec_unpack, wcodec_info, wcodec_verify},
-	/* .qvq image archives: add a row here. */
+	{"qvq", WC_QVQ_MAGIC, 8, qvq_cli_unpack, qvq_cli_info, qvq_cli_verify},
 };
 
 const cli_format *cli_format_of(const char *path)

@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "config.h"
+#include "qvq/qvq_cli.h"
 
 static const cli_command commands[] = {
 	{"pack", "compress a .safetensors file into a .wcodec container", cmd_pack},
@@ -12,6 +13,7 @@ static const cli_command commands[] = {
 	{"info", "describe a container: tensors, ratios, entropy bound", cmd_info},
 	{"verify", "decode every tile and check every checksum", cmd_verify},
 	{"cat", "write the original file's bytes to standard output", cmd_cat},
+	{"pack-images", "vector-quantize a directory of images into a .qvq archive", cmd_pack_images},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

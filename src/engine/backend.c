@@ -16,6 +16,7 @@
 #include <xxhash.h>
 
 #include "codec/tile_codec.h"
+#include "qvq/qvq.h"
 
 #ifndef WC_PLUGIN_DIR
 #define WC_PLUGIN_DIR "/usr/local/lib/wcodecfs"
@@ -58,6 +59,9 @@ wc_err wc_decode_job_cpu(wc_tile_job *job)
 	switch ((wc_job_kind)job->kind) {
 	case WC_JOB_PLANES:
 		e = decode_planes(job);
+		break;
+	case WC_JOB_VQ: /* .qvq image tiles */
+		e = wc_qvq_decode_job(job);
 		break;
 	default:
 		e = wc_job_fail(job, WC_E_UNSUPPORTED, "unknown decode job kind %u", job->kind);

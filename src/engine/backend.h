@@ -21,7 +21,14 @@
  * bytes. Other kinds (.qvq image tiles) extend this enum and the fields at
  * the end of wc_tile_job; a backend that cannot do a kind decodes it with
  * wc_decode_job_cpu(). */
-typedef enum wc_job_kind { WC_JOB_PLANES = 0 } wc_job_kind;
+typedef enum wc_job_kind {
+	WC_JOB_PLANES = 0,
+	/* A .qvq image tile (src/qvq/qvq.h): the payload is a tile-codec payload
+	 * (layout, tables, chunk_symbols as for PLANES) of codebook indices;
+	 * the output is the raw RGB bytes of the tile's images, each gathered
+	 * from the codebook (wc_qvq_gather). CPU decode: wc_qvq_decode_job(). */
+	WC_JOB_VQ = 1
+} wc_job_kind;
 
 /* One tile to decode. Everything the decode needs, nothing of the container. */
 typedef struct wc_tile_job {
@@ -41,6 +48,15 @@ typedef struct wc_tile_job {
 	 * no reason to give). wc_fail() reasons are per thread and a backend
 	 * decodes on threads of its own, so the reason travels with the job. */
 	char detail[256];
+	/* WC_JOB_VQ only (zero for other kinds): */
+	const uint8_t *vq_codebook;  /* vq_entries patches of patch_h*patch_w*channels bytes */
+	uint32_t vq_entries;         /* codebook entries K, 1..65536 */
+	uint8_t vq_patch_h, vq_patch_w, vq_channels;
+	uint8_t vq_index_bytes;      /* 1 (layout bytes) or 2 (layout shuffle2, little-endian) */
+	uint32_t vq_nimages;         /* images in the tile */
+	const uint32_t *vq_dims;     /* 2*vq_nimages: width, height of each image, in tile order */
+	uint32_t vq_nindices;        /* indices in the payload: sum of the images' patch grids */
+	uint64_t vq_codebook_key;    /* identifies vq_codebook (the archive id) for device caching */
 } wc_tile_job;
 
 /* Set job->status = e and job->detail from a printf-style reason; returns e.

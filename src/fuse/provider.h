@@ -133,6 +133,7 @@ typedef struct wcfs_provider {
 
 /* The providers compiled in (src/fuse/providers.c). */
 extern const wcfs_provider wcfs_provider_wcodec;
+extern const wcfs_provider wcfs_provider_qvq; /* src/qvq/provider_qvq.c */
 
 /* NULL-terminated table of providers, in priority order. */
 extern const wcfs_provider *const wcfs_providers[];

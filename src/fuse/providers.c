@@ -5,6 +5,7 @@
 
 const wcfs_provider *const wcfs_providers[] = {
 	&wcfs_provider_wcodec,
+	&wcfs_provider_qvq,
 	NULL,
 };
 

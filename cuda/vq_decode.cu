@@ -1,0 +1,377 @@
+/*
+ * vq_decode.cu - the CUDA backend's path for WC_JOB_VQ jobs (vq_gather.h):
+ * indices decoded by the plugin's plane pipeline into device memory, the
+ * gather kernel, copy-out and dhash check, CPU fallback for any job that
+ * fails anything. Host code; compiled by nvcc with the kernels.
+ */
+#include <cuda_runtime.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "vq_gather.h"
+
+extern "C" {
+#include "qvq/qvq.h"
+#include "wcc_device.h"
+}
+
+#define VQ_SLOTS 2u
+#define VQ_CODEBOOKS 64u
+#define A16(x) (((size_t)(x) + 15u) & ~(size_t)15u)
+
+/* ---- the backend path ---------------------------------------------------------- */
+
+typedef struct vq_slot {
+	cudaStream_t stream;
+	uint8_t *d_buf, *h_buf; /* device buffer; pinned host staging */
+	size_t d_cap, h_cap;
+	int busy;
+} vq_slot;
+
+typedef struct vq_codebook {
+	uint64_t key;
+	uint8_t *d_cb;
+	size_t bytes;
+} vq_codebook;
+
+struct wcc_vq {
+	struct wcc_ctx *ctx;
+	int gpu;
+	pthread_mutex_t mu;
+	pthread_cond_t slot_free;
+	vq_slot slots[VQ_SLOTS];
+	vq_codebook cbs[VQ_CODEBOOKS];
+	unsigned ncb;
+};
+
+extern "C" wc_err wcc_vq_create(struct wcc_ctx *ctx, int gpu, wcc_vq **out)
+{
+	wcc_vq *vq = (wcc_vq *)calloc(1, sizeof *vq);
+	if (!vq)
+		return wc_fail(WC_E_NOMEM, "cuda vq: no memory");
+	vq->ctx = ctx;
+	vq->gpu = gpu;
+	pthread_mutex_init(&vq->mu, NULL);
+	pthread_cond_init(&vq->slot_free, NULL);
+	cudaError_t e = cudaSetDevice(gpu);
+	for (unsigned s = 0; s < VQ_SLOTS && e == cudaSuccess; s++)
+		e = cudaStreamCreateWithFlags(&vq->slots[s].stream, cudaStreamNonBlocking);
+	if (e != cudaSuccess) {
+		wcc_vq_destroy(vq);
+		return wc_fail(WC_E_BACKEND, "cuda vq: stream: %s", cudaGetErrorString(e));
+	}
+	*out = vq;
+	return WC_OK;
+}
+
+extern "C" void wcc_vq_destroy(wcc_vq *vq)
+{
+	if (!vq)
+		return;
+	cudaSetDevice(vq->gpu);
+	for (unsigned s = 0; s < VQ_SLOTS; s++) {
+		if (vq->slots[s].stream)
+			cudaStreamDestroy(vq->slots[s].stream);
+		cudaFree(vq->slots[s].d_buf);
+		cudaFreeHost(vq->slots[s].h_buf);
+	}
+	for (unsigned c = 0; c < vq->ncb; c++)
+		cudaFree(vq->cbs[c].d_cb);
+	pthread_mutex_destroy(&vq->mu);
+	pthread_cond_destroy(&vq->slot_free);
+	free(vq);
+}
+
+extern "C" int wcc_vq_any(const wc_tile_job *jobs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (jobs[i].kind == WC_JOB_VQ)
+			return 1;
+	return 0;
+}
+
+/* The device copy of a job's codebook, uploaded on first use; NULL when the
+ * cache is full (that job then goes to the CPU). Called with vq->mu held. */
+static const uint8_t *device_codebook(wcc_vq *vq, const wc_tile_job *j, cudaStream_t st,
+				      cudaError_t *err)
+{
+	size_t bytes = (size_t)j->vq_entries * j->vq_patch_h * j->vq_patch_w * j->vq_channels;
+	for (unsigned c = 0; c < vq->ncb; c++)
+		if (vq->cbs[c].key == j->vq_codebook_key && vq->cbs[c].bytes == bytes)
+			return vq->cbs[c].d_cb;
+	if (vq->ncb == VQ_CODEBOOKS)
+		return NULL;
+	uint8_t *d = NULL;
+	*err = cudaMalloc(&d, bytes);
+	if (*err == cudaSuccess)
+		*err = cudaMemcpyAsync(d, j->vq_codebook, bytes, cudaMemcpyHostToDevice, st);
+	if (*err == cudaSuccess)
+		*err = cudaStreamSynchronize(st);
+	if (*err != cudaSuccess) {
+		cudaFree(d);
+		return NULL;
+	}
+	vq->cbs[vq->ncb].key = j->vq_codebook_key;
+	vq->cbs[vq->ncb].d_cb = d;
+	vq->cbs[vq->ncb].bytes = bytes;
+	vq->ncb++;
+	return d;
+}
+
+static int grow_slot(vq_slot *s, size_t dbytes, size_t hbytes)
+{
+	if (s->d_cap < dbytes) {
+		cudaFree(s->d_buf);
+		s->d_buf = NULL;
+		s->d_cap = 0;
+		if (cudaMalloc(&s->d_buf, dbytes + dbytes / 4) != cudaSuccess)
+			return -1;
+		s->d_cap = dbytes + dbytes / 4;
+	}
+	if (s->h_cap < hbytes) {
+		cudaFreeHost(s->h_buf);
+		s->h_buf = NULL;
+		s->h_cap = 0;
+		if (cudaMallocHost(&s->h_buf, hbytes + hbytes / 4) != cudaSuccess)
+			return -1;
+		s->h_cap = hbytes + hbytes / 4;
+	}
+	return 0;
+}
+
+static int job_ok_for_gpu(const wc_tile_job *j)
+{
+	return j->vq_codebook && j->vq_dims && j->vq_channels == 3 && j->vq_patch_h >= 1 &&
+	       j->vq_patch_w >= 1 && (j->vq_index_bytes == 1 || j->vq_index_bytes == 2) &&
+	       j->layout.elem_size == j->vq_index_bytes && j->vq_nimages > 0 && j->out_size > 0;
+}
+
+extern "C" wc_err wcc_vq_decode(wcc_vq *vq, wc_tile_job *jobs, size_t n)
+{
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++)
+		m += jobs[i].kind == WC_JOB_VQ;
+	if (!m)
+		return WC_OK;
+	size_t *vi = (size_t *)malloc(m * sizeof *vi);
+	wc_tile_job *shadow = (wc_tile_job *)calloc(m, sizeof *shadow);
+	uint8_t **dev_idx = (uint8_t **)calloc(m, sizeof *dev_idx);
+	size_t *rgb_off = (size_t *)calloc(m, sizeof *rgb_off);
+	const uint8_t **dcb = (const uint8_t **)calloc(m, sizeof *dcb);
+	int *cpu = (int *)calloc(m, sizeof *cpu);
+	wcc_vq_image *desc = NULL;
+	wc_err ret = WC_OK;
+	if (!vi || !shadow || !dev_idx || !rgb_off || !dcb || !cpu) {
+		ret = wc_fail(WC_E_NOMEM, "cuda vq: no memory");
+		goto out;
+	}
+	{
+		size_t k = 0, idx_total = 0, rgb_total = 0, nimg = 0;
+		for (size_t i = 0; i < n; i++)
+			if (jobs[i].kind == WC_JOB_VQ)
+				vi[k++] = i;
+		for (size_t a = 0; a < m; a++) {
+			const wc_tile_job *j = &jobs[vi[a]];
+			if (!job_ok_for_gpu(j)) {
+				cpu[a] = 1;
+				continue;
+			}
+			idx_total += A16((size_t)j->vq_nindices * j->vq_index_bytes);
+			rgb_total += A16(j->out_size);
+			nimg += j->vq_nimages;
+		}
+		desc = (wcc_vq_image *)malloc((nimg ? nimg : 1) * sizeof *desc);
+		if (!desc) {
+			ret = wc_fail(WC_E_NOMEM, "cuda vq: no memory");
+			goto out;
+		}
+		size_t desc_bytes = A16(nimg * sizeof *desc), status_bytes = A16(m * 4);
+		size_t dbytes = idx_total + rgb_total + desc_bytes + status_bytes;
+		size_t hbytes = rgb_total + status_bytes;
+
+		/* Take a slot. */
+		pthread_mutex_lock(&vq->mu);
+		vq_slot *s = NULL;
+		while (!s) {
+			for (unsigned q = 0; q < VQ_SLOTS && !s; q++)
+				if (!vq->slots[q].busy)
+					s = &vq->slots[q];
+			if (!s)
+				pthread_cond_wait(&vq->slot_free, &vq->mu);
+		}
+		s->busy = 1;
+		pthread_mutex_unlock(&vq->mu);
+		cudaError_t ce = cudaSetDevice(vq->gpu);
+		if (ce == cudaSuccess && grow_slot(s, dbytes, hbytes))
+			ce = cudaErrorMemoryAllocation;
+
+		uint8_t *d_idx = s->d_buf, *d_rgb = d_idx + idx_total;
+		wcc_vq_image *d_desc = (wcc_vq_image *)(d_rgb + rgb_total);
+		uint32_t *d_status = (uint32_t *)((uint8_t *)d_desc + desc_bytes);
+		uint32_t *h_status = (uint32_t *)(s->h_buf + rgb_total);
+
+		/* Step 1: the index arrays, decoded by the plane pipeline into
+		 * device memory. */
+		size_t io = 0, ro = 0, ns = 0;
+		size_t *shadow_of = (size_t *)calloc(m, sizeof *shadow_of);
+		if (!shadow_of)
+			ce = cudaErrorMemoryAllocation;
+		for (size_t a = 0; a < m && ce == cudaSuccess; a++) {
+			if (cpu[a])
+				continue;
+			const wc_tile_job *j = &jobs[vi[a]];
+			wc_tile_job *sj = &shadow[ns];
+			*sj = *j;
+			sj->kind = WC_JOB_PLANES;
+			sj->out = NULL;
+			sj->out_size = j->vq_nindices * j->vq_index_bytes;
+			sj->dhash = 0; /* device outputs are not hashed; the RGB bytes are */
+			dev_idx[ns] = d_idx + io;
+			shadow_of[ns] = a;
+			rgb_off[a] = ro;
+			io += A16(sj->out_size);
+			ro += A16(j->out_size);
+			ns++;
+		}
+		wc_err e = WC_OK;
+		if (ce == cudaSuccess && ns)
+			e = wcc_decode(vq->ctx, shadow, ns, dev_idx);
+		if (ce != cudaSuccess || e == WC_E_BACKEND) {
+			ret = ce != cudaSuccess ? wc_fail(WC_E_BACKEND, "cuda vq: %s", cudaGetErrorString(ce))
+						: e;
+			free(shadow_of);
+			pthread_mutex_lock(&vq->mu);
+			s->busy = 0;
+			pthread_cond_signal(&vq->slot_free);
+			pthread_mutex_unlock(&vq->mu);
+			goto out;
+		}
+		/* Step 2: the gather, for every job whose indices decoded. */
+		size_t nd = 0;
+		uint32_t max_patches = 0;
+		pthread_mutex_lock(&vq->mu);
+		for (size_t b = 0; b < ns && ce == cudaSuccess; b++) {
+			size_t a = shadow_of[b];
+			const wc_tile_job *j = &jobs[vi[a]];
+			if (shadow[b].status != WC_OK ||
+			    !(dcb[a] = device_codebook(vq, j, s->stream, &ce))) {
+				cpu[a] = 1;
+				continue;
+			}
+			size_t po = 0, oo = 0;
+			for (uint32_t i = 0; i < j->vq_nimages; i++) {
+				uint32_t w = j->vq_dims[2 * i], h = j->vq_dims[2 * i + 1];
+				uint64_t np = wc_qvq_patches(w, h, j->vq_patch_w, j->vq_patch_h);
+				wcc_vq_image *di = &desc[nd++];
+				memset(di, 0, sizeof *di);
+				di->idx = dev_idx[b] + po * j->vq_index_bytes;
+				di->out = d_rgb + rgb_off[a] + oo;
+				di->codebook = dcb[a];
+				di->entries = j->vq_entries;
+				di->w = w;
+				di->h = h;
+				di->ph = j->vq_patch_h;
+				di->pw = j->vq_patch_w;
+				di->index_bytes = j->vq_index_bytes;
+				di->job = (uint32_t)a;
+				if (np > max_patches)
+					max_patches = (uint32_t)np;
+				po += np;
+				oo += (size_t)w * h * 3;
+			}
+		}
+		pthread_mutex_unlock(&vq->mu);
+		free(shadow_of);
+		if (ce == cudaSuccess && nd) {
+			ce = cudaMemcpyAsync(d_desc, desc, nd * sizeof *desc, cudaMemcpyHostToDevice,
+					     s->stream);
+			if (ce == cudaSuccess)
+				ce = cudaMemsetAsync(d_status, 0, m * 4, s->stream);
+			if (ce == cudaSuccess)
+				ce = (cudaError_t)wcc_vq_launch_gather(d_desc, (uint32_t)nd, max_patches,
+								       d_status, s->stream);
+			if (ce == cudaSuccess)
+				ce = cudaMemcpyAsync(s->h_buf, d_rgb, rgb_total, cudaMemcpyDeviceToHost,
+						     s->stream);
+			if (ce == cudaSuccess)
+				ce = cudaMemcpyAsync(h_status, d_status, m * 4, cudaMemcpyDeviceToHost,
+						     s->stream);
+			if (ce == cudaSuccess)
+				ce = cudaStreamSynchronize(s->stream);
+		}
+		if (ce == cudaSuccess) {
+			/* Step 3: copy out and check each job's dhash. */
+			for (size_t a = 0; a < m; a++) {
+				wc_tile_job *j = &jobs[vi[a]];
+				if (cpu[a])
+					continue;
+				const uint8_t *rgb = s->h_buf + rgb_off[a];
+				if (h_status[a] || XXH3_64bits(rgb, j->out_size) != j->dhash) {
+					cpu[a] = 1; /* the CPU decides: corrupt or a GPU fault */
+					continue;
+				}
+				memcpy(j->out, rgb, j->out_size);
+				j->status = WC_OK;
+			}
+		}
+		pthread_mutex_lock(&vq->mu);
+		s->busy = 0;
+		pthread_cond_signal(&vq->slot_free);
+		pthread_mutex_unlock(&vq->mu);
+		if (ce != cudaSuccess) {
+			ret = wc_fail(WC_E_BACKEND, "cuda vq: %s", cudaGetErrorString(ce));
+			goto out;
+		}
+	}
+	{
+		size_t redo = 0;
+		for (size_t a = 0; a < m; a++)
+			if (cpu[a]) {
+				wc_qvq_decode_job(&jobs[vi[a]]);
+				redo++;
+			}
+		/* Visible, so a GPU path that silently fell back cannot pass for
+		 * a working one (a damaged tile also lands here, then the CPU
+		 * reports it corrupt). */
+		if (redo)
+			wc_log(WC_LOG_WARN, "cuda vq: %zu of %zu image tiles decoded on the CPU instead",
+			       redo, m);
+	}
+out:
+	free(vi);
+	free(shadow);
+	free(dev_idx);
+	free(rgb_off);
+	free(dcb);
+	free(cpu);
+	free(desc);
+	return ret;
+}
+
+extern "C" wc_err wcc_vq_decode_mixed(wcc_vq *vq, wc_tile_job *jobs, size_t n)
+{
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++)
+		m += jobs[i].kind != WC_JOB_VQ;
+	wc_err e = WC_OK;
+	if (m == n)
+		return wcc_decode(vq->ctx, jobs, n, NULL);
+	if (m) { /* the others through the plane pipeline, on a compacted copy */
+		wc_tile_job *other = (wc_tile_job *)malloc(m * sizeof *other);
+		if (!other)
+			return wc_fail(WC_E_NOMEM, "cuda vq: no memory");
+		for (size_t i = 0, k = 0; i < n; i++)
+			if (jobs[i].kind != WC_JOB_VQ)
+				other[k++] = jobs[i];
+		e = wcc_decode(vq->ctx, other, m, NULL);
+		for (size_t i = 0, k = 0; i < n; i++)
+			if (jobs[i].kind != WC_JOB_VQ)
+				jobs[i].status = other[k++].status;
+		free(other);
+		if (e)
+			return e;
+	}
+	return wcc_vq_decode(vq, jobs, n);
+}

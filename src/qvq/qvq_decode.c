@@ -1,0 +1,157 @@
+/*
+ * qvq_decode.c - reference CPU decode of .qvq image tiles: tile-codec decode
+ * of the index array, then a codebook gather per image. The CUDA kernel
+ * cuda/vq_gather.cu computes the same bytes.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "codec/tile_codec.h"
+#include "qvq/qvq.h"
+
+/* The common shape, 2x2 patches of RGB: two rows of 6 bytes per entry.
+ * Inside a row, each patch is written with one 8-byte store per pixel row
+ * (the 2 extra bytes land where the next patch's store overwrites them);
+ * the last full patch and an odd last column are copied exactly, so no
+ * store leaves the row. Loads stay inside the 12-byte entry: row 0 is
+ * bytes 0..7, row 1 is bytes 4..11 shifted down by two (little-endian). */
+static inline uint64_t ld64(const uint8_t *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static inline void st64(uint8_t *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+}
+
+static inline __attribute__((always_inline)) uint32_t index_at(const uint8_t *row, uint32_t ib,
+							       uint32_t gx)
+{
+	return ib == 1 ? row[gx] : wc_qvq_get16(row + 2 * gx);
+}
+
+static inline __attribute__((always_inline)) wc_err gather_2x2x3_ib(
+	const uint8_t *cb, uint32_t entries, const uint8_t *idx, const uint32_t ib, uint32_t w,
+	uint32_t h, uint8_t *out)
+{
+	uint32_t gw = (w + 1) / 2, gh = (h + 1) / 2;
+	size_t stride = (size_t)w * 3;
+	uint32_t full = w / 2; /* patches whose both columns are inside the image */
+	uint32_t fast = full > 0 ? full - 1 : 0;
+	for (uint32_t gy = 0; gy < gh; gy++) {
+		uint8_t *r0 = out + (size_t)(2 * gy) * stride;
+		uint8_t *r1 = r0 + stride;
+		int two = 2 * gy + 1 < h;
+		const uint8_t *row = idx + (size_t)gy * gw * ib;
+		uint32_t bad = 0, gx = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+		if (two) {
+			for (; gx < fast; gx++) {
+				uint32_t k = index_at(row, ib, gx);
+				bad |= k >= entries;
+				const uint8_t *p = cb + (size_t)(k < entries ? k : 0) * 12;
+				st64(r0 + 6 * gx, ld64(p));
+				st64(r1 + 6 * gx, ld64(p + 4) >> 16);
+			}
+		}
+#endif
+		for (; gx < gw; gx++) {
+			uint32_t k = index_at(row, ib, gx);
+			bad |= k >= entries;
+			const uint8_t *p = cb + (size_t)(k < entries ? k : 0) * 12;
+			size_t n = gx < full ? 6 : 3;
+			memcpy(r0 + 6 * gx, p, n);
+			if (two)
+				memcpy(r1 + 6 * gx, p + 6, n);
+		}
+		if (bad)
+			return wc_fail(WC_E_CORRUPT, "qvq: codebook index out of range in patch row %u",
+				       gy);
+	}
+	return WC_OK;
+}
+
+static wc_err gather_2x2x3(const uint8_t *cb, uint32_t entries, const uint8_t *idx,
+			   uint32_t ib, uint32_t w, uint32_t h, uint8_t *out)
+{
+	return ib == 1 ? gather_2x2x3_ib(cb, entries, idx, 1, w, h, out)
+		       : gather_2x2x3_ib(cb, entries, idx, 2, w, h, out);
+}
+
+wc_err wc_qvq_gather(const uint8_t *codebook, uint32_t entries, uint32_t ph, uint32_t pw,
+		     uint32_t channels, const uint8_t *idx, uint32_t index_bytes,
+		     uint32_t w, uint32_t h, uint8_t *out)
+{
+	if (ph == 2 && pw == 2 && channels == 3)
+		return gather_2x2x3(codebook, entries, idx, index_bytes, w, h, out);
+	uint32_t gw = (w + pw - 1) / pw;
+	size_t psize = (size_t)ph * pw * channels;
+	for (uint32_t y = 0; y < h; y++) {
+		for (uint32_t x = 0; x < w; x++) {
+			size_t j = (size_t)(y / ph) * gw + x / pw;
+			uint32_t k = index_bytes == 1 ? idx[j] : wc_qvq_get16(idx + 2 * j);
+			if (k >= entries)
+				return wc_fail(WC_E_CORRUPT, "qvq: codebook index %u >= %u entries",
+					       k, entries);
+			const uint8_t *p = codebook + k * psize + ((y % ph) * pw + x % pw) * channels;
+			memcpy(out + ((size_t)y * w + x) * channels, p, channels);
+		}
+	}
+	return WC_OK;
+}
+
+wc_err wc_qvq_decode_job(wc_tile_job *job)
+{
+	wc_err e = WC_OK;
+	uint8_t *idx = NULL;
+	uint32_t ph = job->vq_patch_h, pw = job->vq_patch_w, ch = job->vq_channels;
+	uint32_t ib = job->vq_index_bytes;
+	if (job->kind != WC_JOB_VQ || !job->vq_codebook || !job->vq_dims || ph == 0 || pw == 0 ||
+	    ch == 0 || (ib != 1 && ib != 2) || job->layout.elem_size != ib) {
+		e = wc_fail(WC_E_FORMAT, "qvq: inconsistent VQ job");
+		goto out;
+	}
+	/* The images' geometry must add up to the job's sizes. */
+	uint64_t nidx = 0, dsize = 0;
+	for (uint32_t i = 0; i < job->vq_nimages; i++) {
+		uint32_t w = job->vq_dims[2 * i], h = job->vq_dims[2 * i + 1];
+		nidx += wc_qvq_patches(w, h, pw, ph);
+		dsize += (uint64_t)w * h * ch;
+	}
+	if (nidx != job->vq_nindices || dsize != job->out_size) {
+		e = wc_fail(WC_E_FORMAT, "qvq: VQ job geometry (%llu indices, %llu bytes) does not "
+			    "match its sizes (%u, %u)", (unsigned long long)nidx,
+			    (unsigned long long)dsize, job->vq_nindices, job->out_size);
+		goto out;
+	}
+	idx = malloc(nidx * ib + 1);
+	if (!idx) {
+		e = wc_fail(WC_E_NOMEM, "qvq: no memory for %llu indices", (unsigned long long)nidx);
+		goto out;
+	}
+	e = wc_tile_decode(job->layout, job->payload, job->payload_size, job->tables,
+			   job->ntables, job->chunk_symbols, idx, nidx * ib);
+	if (e)
+		goto out;
+	const uint8_t *ip = idx;
+	uint8_t *op = job->out;
+	for (uint32_t i = 0; i < job->vq_nimages && !e; i++) {
+		uint32_t w = job->vq_dims[2 * i], h = job->vq_dims[2 * i + 1];
+		e = wc_qvq_gather(job->vq_codebook, job->vq_entries, ph, pw, ch, ip, ib, w, h, op);
+		ip += wc_qvq_patches(w, h, pw, ph) * ib;
+		op += (size_t)w * h * ch;
+	}
+	if (!e && XXH3_64bits(job->out, job->out_size) != job->dhash)
+		e = wc_fail(WC_E_CORRUPT, "qvq: decoded image tile fails its checksum");
+out:
+	free(idx);
+	if (e) /* the reason travels with the job (backends decode on their own threads) */
+		return wc_job_fail(job, e, "%s", wc_last_detail());
+	job->status = WC_OK;
+	job->detail[0] = '\0';
+	return WC_OK;
+}

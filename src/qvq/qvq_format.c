@@ -1,0 +1,171 @@
+/* qvq_format.c - the fixed header of .qvq archives (docs/FORMAT.md 6.1). */
+#include "qvq/qvq_format.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "codec/rans.h"
+
+/* Field offsets in the 192-byte header. */
+enum {
+	O_MAGIC = 0, O_VERSION = 8, O_HSIZE = 12, O_PATCH_H = 16, O_PATCH_W = 17,
+	O_CHANNELS = 18, O_INDEX_BYTES = 19, O_ENTRIES = 20, O_NIMAGES = 24,
+	O_NTILES = 28, O_CHUNK = 32, O_NTABLES = 36, O_FILE_SIZE = 40,
+	O_META_OFF = 48, O_META_LEN = 56, O_STRINGS_LEN = 60, O_CODEBOOK_OFF = 64,
+	O_TABLES_OFF = 72, O_IMAGES_OFF = 80, O_TILES_OFF = 88, O_STRINGS_OFF = 96,
+	O_META_HASH = 104, O_CODEBOOK_HASH = 112, O_TABLES_HASH = 120,
+	O_IMAGES_HASH = 128, O_TILES_HASH = 136, O_STRINGS_HASH = 144,
+	O_RESERVED = 152, O_HEADER_HASH = 184
+};
+
+void wc_qvq_header_write(const wc_qvq_header *h, uint8_t out[WC_QVQ_HEADER_BYTES])
+{
+	memset(out, 0, WC_QVQ_HEADER_BYTES);
+	memcpy(out + O_MAGIC, WC_QVQ_MAGIC, 8);
+	wc_qvq_put32(out + O_VERSION, h->version);
+	wc_qvq_put32(out + O_HSIZE, h->header_size);
+	out[O_PATCH_H] = h->patch_h;
+	out[O_PATCH_W] = h->patch_w;
+	out[O_CHANNELS] = h->channels;
+	out[O_INDEX_BYTES] = h->index_bytes;
+	wc_qvq_put32(out + O_ENTRIES, h->entries);
+	wc_qvq_put32(out + O_NIMAGES, h->nimages);
+	wc_qvq_put32(out + O_NTILES, h->ntiles);
+	wc_qvq_put32(out + O_CHUNK, h->chunk_symbols);
+	wc_qvq_put32(out + O_NTABLES, h->ntables);
+	wc_qvq_put64(out + O_FILE_SIZE, h->file_size);
+	wc_qvq_put64(out + O_META_OFF, h->meta_off);
+	wc_qvq_put32(out + O_META_LEN, h->meta_len);
+	wc_qvq_put32(out + O_STRINGS_LEN, h->strings_len);
+	wc_qvq_put64(out + O_CODEBOOK_OFF, h->codebook_off);
+	wc_qvq_put64(out + O_TABLES_OFF, h->tables_off);
+	wc_qvq_put64(out + O_IMAGES_OFF, h->images_off);
+	wc_qvq_put64(out + O_TILES_OFF, h->tiles_off);
+	wc_qvq_put64(out + O_STRINGS_OFF, h->strings_off);
+	wc_qvq_put64(out + O_META_HASH, h->meta_hash);
+	wc_qvq_put64(out + O_CODEBOOK_HASH, h->codebook_hash);
+	wc_qvq_put64(out + O_TABLES_HASH, h->tables_hash);
+	wc_qvq_put64(out + O_IMAGES_HASH, h->images_hash);
+	wc_qvq_put64(out + O_TILES_HASH, h->tiles_hash);
+	wc_qvq_put64(out + O_STRINGS_HASH, h->strings_hash);
+	wc_qvq_put64(out + O_HEADER_HASH, XXH3_64bits(out, O_HEADER_HASH));
+}
+
+/* Check that section [off, off + len) lies inside [header_size, file_size). */
+static wc_err check_section(const char *what, uint64_t off, uint64_t len, uint64_t hsize,
+			    uint64_t file_size)
+{
+	if (off < hsize || off > file_size || len > file_size - off)
+		return wc_fail(WC_E_FORMAT,
+			       "qvq: %s section [%llu, +%llu) outside the file (%llu bytes)", what,
+			       (unsigned long long)off, (unsigned long long)len,
+			       (unsigned long long)file_size);
+	return WC_OK;
+}
+
+wc_err wc_qvq_header_parse(const uint8_t in[WC_QVQ_HEADER_BYTES], uint64_t file_size,
+			   wc_qvq_header *h)
+{
+	if (memcmp(in, WC_QVQ_MAGIC, 8) != 0)
+		return wc_fail(WC_E_FORMAT, "qvq: bad magic (not a .qvq archive)");
+	memset(h, 0, sizeof *h);
+	h->version = wc_qvq_get32(in + O_VERSION);
+	if (h->version != WC_QVQ_VERSION)
+		return wc_fail(WC_E_UNSUPPORTED, "qvq: format version %u (this reader knows %u)",
+			       h->version, WC_QVQ_VERSION);
+	if (XXH3_64bits(in, O_HEADER_HASH) != wc_qvq_get64(in + O_HEADER_HASH))
+		return wc_fail(WC_E_CORRUPT, "qvq: header checksum mismatch");
+	h->header_size = wc_qvq_get32(in + O_HSIZE);
+	if (h->header_size != WC_QVQ_HEADER_BYTES)
+		return wc_fail(WC_E_FORMAT, "qvq: header_size %u, expected %u", h->header_size,
+			       WC_QVQ_HEADER_BYTES);
+	for (unsigned i = O_RESERVED; i < O_HEADER_HASH; i++)
+		if (in[i] != 0)
+			return wc_fail(WC_E_FORMAT, "qvq: reserved header byte %u is not 0", i);
+	h->patch_h = in[O_PATCH_H];
+	h->patch_w = in[O_PATCH_W];
+	h->channels = in[O_CHANNELS];
+	h->index_bytes = in[O_INDEX_BYTES];
+	h->entries = wc_qvq_get32(in + O_ENTRIES);
+	h->nimages = wc_qvq_get32(in + O_NIMAGES);
+	h->ntiles = wc_qvq_get32(in + O_NTILES);
+	h->chunk_symbols = wc_qvq_get32(in + O_CHUNK);
+	h->ntables = wc_qvq_get32(in + O_NTABLES);
+	h->file_size = wc_qvq_get64(in + O_FILE_SIZE);
+	h->meta_off = wc_qvq_get64(in + O_META_OFF);
+	h->meta_len = wc_qvq_get32(in + O_META_LEN);
+	h->strings_len = wc_qvq_get32(in + O_STRINGS_LEN);
+	h->codebook_off = wc_qvq_get64(in + O_CODEBOOK_OFF);
+	h->tables_off = wc_qvq_get64(in + O_TABLES_OFF);
+	h->images_off = wc_qvq_get64(in + O_IMAGES_OFF);
+	h->tiles_off = wc_qvq_get64(in + O_TILES_OFF);
+	h->strings_off = wc_qvq_get64(in + O_STRINGS_OFF);
+	h->meta_hash = wc_qvq_get64(in + O_META_HASH);
+	h->codebook_hash = wc_qvq_get64(in + O_CODEBOOK_HASH);
+	h->tables_hash = wc_qvq_get64(in + O_TABLES_HASH);
+	h->images_hash = wc_qvq_get64(in + O_IMAGES_HASH);
+	h->tiles_hash = wc_qvq_get64(in + O_TILES_HASH);
+	h->strings_hash = wc_qvq_get64(in + O_STRINGS_HASH);
+
+	if (h->file_size != file_size)
+		return wc_fail(WC_E_FORMAT, "qvq: header says %llu bytes, file has %llu (truncated?)",
+			       (unsigned long long)h->file_size, (unsigned long long)file_size);
+	if (h->channels != 3)
+		return wc_fail(WC_E_UNSUPPORTED, "qvq: %u channels (only RGB, 3, is supported)",
+			       h->channels);
+	if (h->patch_h < 1 || h->patch_h > WC_QVQ_MAX_PATCH || h->patch_w < 1 ||
+	    h->patch_w > WC_QVQ_MAX_PATCH)
+		return wc_fail(WC_E_UNSUPPORTED, "qvq: patch %ux%u outside 1..%u", h->patch_h,
+			       h->patch_w, WC_QVQ_MAX_PATCH);
+	if (h->entries < 1 || h->entries > WC_QVQ_MAX_ENTRIES)
+		return wc_fail(WC_E_RANGE, "qvq: %u codebook entries (limit 1..%u)", h->entries,
+			       WC_QVQ_MAX_ENTRIES);
+	if (h->index_bytes != (h->entries <= 256 ? 1 : 2))
+		return wc_fail(WC_E_FORMAT, "qvq: index_bytes %u does not match %u entries",
+			       h->index_bytes, h->entries);
+	if (h->nimages < 1 || h->nimages > WC_QVQ_MAX_IMAGES)
+		return wc_fail(WC_E_RANGE, "qvq: %u images (limit 1..%u)", h->nimages,
+			       WC_QVQ_MAX_IMAGES);
+	if (h->ntiles < 1 || h->ntiles > h->nimages)
+		return wc_fail(WC_E_FORMAT, "qvq: %u tiles for %u images", h->ntiles, h->nimages);
+	if (h->chunk_symbols < WC_RANS_CHUNK_MIN || h->chunk_symbols > WC_RANS_CHUNK_MAX ||
+	    h->chunk_symbols % 32 != 0)
+		return wc_fail(WC_E_FORMAT, "qvq: chunk_symbols %u not a multiple of 32 in [%u, %u]",
+			       h->chunk_symbols, WC_RANS_CHUNK_MIN, WC_RANS_CHUNK_MAX);
+	if (h->ntables > WC_QVQ_MAX_TABLES)
+		return wc_fail(WC_E_RANGE, "qvq: %u frequency tables (limit %u)", h->ntables,
+			       WC_QVQ_MAX_TABLES);
+	if (h->meta_len > WC_QVQ_MAX_META)
+		return wc_fail(WC_E_RANGE, "qvq: metadata of %u bytes (limit %u)", h->meta_len,
+			       WC_QVQ_MAX_META);
+	if (h->strings_len > WC_QVQ_MAX_STRINGS)
+		return wc_fail(WC_E_RANGE, "qvq: string pool of %u bytes (limit %u)",
+			       h->strings_len, WC_QVQ_MAX_STRINGS);
+	uint64_t hs = h->header_size;
+	uint64_t cb = (uint64_t)h->entries * h->patch_h * h->patch_w * h->channels;
+	wc_err e;
+	if ((e = check_section("metadata", h->meta_off, h->meta_len, hs, file_size)) ||
+	    (e = check_section("codebook", h->codebook_off, cb, hs, file_size)) ||
+	    (e = check_section("frequency tables", h->tables_off,
+			       (uint64_t)h->ntables * WC_QVQ_FREQTAB_BYTES, hs, file_size)) ||
+	    (e = check_section("image table", h->images_off,
+			       (uint64_t)h->nimages * WC_QVQ_IMAGE_RECORD, hs, file_size)) ||
+	    (e = check_section("tile table", h->tiles_off,
+			       (uint64_t)h->ntiles * WC_QVQ_TILE_RECORD, hs, file_size)) ||
+	    (e = check_section("string pool", h->strings_off, h->strings_len, hs, file_size)))
+		return e;
+	return WC_OK;
+}
+
+wc_err wc_qvq_wrap(wc_err e, const char *fmt, ...)
+{
+	char prev[512], ctx[256];
+	snprintf(prev, sizeof prev, "%s", wc_last_detail());
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(ctx, sizeof ctx, fmt, ap);
+	va_end(ap);
+	return wc_fail(e, "%s: %s", ctx, prev);
+}

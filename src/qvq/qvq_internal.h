@@ -1,0 +1,37 @@
+/* qvq_internal.h - the archive object, shared by the reader and the
+ * virtual-file code of src/qvq; not part of the public API. */
+#ifndef WC_QVQ_INTERNAL_H
+#define WC_QVQ_INTERNAL_H
+
+#include <stdatomic.h>
+
+#include "qvq/qvq.h"
+
+struct wc_qvq {
+	wc_tile_source src; /* first member: the tile source is the archive */
+	atomic_uint refs;
+	int fd;
+	wc_qvq_header h;
+	wc_layout layout;
+	char *meta;
+	uint8_t *codebook;
+	wc_freqtab *tables;
+	wc_qvq_image *images;
+	uint32_t *dims;  /* width, height per image: the jobs' vq_dims */
+	char *names;     /* every name, NUL-terminated, images[i].name points here */
+	wc_qvq_tile *tiles;
+	char **labels;
+	uint32_t nlabels;
+	char **shown;      /* per image: the name shown by the mount (.ppm) */
+	int uniform;       /* all images share one size: images.npy exists */
+	char *labels_txt;  /* labels.txt content, or NULL without labels */
+	size_t labels_len;
+	char npy_header[128]; /* images.npy header */
+	uint32_t npy_header_len;
+};
+
+/* Build the derived views (shown names are already set): uniform size,
+ * images.npy header, labels.txt. Errors: WC_E_NOMEM. */
+wc_err wc_qvq_files_init(wc_qvq *q);
+
+#endif /* WC_QVQ_INTERNAL_H */

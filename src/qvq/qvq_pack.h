@@ -1,0 +1,51 @@
+/*
+ * qvq_pack.h - the image-archive encoder behind `wcodec pack-images`:
+ * directory scan, image decode, optional resize + centre crop, patch
+ * extraction with edge padding, k-means codebook, assignment, PSNR, and
+ * the archive writer.
+ */
+#ifndef WC_QVQ_PACK_H
+#define WC_QVQ_PACK_H
+
+#include <stdint.h>
+
+#include "core/wc_error.h"
+
+typedef struct wc_qvq_pack_opts {
+	uint32_t width, height;  /* resize + centre crop to this size; 0, 0 = keep sizes */
+	uint32_t entries;        /* codebook entries K, 1..65536; 0 = 256 */
+	uint64_t seed;           /* k-means sampling and seeding */
+	unsigned threads;        /* 0 = online CPUs */
+	uint32_t tile_bytes;     /* decoded bytes per tile; 0 = 1 MiB */
+	uint32_t iterations;     /* Lloyd iterations at most; 0 = 10 */
+	int keep_recon;          /* return the encoder's reconstruction in the stats */
+	/* Progress per stage ("load", "seed", "train", "assign", "write"). */
+	void (*progress)(void *ctx, const char *stage, uint64_t done, uint64_t total);
+	void *progress_ctx;
+	void (*tmp_path)(const char *path); /* see wc_qvq_write_input; may be NULL */
+} wc_qvq_pack_opts;
+
+typedef struct wc_qvq_pack_stats {
+	uint32_t nimages, entries, nlabels, ntiles;
+	uint64_t pixels;         /* true pixels of all images */
+	uint64_t file_bytes;     /* archive size */
+	double mse, psnr_db;     /* reconstruction vs the (resized) input, over every channel */
+	double bits_per_pixel;   /* 8 * file_bytes / pixels */
+	/* keep_recon: per image (archive order) w*h*3 reconstructed bytes. */
+	uint8_t **recon;
+	uint32_t *dims;          /* 2 * nimages: width, height (keep_recon) */
+	char **names;            /* nimages names (keep_recon) */
+} wc_qvq_pack_stats;
+
+/* Pack every PNG, JPEG and PPM/PGM file under dir (recursively; chosen by
+ * extension .png .jpg .jpeg .ppm .pgm, any case; dotfiles skipped; names
+ * sorted bytewise) into out. When every image lies in a subdirectory, the
+ * first directory component is its label (ImageFolder convention).
+ * Errors: WC_E_NOTFOUND (no image), the image readers' errors naming the
+ * file, WC_E_INVAL (options, a name that cannot be stored), WC_E_IO,
+ * WC_E_NOMEM. */
+wc_err wc_qvq_pack_dir(const char *dir, const char *out, const wc_qvq_pack_opts *opts,
+		       wc_qvq_pack_stats *stats);
+void wc_qvq_pack_stats_free(wc_qvq_pack_stats *stats);
+
+#endif /* WC_QVQ_PACK_H */

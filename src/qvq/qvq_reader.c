@@ -1,0 +1,445 @@
+/*
+ * qvq_reader.c - opening and validating .qvq archives (docs/FORMAT.md 6).
+ *
+ * Everything except the tile payloads is read and checked at open: the
+ * header, each section's XXH3-64, the JSON metadata, the frequency tables,
+ * the image and tile tables (tiles cover the images in order, sizes add up),
+ * and every name. A payload is checked against its hash when read, and its
+ * decoded bytes against theirs when decoded.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "codec/tile_codec.h"
+#include "qvq/qvq.h"
+#include "qvq/qvq_internal.h"
+#include "qvq/qvq_names.h"
+
+
+/* Ids share the cache's key space with .wcodec containers: the top bit keeps
+ * the two counters apart. */
+static atomic_uint_fast64_t next_id = 1;
+
+static wc_err pread_all(int fd, void *buf, size_t len, uint64_t off, const char *what)
+{
+	uint8_t *p = buf;
+	while (len) {
+		ssize_t r = pread(fd, p, len, (off_t)off);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return wc_fail(WC_E_IO, "qvq: reading %s: %s", what, strerror(errno));
+		}
+		if (r == 0)
+			return wc_fail(WC_E_IO, "qvq: reading %s: unexpected end of file", what);
+		p += r; len -= (size_t)r; off += (uint64_t)r;
+	}
+	return WC_OK;
+}
+
+/* Read a section into a fresh buffer (len + 1 bytes, NUL-terminated) and
+ * check its hash. */
+static wc_err read_section(wc_qvq *q, const char *what, uint64_t off, uint64_t len,
+			   uint64_t hash, void **out)
+{
+	uint8_t *buf = malloc(len + 1);
+	if (!buf)
+		return wc_fail(WC_E_NOMEM, "qvq: no memory for the %s (%llu bytes)", what,
+			       (unsigned long long)len);
+	wc_err e = pread_all(q->fd, buf, len, off, what);
+	if (!e && XXH3_64bits(buf, len) != hash)
+		e = wc_fail(WC_E_CORRUPT, "qvq: %s checksum mismatch", what);
+	if (e) {
+		free(buf);
+		return e;
+	}
+	buf[len] = 0;
+	*out = buf;
+	return WC_OK;
+}
+
+static wc_err parse_metadata(wc_qvq *q)
+{
+	json_error_t jerr;
+	json_t *root = json_loadb(q->meta, q->h.meta_len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root)
+		return wc_fail(WC_E_FORMAT, "qvq: metadata JSON: %s (line %d)", jerr.text,
+			       jerr.line);
+	wc_err e = WC_OK;
+	if (!json_is_object(root)) {
+		e = wc_fail(WC_E_FORMAT, "qvq: metadata is not a JSON object");
+		goto out;
+	}
+	json_t *labels = json_object_get(root, "labels");
+	if (labels && !json_is_null(labels)) {
+		if (!json_is_array(labels) || json_array_size(labels) > WC_QVQ_MAX_LABELS) {
+			e = wc_fail(WC_E_FORMAT, "qvq: metadata \"labels\" is not an array of at "
+				    "most %u strings", WC_QVQ_MAX_LABELS);
+			goto out;
+		}
+		size_t n = json_array_size(labels);
+		q->labels = calloc(n ? n : 1, sizeof *q->labels);
+		if (!q->labels) { e = wc_fail(WC_E_NOMEM, "qvq: no memory"); goto out; }
+		for (size_t i = 0; i < n; i++) {
+			json_t *s = json_array_get(labels, i);
+			const char *v = json_string_value(s);
+			if (!v || strlen(v) != json_string_length(s) || strchr(v, '\n')) {
+				e = wc_fail(WC_E_FORMAT, "qvq: label %zu is not a one-line string", i);
+				goto out;
+			}
+			if (!(q->labels[i] = strdup(v))) { e = wc_fail(WC_E_NOMEM, "qvq: no memory"); goto out; }
+			q->nlabels = (uint32_t)i + 1;
+		}
+	}
+out:
+	json_decref(root);
+	return e;
+}
+
+static wc_err parse_images(wc_qvq *q, const uint8_t *rec, const uint8_t *pool)
+{
+	uint32_t n = q->h.nimages;
+	uint64_t total = 0;
+	for (uint32_t i = 0; i < n; i++) { /* bound every length before allocating */
+		uint32_t nlen = wc_qvq_get32(rec + (size_t)i * WC_QVQ_IMAGE_RECORD + 16);
+		if (nlen > WC_QVQ_MAX_NAME || nlen > q->h.strings_len)
+			return wc_fail(WC_E_FORMAT, "qvq: image %u: name of %u bytes (limit %u, pool %u)",
+				       i, nlen, WC_QVQ_MAX_NAME, q->h.strings_len);
+		total += (uint64_t)nlen + 1;
+	}
+	q->images = calloc(n, sizeof *q->images);
+	q->dims = malloc((size_t)n * 2 * sizeof *q->dims);
+	q->names = malloc(total);
+	if (!q->images || !q->dims || !q->names)
+		return wc_fail(WC_E_NOMEM, "qvq: no memory for %u image records", n);
+	char *np = q->names;
+	for (uint32_t i = 0; i < n; i++) {
+		const uint8_t *r = rec + (size_t)i * WC_QVQ_IMAGE_RECORD;
+		wc_qvq_image *im = &q->images[i];
+		im->width = wc_qvq_get32(r);
+		im->height = wc_qvq_get32(r + 4);
+		im->label = wc_qvq_get32(r + 8);
+		uint32_t noff = wc_qvq_get32(r + 12), nlen = wc_qvq_get32(r + 16);
+		if (wc_qvq_get32(r + 20) != 0)
+			return wc_fail(WC_E_FORMAT, "qvq: image %u: reserved field not 0", i);
+		if (im->width < 1 || im->width > WC_QVQ_MAX_SIDE || im->height < 1 ||
+		    im->height > WC_QVQ_MAX_SIDE ||
+		    (uint64_t)im->width * im->height * q->h.channels > WC_QVQ_MAX_IMAGE_BYTES)
+			return wc_fail(WC_E_RANGE, "qvq: image %u: %ux%u pixels beyond the limits "
+				       "(sides 1..%u, %u bytes)", i, im->width, im->height,
+				       WC_QVQ_MAX_SIDE, WC_QVQ_MAX_IMAGE_BYTES);
+		if (im->label != WC_QVQ_NO_LABEL && im->label >= q->nlabels)
+			return wc_fail(WC_E_FORMAT, "qvq: image %u: label %u, only %u labels", i,
+				       im->label, q->nlabels);
+		if (noff > q->h.strings_len || nlen > q->h.strings_len - noff)
+			return wc_fail(WC_E_FORMAT, "qvq: image %u: name [%u, +%u) outside the string "
+				       "pool (%u bytes)", i, noff, nlen, q->h.strings_len);
+		wc_err e = wc_qvq_name_check((const char *)pool + noff, nlen);
+		if (e)
+			return wc_qvq_wrap(e, "image %u", i);
+		memcpy(np, pool + noff, nlen);
+		np[nlen] = 0;
+		im->name = np;
+		np += nlen + 1;
+		if (i > 0 && strcmp(q->images[i - 1].name, im->name) >= 0)
+			return wc_fail(WC_E_FORMAT, "qvq: image %u: names not strictly sorted", i);
+		q->dims[2 * i] = im->width;
+		q->dims[2 * i + 1] = im->height;
+	}
+	/* The names the mount shows must be distinct and not clash with directories. */
+	q->shown = calloc(n, sizeof *q->shown);
+	if (!q->shown)
+		return wc_fail(WC_E_NOMEM, "qvq: no memory");
+	for (uint32_t i = 0; i < n; i++)
+		if (!(q->shown[i] = wc_qvq_ppm_name(q->images[i].name)))
+			return wc_fail(WC_E_NOMEM, "qvq: no memory");
+	return wc_qvq_names_unique((const char *const *)q->shown, n);
+}
+
+static wc_err parse_tiles(wc_qvq *q, const uint8_t *rec)
+{
+	uint32_t n = q->h.ntiles, next = 0;
+	uint32_t ib = q->h.index_bytes;
+	uint64_t voff = 0;
+	q->tiles = calloc(n, sizeof *q->tiles);
+	if (!q->tiles)
+		return wc_fail(WC_E_NOMEM, "qvq: no memory for %u tiles", n);
+	for (uint32_t t = 0; t < n; t++) {
+		const uint8_t *r = rec + (size_t)t * WC_QVQ_TILE_RECORD;
+		wc_qvq_tile *tl = &q->tiles[t];
+		tl->coff = wc_qvq_get64(r);
+		tl->csize = wc_qvq_get32(r + 8);
+		tl->dsize = wc_qvq_get32(r + 12);
+		tl->first_image = wc_qvq_get32(r + 16);
+		tl->nimages = wc_qvq_get32(r + 20);
+		tl->nindices = wc_qvq_get32(r + 24);
+		tl->chash = wc_qvq_get64(r + 32);
+		tl->dhash = wc_qvq_get64(r + 40);
+		tl->voff = voff;
+		if (wc_qvq_get32(r + 28) != 0)
+			return wc_fail(WC_E_FORMAT, "qvq: tile %u: reserved field not 0", t);
+		if (tl->first_image != next || tl->nimages < 1 ||
+		    tl->nimages > q->h.nimages - next)
+			return wc_fail(WC_E_FORMAT, "qvq: tile %u: images [%u, +%u) do not follow the "
+				       "previous tile's (next image %u of %u)", t, tl->first_image,
+				       tl->nimages, next, q->h.nimages);
+		uint64_t dsize = 0, nidx = 0;
+		for (uint32_t i = tl->first_image; i < tl->first_image + tl->nimages; i++) {
+			wc_qvq_image *im = &q->images[i];
+			im->tile = t;
+			im->tile_off = (uint32_t)dsize; /* < WC_QVQ_MAX_TILE_BYTES, checked below */
+			dsize += (uint64_t)im->width * im->height * q->h.channels;
+			nidx += wc_qvq_patches(im->width, im->height, q->h.patch_w, q->h.patch_h);
+			if (dsize > WC_QVQ_MAX_TILE_BYTES)
+				return wc_fail(WC_E_RANGE, "qvq: tile %u decodes to more than %u bytes",
+					       t, WC_QVQ_MAX_TILE_BYTES);
+		}
+		if (dsize != tl->dsize || nidx != tl->nindices)
+			return wc_fail(WC_E_FORMAT, "qvq: tile %u: %u bytes / %u indices recorded, its "
+				       "images need %llu / %llu", t, tl->dsize, tl->nindices,
+				       (unsigned long long)dsize, (unsigned long long)nidx);
+		uint64_t bound = wc_tile_encode_bound(q->layout, (size_t)nidx * ib, q->h.chunk_symbols);
+		if (tl->csize < WC_TILE_HEADER_BYTES(q->layout.nplanes) || tl->csize > bound)
+			return wc_fail(WC_E_FORMAT, "qvq: tile %u: payload of %u bytes outside [%u, %llu]",
+				       t, tl->csize, WC_TILE_HEADER_BYTES(q->layout.nplanes),
+				       (unsigned long long)bound);
+		if (tl->coff < q->h.header_size || tl->coff > q->h.file_size ||
+		    tl->csize > q->h.file_size - tl->coff)
+			return wc_fail(WC_E_FORMAT, "qvq: tile %u: payload [%llu, +%u) outside the file",
+				       t, (unsigned long long)tl->coff, tl->csize);
+		next += tl->nimages;
+		voff += tl->dsize;
+	}
+	if (next != q->h.nimages)
+		return wc_fail(WC_E_FORMAT, "qvq: tiles hold %u of %u images", next, q->h.nimages);
+	return WC_OK;
+}
+
+static uint32_t src_ntiles(const wc_tile_source *s) { return ((const wc_qvq *)s)->h.ntiles; }
+static uint32_t src_dsize(const wc_tile_source *s, uint32_t t)
+{
+	const wc_qvq *q = (const wc_qvq *)s;
+	return t < q->h.ntiles ? q->tiles[t].dsize : 0;
+}
+static uint32_t src_csize(const wc_tile_source *s, uint32_t t)
+{
+	const wc_qvq *q = (const wc_qvq *)s;
+	return t < q->h.ntiles ? q->tiles[t].csize : 0;
+}
+static wc_err src_read(const wc_tile_source *s, uint32_t t, uint8_t *buf)
+{
+	return wc_qvq_read_payload((const wc_qvq *)s, t, buf);
+}
+static void src_describe(const wc_tile_source *s, uint32_t t, wc_tile_job *job)
+{
+	wc_qvq_describe_job((const wc_qvq *)s, t, job);
+}
+static void src_retain(wc_tile_source *s) { wc_qvq_retain((wc_qvq *)s); }
+static void src_release(wc_tile_source *s) { wc_qvq_release((wc_qvq *)s); }
+
+static const wc_tile_source_ops qvq_source_ops = {
+	.ntiles = src_ntiles, .tile_dsize = src_dsize, .tile_csize = src_csize,
+	.read_payload = src_read, .describe_job = src_describe,
+	.retain = src_retain, .release = src_release,
+};
+
+static void qvq_free(wc_qvq *q)
+{
+	if (q->fd >= 0)
+		close(q->fd);
+	free(q->meta);
+	free(q->codebook);
+	free(q->tables);
+	free(q->images);
+	free(q->dims);
+	free(q->names);
+	free(q->tiles);
+	for (uint32_t i = 0; q->labels && i < q->nlabels; i++)
+		free(q->labels[i]);
+	free(q->labels);
+	for (uint32_t i = 0; q->shown && i < q->h.nimages; i++)
+		free(q->shown[i]);
+	free(q->shown);
+	free(q->labels_txt);
+	free(q);
+}
+
+wc_err wc_qvq_open(const char *path, wc_qvq **out)
+{
+	*out = NULL;
+	wc_qvq *q = calloc(1, sizeof *q);
+	if (!q)
+		return wc_fail(WC_E_NOMEM, "qvq: no memory");
+	q->fd = open(path, O_RDONLY | O_CLOEXEC);
+	wc_err e = WC_OK;
+	uint8_t *images = NULL, *tiles = NULL, *pool = NULL;
+	if (q->fd < 0) {
+		e = wc_fail(WC_E_IO, "qvq: cannot open %s: %s", path, strerror(errno));
+		goto fail;
+	}
+	struct stat st;
+	if (fstat(q->fd, &st) != 0) {
+		e = wc_fail(WC_E_IO, "qvq: stat %s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if ((uint64_t)st.st_size < WC_QVQ_HEADER_BYTES) {
+		e = wc_fail(WC_E_FORMAT, "qvq: %s: %llu bytes, shorter than the header", path,
+			    (unsigned long long)st.st_size);
+		goto fail;
+	}
+	uint8_t hdr[WC_QVQ_HEADER_BYTES];
+	if ((e = pread_all(q->fd, hdr, sizeof hdr, 0, "header")) ||
+	    (e = wc_qvq_header_parse(hdr, (uint64_t)st.st_size, &q->h)))
+		goto fail;
+	q->layout = q->h.index_bytes == 1 ? (wc_layout){WC_LAYOUT_BYTES, 1, 1}
+					  : (wc_layout){WC_LAYOUT_SHUFFLE, 2, 2};
+	uint64_t cbsize = (uint64_t)q->h.entries * q->h.patch_h * q->h.patch_w * q->h.channels;
+	if ((e = read_section(q, "metadata", q->h.meta_off, q->h.meta_len, q->h.meta_hash,
+			      (void **)&q->meta)) ||
+	    (e = read_section(q, "codebook", q->h.codebook_off, cbsize, q->h.codebook_hash,
+			      (void **)&q->codebook)) ||
+	    (e = read_section(q, "frequency tables", q->h.tables_off,
+			      (uint64_t)q->h.ntables * WC_QVQ_FREQTAB_BYTES, q->h.tables_hash,
+			      (void **)&pool)))
+		goto fail;
+	q->tables = calloc(q->h.ntables ? q->h.ntables : 1, sizeof *q->tables);
+	if (!q->tables) { e = wc_fail(WC_E_NOMEM, "qvq: no memory"); goto fail; }
+	for (uint32_t t = 0; t < q->h.ntables; t++) {
+		for (unsigned s = 0; s < 256; s++)
+			q->tables[t].freq[s] = wc_qvq_get16(pool + t * WC_QVQ_FREQTAB_BYTES + 2 * s);
+		if ((e = wc_freq_validate(&q->tables[t]))) {
+			e = wc_qvq_wrap(e, "qvq: frequency table %u", t);
+			goto fail;
+		}
+	}
+	free(pool);
+	pool = NULL;
+	if ((e = parse_metadata(q)) ||
+	    (e = read_section(q, "image table", q->h.images_off,
+			      (uint64_t)q->h.nimages * WC_QVQ_IMAGE_RECORD, q->h.images_hash,
+			      (void **)&images)) ||
+	    (e = read_section(q, "tile table", q->h.tiles_off,
+			      (uint64_t)q->h.ntiles * WC_QVQ_TILE_RECORD, q->h.tiles_hash,
+			      (void **)&tiles)) ||
+	    (e = read_section(q, "string pool", q->h.strings_off, q->h.strings_len,
+			      q->h.strings_hash, (void **)&pool)) ||
+	    (e = parse_images(q, images, pool)) || (e = parse_tiles(q, tiles)) ||
+	    (e = wc_qvq_files_init(q)))
+		goto fail;
+	free(images);
+	free(tiles);
+	free(pool);
+	q->src.ops = &qvq_source_ops;
+	q->src.id = (1ull << 63) | atomic_fetch_add(&next_id, 1);
+	atomic_init(&q->refs, 1);
+	*out = q;
+	return WC_OK;
+fail:
+	free(images);
+	free(tiles);
+	free(pool);
+	qvq_free(q);
+	return e;
+}
+
+void wc_qvq_retain(wc_qvq *q) { atomic_fetch_add(&q->refs, 1); }
+void wc_qvq_release(wc_qvq *q)
+{
+	if (q && atomic_fetch_sub(&q->refs, 1) == 1)
+		qvq_free(q);
+}
+
+wc_tile_source *wc_qvq_source(wc_qvq *q) { return &q->src; }
+uint64_t wc_qvq_id(const wc_qvq *q) { return q->src.id; }
+const wc_qvq_header *wc_qvq_header_of(const wc_qvq *q) { return &q->h; }
+uint64_t wc_qvq_archive_size(const wc_qvq *q) { return q->h.file_size; }
+const uint8_t *wc_qvq_codebook(const wc_qvq *q, uint32_t *entries)
+{
+	if (entries)
+		*entries = q->h.entries;
+	return q->codebook;
+}
+const char *wc_qvq_metadata(const wc_qvq *q) { return q->meta; }
+uint32_t wc_qvq_nimages(const wc_qvq *q) { return q->h.nimages; }
+const wc_qvq_image *wc_qvq_image_at(const wc_qvq *q, uint32_t i)
+{
+	return i < q->h.nimages ? &q->images[i] : NULL;
+}
+uint32_t wc_qvq_ntiles(const wc_qvq *q) { return q->h.ntiles; }
+const wc_qvq_tile *wc_qvq_tile_at(const wc_qvq *q, uint32_t t)
+{
+	return t < q->h.ntiles ? &q->tiles[t] : NULL;
+}
+const char *const *wc_qvq_labels(const wc_qvq *q, uint32_t *nlabels)
+{
+	if (nlabels)
+		*nlabels = q->nlabels;
+	return q->nlabels ? (const char *const *)q->labels : NULL;
+}
+
+wc_err wc_qvq_read_payload(const wc_qvq *q, uint32_t t, uint8_t *buf)
+{
+	if (t >= q->h.ntiles)
+		return wc_fail(WC_E_RANGE, "qvq: tile %u of %u", t, q->h.ntiles);
+	const wc_qvq_tile *tl = &q->tiles[t];
+	wc_err e = pread_all(q->fd, buf, tl->csize, tl->coff, "tile payload");
+	if (e)
+		return wc_qvq_wrap(e, "tile %u", t);
+	if (XXH3_64bits(buf, tl->csize) != tl->chash)
+		return wc_fail(WC_E_CORRUPT, "qvq: tile %u payload checksum mismatch", t);
+	return WC_OK;
+}
+
+void wc_qvq_describe_job(const wc_qvq *q, uint32_t t, wc_tile_job *job)
+{
+	const wc_qvq_tile *tl = &q->tiles[t];
+	job->kind = WC_JOB_VQ;
+	job->layout = q->layout;
+	job->chunk_symbols = q->h.chunk_symbols;
+	job->tables = q->tables;
+	job->ntables = q->h.ntables;
+	job->table_key = q->src.id;
+	job->dhash = tl->dhash;
+	job->vq_codebook = q->codebook;
+	job->vq_entries = q->h.entries;
+	job->vq_patch_h = q->h.patch_h;
+	job->vq_patch_w = q->h.patch_w;
+	job->vq_channels = q->h.channels;
+	job->vq_index_bytes = q->h.index_bytes;
+	job->vq_nimages = tl->nimages;
+	job->vq_dims = q->dims + 2 * (size_t)tl->first_image;
+	job->vq_nindices = tl->nindices;
+	job->vq_codebook_key = q->src.id;
+}
+
+wc_err wc_qvq_decode_tile(const wc_qvq *q, uint32_t t, uint8_t *out)
+{
+	if (t >= q->h.ntiles)
+		return wc_fail(WC_E_RANGE, "qvq: tile %u of %u", t, q->h.ntiles);
+	const wc_qvq_tile *tl = &q->tiles[t];
+	uint8_t *payload = malloc(tl->csize);
+	if (!payload)
+		return wc_fail(WC_E_NOMEM, "qvq: no memory for a %u-byte payload", tl->csize);
+	wc_err e = wc_qvq_read_payload(q, t, payload);
+	if (!e) {
+		wc_tile_job job;
+		memset(&job, 0, sizeof job);
+		wc_qvq_describe_job(q, t, &job);
+		job.payload = payload;
+		job.payload_size = tl->csize;
+		job.out = out;
+		job.out_size = tl->dsize;
+		e = wc_qvq_decode_job(&job);
+		if (e)
+			e = wc_qvq_wrap(e, "tile %u", t);
+	}
+	free(payload);
+	return e;
+}

@@ -1,0 +1,63 @@
+#!/bin/sh
+# wcodec pack-images / info / verify / unpack on .qvq archives: every input
+# kind (PNG RGB/RGBA/palette/grey/16-bit, JPEG colour/grey, PPM, PGM, odd
+# sides) packs; unpack shows each image as a PPM of its true size close to
+# the original; --size gives one images.npy that numpy maps; labels from
+# directories; packing is reproducible; damaged archives are refused.
+set -u
+fail() { echo "FAIL: $*" >&2; exit 1; }
+: "${WCODEC:?WCODEC must name the built wcodec}"
+: "${top_srcdir:?}"
+PYTHON3=${PYTHON3:-/usr/bin/python3}
+"$PYTHON3" -c 'import numpy, PIL' 2>/dev/null || { echo "SKIP: $PYTHON3 lacks numpy/PIL"; exit 77; }
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/qvq-cli.XXXXXX") || fail mktemp
+trap 'rm -rf "$TMP"' EXIT
+chk() { "$PYTHON3" "$top_srcdir/tests/qvq_check.py" "$@"; }
+umask 022
+
+chk make-images "$TMP/in" || fail "make-images"
+
+# Native sizes, 1-byte indices.
+"$WCODEC" pack-images "$TMP/in" "$TMP/a.qvq" --codebook 200 --seed 3 --threads 2 >"$TMP/pack.out" ||
+	fail "pack-images exited $?"
+grep -q "9 images" "$TMP/pack.out" || fail "pack-images report: $(cat "$TMP/pack.out")"
+grep -q "PSNR" "$TMP/pack.out" || fail "no PSNR in the report"
+ls "$TMP" | grep -q tmp && fail "temporary file left behind"
+[ "$(stat -c %a "$TMP/a.qvq")" = 644 ] || fail "archive mode $(stat -c %a "$TMP/a.qvq") under umask 022"
+"$WCODEC" info "$TMP/a.qvq" >"$TMP/info.out" || fail "info exited $?"
+grep -q "images: *9" "$TMP/info.out" || fail "info: $(cat "$TMP/info.out")"
+grep -q "codebook: 200 entries of 2x2x3" "$TMP/info.out" || fail "info codebook: $(cat "$TMP/info.out")"
+"$WCODEC" verify "$TMP/a.qvq" >/dev/null || fail "verify of a good archive failed"
+"$WCODEC" unpack "$TMP/a.qvq" "$TMP/out" >/dev/null || fail "unpack exited $?"
+chk shown "$TMP/out" "$TMP/in" 24 || fail "unpacked images"
+chk labels "$TMP/out" || fail "labels"
+[ -e "$TMP/out/images.npy" ] && fail "images.npy although the sizes differ"
+
+# Reproducible with --seed, whatever the thread count.
+"$WCODEC" pack-images "$TMP/in" "$TMP/b.qvq" --codebook 200 --seed 3 --threads 1 >/dev/null ||
+	fail "second pack"
+cmp -s "$TMP/a.qvq" "$TMP/b.qvq" || fail "same seed, different archives"
+
+# Resize + centre crop, 2-byte indices: images.npy.
+"$WCODEC" pack-images "$TMP/in" "$TMP/c.qvq" --size 20x16 --codebook 1000 --seed 1 >/dev/null ||
+	fail "pack-images --size"
+"$WCODEC" unpack "$TMP/c.qvq" "$TMP/outc" >/dev/null || fail "unpack c"
+chk npy "$TMP/outc" 9 16 20 || fail "images.npy"
+"$WCODEC" verify "$TMP/c.qvq" >/dev/null || fail "verify c"
+
+# Damage: a flipped payload byte is found by verify; truncation by info.
+cp "$TMP/c.qvq" "$TMP/d.qvq"
+chk damage "$TMP/d.qvq" 0 || fail "damage"
+"$WCODEC" verify "$TMP/d.qvq" >/dev/null 2>"$TMP/verify.err" && fail "verify accepted a damaged tile"
+grep -q "tile 0" "$TMP/verify.err" || fail "verify does not name the tile: $(cat "$TMP/verify.err")"
+head -c 1000 "$TMP/c.qvq" >"$TMP/t.qvq"
+"$WCODEC" info "$TMP/t.qvq" >/dev/null 2>"$TMP/info.err" && fail "info accepted a truncated archive"
+grep -qi "qvq" "$TMP/info.err" || fail "no reason given: $(cat "$TMP/info.err")"
+
+# Bad usage and empty input.
+mkdir "$TMP/empty"
+"$WCODEC" pack-images "$TMP/empty" "$TMP/e.qvq" >/dev/null 2>&1 && fail "packed an empty directory"
+[ -e "$TMP/e.qvq" ] && fail "an archive was written for an empty directory"
+"$WCODEC" pack-images "$TMP/in" "$TMP/e.qvq" --size 0x5 >/dev/null 2>&1 && fail "--size 0x5 accepted"
+"$WCODEC" pack-images "$TMP/in" "$TMP/e.qvq" --codebook 70000 >/dev/null 2>&1 && fail "--codebook 70000 accepted"
+exit 0

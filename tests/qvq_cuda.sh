@@ -1,0 +1,31 @@
+#!/bin/sh
+# .qvq decode on the GPU (CUDA plugin, cuda/vq_*.cu): `wcodec verify -b cuda`
+# decodes every tile through the plugin's WC_JOB_VQ path and checks each
+# tile's XXH3-64, i.e. the GPU bytes equal the encoder's reconstruction
+# (and the CPU decode) bit for bit; no tile may fall back to the CPU; a
+# damaged tile is still reported. Skips (77) without a built plugin or a GPU.
+set -u
+fail() { echo "FAIL: $*" >&2; exit 1; }
+: "${WCODEC:?}" "${top_srcdir:?}" "${top_builddir:?}"
+PYTHON3=${PYTHON3:-/usr/bin/python3}
+plugin=$top_builddir/cuda/.libs
+[ -e "$plugin/wcodec-cuda.so" ] || { echo "SKIP: no CUDA plugin built"; exit 77; }
+export WCODEC_PLUGIN_DIR=$plugin
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/qvq-cuda.XXXXXX") || fail mktemp
+trap 'rm -rf "$TMP"' EXIT
+chk() { "$PYTHON3" "$top_srcdir/tests/qvq_check.py" "$@"; }
+chk make-images "$TMP/in" || fail make-images
+"$WCODEC" pack-images -q "$TMP/in" "$TMP/a.qvq" --codebook 200 --tile-size 4096 >/dev/null || fail pack
+"$WCODEC" pack-images -q "$TMP/in" "$TMP/b.qvq" --codebook 3000 --size 30x22 >/dev/null || fail pack b
+for a in a b; do
+	if ! "$WCODEC" verify -b cuda "$TMP/$a.qvq" >"$TMP/v.out" 2>"$TMP/v.err"; then
+		grep -qi "cuda\|gpu\|plugin\|device" "$TMP/v.err" && ! grep -q "damaged" "$TMP/v.err" &&
+			{ echo "SKIP: no usable GPU: $(head -1 "$TMP/v.err")"; exit 77; }
+		fail "verify -b cuda $a: $(cat "$TMP/v.err")"
+	fi
+	grep -q "on the CPU instead" "$TMP/v.err" && fail "$a: GPU path fell back: $(cat "$TMP/v.err")"
+done
+chk damage "$TMP/a.qvq" 1 || fail damage
+"$WCODEC" verify -b cuda "$TMP/a.qvq" >/dev/null 2>"$TMP/d.err" && fail "damaged tile accepted on the GPU"
+grep -q "damaged tile 1" "$TMP/d.err" || fail "damage not reported: $(cat "$TMP/d.err")"
+exit 0

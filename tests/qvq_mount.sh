@@ -1,0 +1,52 @@
+#!/bin/sh
+# Y.qvq appears as directory Y/: every image a PPM with exactly the bytes
+# `wcodec unpack` writes, images.npy that np.load(mmap_mode='r') maps,
+# labels.txt; PIL opens the PPMs; sizes exact and stable; mmap works; a
+# damaged tile is EIO for its images only; the source .qvq stays hidden.
+. "${top_srcdir:-.}/tests/mount_lib.sh"
+: "${WCODEC:?WCODEC must name the built wcodec}"
+chk() { "$PYTHON3" "$top_srcdir/tests/qvq_check.py" "$@"; }
+
+S=$TMP/src
+mkdir -p "$S/sub"
+chk make-images "$TMP/in" || fail "make-images"
+"$WCODEC" pack-images "$TMP/in" "$S/pets.qvq" --size 24x20 --codebook 300 --seed 2 \
+	--tile-size 4096 >/dev/null || fail "pack-images pets"
+"$WCODEC" pack-images "$TMP/in" "$S/sub/native.qvq" --codebook 64 --seed 2 >/dev/null ||
+	fail "pack-images native"
+cp "$S/pets.qvq" "$S/broken.qvq"
+chk damage "$S/broken.qvq" 1 || fail "damage"
+printf 'plain\n' >"$S/readme.txt"
+
+"$WCODEC" unpack "$S/pets.qvq" "$TMP/pets" >/dev/null || fail "unpack pets"
+"$WCODEC" unpack "$S/sub/native.qvq" "$TMP/native" >/dev/null || fail "unpack native"
+
+M=$TMP/mnt
+mount_fs "$S" "$M" -o cache_size=16M
+[ "$(ls "$M" | tr '\n' ' ')" = "broken pets readme.txt sub " ] || fail "listing: $(ls "$M" | tr '\n' ' ')"
+[ -d "$M/pets" ] || fail "pets is not a directory"
+[ -e "$M/pets.qvq" ] && fail "the .qvq source is visible"
+[ "$(ls "$M/pets" | tr '\n' ' ')" = "cats dogs images.npy labels.txt " ] ||
+	fail "pets listing: $(ls "$M/pets" | tr '\n' ' ')"
+
+chk same "$M/pets" "$TMP/pets" || fail "mount and unpack differ (pets)"
+chk same "$M/sub/native" "$TMP/native" || fail "mount and unpack differ (native)"
+chk shown "$M/sub/native" "$TMP/in" 20 || fail "PIL reading the mounted PPMs"
+chk npy "$M/pets" 9 20 24 || fail "images.npy through the mount"
+chk labels "$M/pets" || fail "labels.txt through the mount"
+chk mmap "$M/pets/images.npy" || fail "mmap of images.npy"
+chk mmap "$M/pets/cats/rgb.ppm" || fail "mmap of a PPM"
+a=$(stat -c '%s %i' "$M/pets/images.npy")
+cat "$M/pets/images.npy" >/dev/null
+[ "$a" = "$(stat -c '%s %i' "$M/pets/images.npy")" ] || fail "unstable attributes"
+[ "$(stat -c %s "$M/pets/cats/rgb.ppm")" = "$(stat -c %s "$TMP/pets/cats/rgb.ppm")" ] || fail "size"
+
+# The damaged tile: its images fail with EIO, the others read.
+bad=$(chk tile-images "$S/broken.qvq" 1 | head -1)
+[ -n "$bad" ] || fail "no image in tile 1"
+cat "$M/broken/$bad" >/dev/null 2>"$TMP/eio.err" && fail "read of a damaged tile succeeded"
+grep -q "Input/output error" "$TMP/eio.err" || fail "not EIO: $(cat "$TMP/eio.err")"
+good=$(chk tile-images "$S/broken.qvq" 0 | head -1)
+cmp -s "$M/broken/$good" "$TMP/pets/$good" || fail "an intact tile of a damaged archive"
+unmount_fs "$M"
+exit 0

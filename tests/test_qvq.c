@@ -1,0 +1,585 @@
+/* test_qvq.c - .qvq archives: names, encoder round trip (decode equals the
+ * encoder's reconstruction bit-exactly), determinism, the shown files,
+ * and rejection of malformed archives and escaping names. */
+#include <check.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "qvq/image_io.h"
+#include "qvq/kmeans.h"
+#include "qvq/qvq.h"
+#include "qvq/qvq_files.h"
+#include "qvq/qvq_format.h"
+#include "qvq/qvq_names.h"
+#include "qvq/qvq_pack.h"
+#include "qvq/qvq_writer.h"
+
+static char tmpdir[] = "/tmp/test_qvq.XXXXXX";
+
+static uint64_t rng_state = 42;
+static uint32_t rnd(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return (uint32_t)((z ^ (z >> 31)) >> 32);
+}
+
+/* A smooth image with noise, as a PPM file under tmpdir/rel. */
+static void make_image(const char *rel, uint32_t w, uint32_t h, uint32_t seed)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/%s", tmpdir, rel);
+	for (char *p = path + strlen(tmpdir) + 1; (p = strchr(p, '/')); p++) {
+		*p = 0;
+		mkdir(path, 0777);
+		*p = '/';
+	}
+	wc_image im = {w, h, malloc((size_t)w * h * 3)};
+	for (uint32_t y = 0; y < h; y++)
+		for (uint32_t x = 0; x < w; x++) {
+			uint8_t *p = im.rgb + ((size_t)y * w + x) * 3;
+			p[0] = (uint8_t)(x * 255 / w + rnd() % 9);
+			p[1] = (uint8_t)(y * 255 / h + rnd() % 9);
+			p[2] = (uint8_t)((x + y) * seed + rnd() % 5);
+		}
+	ck_assert_int_eq(wc_image_write_ppm(path, &im), WC_OK);
+	wc_image_free(&im);
+}
+
+static char *tpath(const char *rel)
+{
+	static char buf[4][512];
+	static int k;
+	k = (k + 1) % 4;
+	snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, rel);
+	return buf[k];
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	ck_assert_ptr_nonnull(f);
+	fseek(f, 0, SEEK_END);
+	*len = (size_t)ftell(f);
+	rewind(f);
+	uint8_t *b = malloc(*len + 1);
+	ck_assert_uint_eq(fread(b, 1, *len, f), *len);
+	fclose(f);
+	return b;
+}
+
+static void spit(const char *path, const uint8_t *b, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(b, 1, len, f), len);
+	fclose(f);
+}
+
+/* Recompute every section hash and the header hash after a test edited
+ * the bytes (offsets from docs/FORMAT.md 6.1). */
+static size_t rehash_len;
+static void hash_at(uint8_t *b, unsigned field, uint64_t off, uint64_t len)
+{
+	if (off <= rehash_len && len <= rehash_len - off)
+		wc_qvq_put64(b + field, XXH3_64bits(b + off, len));
+}
+
+static void rehash(uint8_t *b)
+{
+	struct { unsigned off, len_field, len_bytes, hash; } s[] = {
+		{48, 56, 4, 104}, {96, 60, 4, 144},
+	};
+	for (size_t i = 0; i < 2; i++) {
+		uint64_t off = wc_qvq_get64(b + s[i].off);
+		uint32_t len = wc_qvq_get32(b + s[i].len_field);
+		hash_at(b, s[i].hash, off, len);
+	}
+	uint32_t K = wc_qvq_get32(b + 20), n = wc_qvq_get32(b + 24), nt = wc_qvq_get32(b + 28);
+	uint32_t ntab = wc_qvq_get32(b + 36);
+	uint64_t cb = (uint64_t)K * b[16] * b[17] * b[18];
+	hash_at(b, 112, wc_qvq_get64(b + 64), cb);
+	hash_at(b, 120, wc_qvq_get64(b + 72), (uint64_t)ntab * 512);
+	hash_at(b, 128, wc_qvq_get64(b + 80), (uint64_t)n * 24);
+	hash_at(b, 136, wc_qvq_get64(b + 88), (uint64_t)nt * 48);
+	wc_qvq_put64(b + 184, XXH3_64bits(b, 184));
+}
+
+static void setup(void)
+{
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+	char cmd[600];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
+	strcpy(tmpdir, "/tmp/test_qvq.XXXXXX");
+}
+
+START_TEST(names_rules)
+{
+	const char *ok[] = {"a.png", "dir/b.jpg", "x/y/z", ".hidden", "a..b", "labels.txt.png",
+			    "img/images.npy"};
+	const char *bad[] = {"", "/etc/passwd", "../x", "a/../../x", "a/..", "a//b", "a/",
+			     "./a", "a/./b", "images.npy/x", "labels.txt/y", "a\nb", ".."};
+	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+		ck_assert_msg(wc_qvq_name_check(ok[i], strlen(ok[i])) == WC_OK, "%s", ok[i]);
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		ck_assert_msg(wc_qvq_name_check(bad[i], strlen(bad[i])) == WC_E_FORMAT, "%s", bad[i]);
+	char *p = wc_qvq_ppm_name("a/b.c/d.png");
+	ck_assert_str_eq(p, "a/b.c/d.ppm");
+	free(p);
+	p = wc_qvq_ppm_name("a.d/.hidden");
+	ck_assert_str_eq(p, "a.d/.hidden.ppm");
+	free(p);
+	p = wc_qvq_ppm_name("noext");
+	ck_assert_str_eq(p, "noext.ppm");
+	free(p);
+	const char *dup[] = {"a.ppm", "b.ppm", "a.ppm"};
+	ck_assert_int_eq(wc_qvq_names_unique(dup, 3), WC_E_FORMAT);
+	const char *dirclash[] = {"a.ppm", "a.ppm-x.ppm", "a.ppm/b.ppm"};
+	ck_assert_int_eq(wc_qvq_names_unique(dirclash, 3), WC_E_FORMAT);
+	const char *fine[] = {"a.ppm", "a/b.ppm", "a/c/d.ppm"};
+	ck_assert_int_eq(wc_qvq_names_unique(fine, 3), WC_OK);
+}
+END_TEST
+
+/* Pack tmpdir/in with K entries; check that every decoded image equals the
+ * encoder's reconstruction, through tiles and through the shown files. */
+static void round_trip(uint32_t K, uint32_t tile_bytes, uint32_t w, uint32_t h)
+{
+	wc_qvq_pack_opts o = {.entries = K, .seed = 7, .threads = 2, .tile_bytes = tile_bytes,
+			      .width = w, .height = h, .keep_recon = 1};
+	wc_qvq_pack_stats st;
+	wc_err e = wc_qvq_pack_dir(tpath("in"), tpath("a.qvq"), &o, &st);
+	ck_assert_msg(e == WC_OK, "pack: %s", wc_last_detail());
+	ck_assert_uint_eq(st.nimages, 5);
+	ck_assert(st.psnr_db > 20);
+	wc_qvq *q;
+	e = wc_qvq_open(tpath("a.qvq"), &q);
+	ck_assert_msg(e == WC_OK, "open: %s", wc_last_detail());
+	ck_assert_uint_le(st.entries, K);
+	ck_assert_uint_eq(wc_qvq_header_of(q)->entries, st.entries);
+	ck_assert_uint_eq(wc_qvq_header_of(q)->index_bytes, st.entries <= 256 ? 1 : 2);
+	if (K > 256 && !w)
+		ck_assert_uint_gt(st.entries, 256); /* exercises 2-byte indices */
+	ck_assert_uint_eq(wc_qvq_nimages(q), 5);
+	/* Tiles: decode each and compare its images. */
+	for (uint32_t t = 0; t < wc_qvq_ntiles(q); t++) {
+		const wc_qvq_tile *tl = wc_qvq_tile_at(q, t);
+		uint8_t *buf = malloc(tl->dsize);
+		ck_assert_int_eq(wc_qvq_decode_tile(q, t, buf), WC_OK);
+		for (uint32_t i = tl->first_image; i < tl->first_image + tl->nimages; i++) {
+			const wc_qvq_image *im = wc_qvq_image_at(q, i);
+			ck_assert_str_eq(im->name, st.names[i]);
+			ck_assert_uint_eq(im->width, st.dims[2 * i]);
+			ck_assert_uint_eq(im->height, st.dims[2 * i + 1]);
+			ck_assert_msg(memcmp(buf + im->tile_off, st.recon[i],
+					     (size_t)im->width * im->height * 3) == 0,
+				      "image %u differs from the encoder's reconstruction", i);
+		}
+		free(buf);
+	}
+	/* Shown files: PPM header + pixels, read in odd-sized pieces. */
+	wc_qvq_memo memo;
+	wc_qvq_tile_getter g;
+	wc_qvq_memo_init(&memo, q, &g);
+	for (uint32_t i = 0; i < 5; i++) {
+		const wc_qvq_image *im = wc_qvq_image_at(q, i);
+		uint64_t size = wc_qvq_file_size(q, i);
+		char hdr[64];
+		int hl = snprintf(hdr, sizeof hdr, "P6\n%u %u\n255\n", im->width, im->height);
+		ck_assert_uint_eq(size, (uint64_t)hl + (uint64_t)im->width * im->height * 3);
+		uint8_t *buf = malloc(size + 10);
+		for (uint64_t off = 0; off < size;) {
+			size_t got;
+			ck_assert_int_eq(wc_qvq_file_read(q, i, buf + off, 77, off, &g, &got), WC_OK);
+			ck_assert_uint_gt(got, 0);
+			off += got;
+		}
+		size_t got;
+		ck_assert_int_eq(wc_qvq_file_read(q, i, buf, 10, size, &g, &got), WC_OK);
+		ck_assert_uint_eq(got, 0);
+		ck_assert_int_eq(memcmp(buf, hdr, (size_t)hl), 0);
+		ck_assert_int_eq(memcmp(buf + hl, st.recon[i], size - (size_t)hl), 0);
+		free(buf);
+	}
+	uint32_t nf = wc_qvq_nfiles(q);
+	if (w) { /* same size: images.npy follows the images */
+		ck_assert_str_eq(wc_qvq_file_name(q, 5), "images.npy");
+		uint64_t size = wc_qvq_file_size(q, 5);
+		uint8_t *buf = malloc(size);
+		size_t got;
+		ck_assert_int_eq(wc_qvq_file_read(q, 5, buf, size, 0, &g, &got), WC_OK);
+		ck_assert_uint_eq(got, size);
+		ck_assert_int_eq(memcmp(buf, "\x93NUMPY\x01\x00", 8), 0);
+		uint32_t hl = 10u + (uint32_t)(buf[8] | buf[9] << 8);
+		ck_assert_uint_eq(hl % 64, 0);
+		char shape[64];
+		snprintf(shape, sizeof shape, "'shape': (5, %u, %u, 3)", h, w);
+		ck_assert_ptr_nonnull(memmem(buf, hl, shape, strlen(shape)));
+		for (uint32_t i = 0; i < 5; i++)
+			ck_assert_int_eq(memcmp(buf + hl + (size_t)i * w * h * 3, st.recon[i],
+						(size_t)w * h * 3), 0);
+		free(buf);
+	} else {
+		for (uint32_t f = 0; f < nf; f++)
+			ck_assert_str_ne(wc_qvq_file_name(q, f), "images.npy");
+	}
+	/* Labels from the first directory: "cats" then "dogs". */
+	const char *last = wc_qvq_file_name(q, nf - 1);
+	ck_assert_str_eq(last, "labels.txt");
+	uint8_t lab[64];
+	size_t got;
+	ck_assert_int_eq(wc_qvq_file_read(q, nf - 1, lab, sizeof lab, 0, &g, &got), WC_OK);
+	ck_assert_uint_eq(got, wc_qvq_file_size(q, nf - 1));
+	ck_assert_int_eq(memcmp(lab, "cats\ncats\ncats\ndogs\ndogs\n", got), 0);
+	wc_qvq_memo_free(&memo);
+	wc_qvq_release(q);
+	wc_qvq_pack_stats_free(&st);
+}
+
+static void make_set(void)
+{
+	make_image("in/cats/a.ppm", 20, 16, 3);
+	make_image("in/cats/b.ppm", 21, 15, 5); /* odd sides: edge padding */
+	make_image("in/cats/c.ppm", 1, 1, 1);
+	make_image("in/dogs/d.ppm", 17, 30, 2);
+	make_image("in/dogs/e.ppm", 64, 40, 9);
+}
+
+START_TEST(round_trip_k64)
+{
+	make_set();
+	round_trip(64, 0, 0, 0);
+}
+END_TEST
+
+START_TEST(round_trip_k1000_many_tiles)
+{
+	make_set();
+	round_trip(1000, 4096, 0, 0); /* 2-byte indices, one image per tile */
+}
+END_TEST
+
+START_TEST(round_trip_resized_npy)
+{
+	make_set();
+	round_trip(300, 4096, 12, 9);
+}
+END_TEST
+
+START_TEST(deterministic)
+{
+	make_set();
+	wc_qvq_pack_opts o = {.entries = 32, .seed = 99, .threads = 1};
+	wc_qvq_pack_stats st;
+	ck_assert_int_eq(wc_qvq_pack_dir(tpath("in"), tpath("1.qvq"), &o, &st), WC_OK);
+	o.threads = 3;
+	ck_assert_int_eq(wc_qvq_pack_dir(tpath("in"), tpath("2.qvq"), &o, &st), WC_OK);
+	o.seed = 100;
+	ck_assert_int_eq(wc_qvq_pack_dir(tpath("in"), tpath("3.qvq"), &o, &st), WC_OK);
+	size_t l1, l2, l3;
+	uint8_t *a = slurp(tpath("1.qvq"), &l1), *b = slurp(tpath("2.qvq"), &l2),
+		*c = slurp(tpath("3.qvq"), &l3);
+	ck_assert_uint_eq(l1, l2);
+	ck_assert_int_eq(memcmp(a, b, l1), 0);
+	ck_assert(l1 != l3 || memcmp(a, c, l1) != 0);
+	free(a);
+	free(b);
+	free(c);
+}
+END_TEST
+
+START_TEST(kmeans_exact_nearest)
+{
+	/* The pruned search must find the brute-force nearest entry (lowest
+	 * index on ties) for every point. */
+	enum { K = 500, N = 4000, D = 12 };
+	uint8_t *cb = malloc(K * D), *pts = malloc(N * D);
+	for (int i = 0; i < K * D; i++)
+		cb[i] = (uint8_t)(rnd() % 64 * 4);
+	memcpy(cb + 7 * D, cb + 3 * D, D); /* a duplicate: ties go to 3 */
+	for (int i = 0; i < N * D; i++)
+		pts[i] = (uint8_t)rnd();
+	memcpy(pts, cb + 3 * D, D);
+	uint16_t *idx = malloc(N * sizeof *idx);
+	uint64_t sse;
+	ck_assert_int_eq(wc_kmeans_assign(cb, K, D, pts, N, 2, idx, &sse), WC_OK);
+	uint64_t sse2 = 0;
+	for (int i = 0; i < N; i++) {
+		uint32_t best = UINT32_MAX, bi = 0;
+		for (uint32_t k = 0; k < K; k++) {
+			uint32_t d = 0;
+			for (int j = 0; j < D; j++) {
+				int t = pts[i * D + j] - cb[k * D + j];
+				d += (uint32_t)(t * t);
+			}
+			if (d < best) { best = d; bi = k; }
+		}
+		ck_assert_uint_eq(idx[i], bi);
+		sse2 += best;
+	}
+	ck_assert_uint_eq(idx[0], 3);
+	ck_assert_uint_eq(sse, sse2);
+	/* Fewer distinct points than K: training returns fewer entries. */
+	uint32_t got;
+	wc_kmeans_opts ko = {.k = 64, .dim = D, .seed = 1, .threads = 2};
+	for (int i = 0; i < N; i++)
+		memset(pts + i * D, i % 2 ? 200 : 0, D);
+	ck_assert_int_eq(wc_kmeans_train(pts, N, &ko, cb, &got), WC_OK);
+	ck_assert_uint_eq(got, 2);
+	free(cb);
+	free(pts);
+	free(idx);
+}
+END_TEST
+
+/* Build a small valid archive in memory for the malformed-archive tests. */
+static uint8_t *valid_archive(size_t *len, const char *const *names, uint32_t n)
+{
+	uint8_t cb[4 * 12];
+	for (int i = 0; i < 48; i++)
+		cb[i] = (uint8_t)(i * 5);
+	uint32_t dims[8] = {3, 3, 4, 2, 2, 2, 5, 1};
+	uint16_t idx[64];
+	for (int i = 0; i < 64; i++)
+		idx[i] = (uint16_t)(i % 4);
+	uint32_t labels[4] = {0, 1, 0, WC_QVQ_NO_LABEL};
+	const char *ln[] = {"x", "y"};
+	wc_qvq_write_input in = {.entries = 4, .patch_h = 2, .patch_w = 2, .codebook = cb,
+				 .nimages = n, .names = names, .dims = dims, .labels = labels,
+				 .label_names = ln, .nlabels = 2, .indices = idx,
+				 .tile_bytes = 30, .threads = 1}; /* 3 tiles */
+	wc_err e = wc_qvq_write(tpath("v.qvq"), &in, NULL);
+	ck_assert_msg(e == WC_OK, "%s", wc_last_detail());
+	return slurp(tpath("v.qvq"), len);
+}
+
+/* Write b, try to open it, return the error (closing on success). */
+static wc_err try_open(const uint8_t *b, size_t len)
+{
+	spit(tpath("m.qvq"), b, len);
+	wc_qvq *q;
+	wc_err e = wc_qvq_open(tpath("m.qvq"), &q);
+	if (!e)
+		wc_qvq_release(q);
+	return e;
+}
+
+static const char *const four[] = {"aa.png", "ab/c.jpg", "ab/d", "zz/zz.png"};
+
+START_TEST(malformed_rejected)
+{
+	size_t len;
+	uint8_t *v = valid_archive(&len, four, 4);
+	uint8_t *b = malloc(len + 16);
+	rehash_len = len;
+	ck_assert_int_eq(try_open(v, len), WC_OK);
+#define MUT(expr, want)                                                               \
+	do {                                                                          \
+		memcpy(b, v, len);                                                    \
+		expr;                                                                 \
+		wc_err got_ = try_open(b, len);                                       \
+		ck_assert_msg(got_ == (want), "%s: got %d (%s)", #expr, got_, wc_last_detail()); \
+	} while (0)
+	/* Truncation and size. */
+	for (size_t cut = 0; cut < len; cut += 37) {
+		memcpy(b, v, len);
+		ck_assert_int_ne(try_open(b, cut), WC_OK);
+	}
+	MUT(b[0] = 'X', WC_E_FORMAT);                      /* magic */
+	MUT(b[50] ^= 1, WC_E_CORRUPT);                     /* header hash */
+	MUT((wc_qvq_put32(b + 8, 2), rehash(b)), WC_E_UNSUPPORTED);
+	MUT((b[18] = 4, rehash(b)), WC_E_UNSUPPORTED);     /* channels */
+	MUT((wc_qvq_put32(b + 20, 0), rehash(b)), WC_E_RANGE);     /* K = 0 */
+	MUT((wc_qvq_put32(b + 20, 70000), rehash(b)), WC_E_RANGE); /* K > 65536 */
+	MUT((wc_qvq_put32(b + 20, 300), rehash(b)), WC_E_FORMAT);  /* index_bytes mismatch */
+	MUT((wc_qvq_put32(b + 32, 33), rehash(b)), WC_E_FORMAT);   /* chunk */
+	MUT((wc_qvq_put64(b + 40, len + 1), rehash(b)), WC_E_FORMAT); /* file size */
+	MUT((wc_qvq_put64(b + 88, len - 10), rehash(b)), WC_E_FORMAT); /* tile table past end */
+	MUT((wc_qvq_put32(b + 28, 5), rehash(b)), WC_E_FORMAT);    /* more tiles than images */
+	MUT(b[160] = 1, WC_E_CORRUPT);                     /* reserved, under the hash */
+	MUT((b[160] = 1, rehash(b)), WC_E_FORMAT);         /* reserved byte */
+	/* Sections. */
+	uint64_t meta = wc_qvq_get64(v + 48), imgs = wc_qvq_get64(v + 80);
+	uint64_t tiles = wc_qvq_get64(v + 88), strs = wc_qvq_get64(v + 96);
+	MUT(b[meta] ^= 0x20, WC_E_CORRUPT);                /* metadata hash */
+	MUT((b[meta] = '[', rehash(b)), WC_E_FORMAT);      /* not an object / not JSON */
+	MUT((wc_qvq_put32(b + imgs, 0), rehash(b)), WC_E_RANGE);        /* width 0 */
+	MUT((wc_qvq_put32(b + imgs, 20000), rehash(b)), WC_E_RANGE);    /* width > limit */
+	MUT((wc_qvq_put32(b + imgs + 8, 2), rehash(b)), WC_E_FORMAT);   /* label >= 2 */
+	MUT((wc_qvq_put32(b + imgs + 12, 1000), rehash(b)), WC_E_FORMAT); /* name outside pool */
+	MUT((wc_qvq_put32(b + imgs + 20, 1), rehash(b)), WC_E_FORMAT);  /* reserved */
+	MUT((wc_qvq_put32(b + imgs, 4), rehash(b)), WC_E_FORMAT);       /* dsize no longer adds up */
+	MUT((wc_qvq_put32(b + tiles + 12, 1), rehash(b)), WC_E_FORMAT); /* dsize */
+	MUT((wc_qvq_put32(b + tiles + 16, 1), rehash(b)), WC_E_FORMAT); /* first image */
+	MUT((wc_qvq_put32(b + tiles + 8, 2), rehash(b)), WC_E_FORMAT);  /* csize too small */
+	MUT((wc_qvq_put64(b + tiles, len - 2), rehash(b)), WC_E_FORMAT); /* payload past end */
+	MUT(b[tiles + 30] = 1, WC_E_CORRUPT);
+	/* Escaping or clashing names, with valid hashes. */
+	MUT((memcpy(b + strs, "../", 3), rehash(b)), WC_E_FORMAT);      /* "../png" */
+	MUT((memcpy(b + strs + 6, "/b", 2), rehash(b)), WC_E_FORMAT);   /* "/b/c.jpg": absolute */
+	MUT((memcpy(b + strs + 6, "..", 2), rehash(b)), WC_E_FORMAT);   /* "../c.jpg" */
+	MUT((memcpy(b + strs + 6, "a/", 2), rehash(b)), WC_E_FORMAT);   /* "a//c.jpg" */
+	MUT((memcpy(b + strs, "zz", 2), rehash(b)), WC_E_FORMAT);       /* not sorted */
+	free(b);
+	free(v);
+	/* Two names shown as the same "a.ppm". */
+	static const char *const two[] = {"a.jpg", "b.png", "c", "d"};
+	v = valid_archive(&len, two, 4);
+	strs = wc_qvq_get64(v + 96);
+	ck_assert_int_eq(try_open(v, len), WC_OK);
+	v[strs + 5] = 'a'; /* "b.png" -> "a.png" */
+	rehash(v);
+	ck_assert_int_eq(try_open(v, len), WC_E_FORMAT);
+	free(v);
+}
+END_TEST
+
+START_TEST(names_refused_by_writer)
+{
+	const char *const dotdot[] = {"../evil.png", "b.png"};
+	const char *const absolute[] = {"/etc/x.png", "b.png"};
+	const char *const clash[] = {"a.jpg", "a.png"};
+	const char *const unsorted[] = {"b.png", "a.png"};
+	const char *const *sets[] = {dotdot, absolute, clash, unsorted};
+	uint8_t cb[12] = {0};
+	uint32_t dims[4] = {2, 2, 2, 2};
+	uint16_t idx[2] = {0, 0};
+	for (size_t s = 0; s < 4; s++) {
+		wc_qvq_write_input in = {.entries = 1, .patch_h = 2, .patch_w = 2, .codebook = cb,
+					 .nimages = 2, .names = sets[s], .dims = dims,
+					 .indices = idx, .threads = 1};
+		ck_assert_int_eq(wc_qvq_write(tpath("w.qvq"), &in, NULL), WC_E_INVAL);
+		ck_assert_int_ne(access(tpath("w.qvq"), F_OK), 0); /* nothing left behind */
+	}
+	/* An index >= K is refused too. */
+	uint16_t bad[2] = {0, 1};
+	const char *const ok[] = {"a.png", "b.png"};
+	wc_qvq_write_input in = {.entries = 1, .patch_h = 2, .patch_w = 2, .codebook = cb,
+				 .nimages = 2, .names = ok, .dims = dims, .indices = bad,
+				 .threads = 1};
+	ck_assert_int_eq(wc_qvq_write(tpath("w.qvq"), &in, NULL), WC_E_INVAL);
+}
+END_TEST
+
+START_TEST(damaged_payload_is_an_error)
+{
+	size_t len;
+	uint8_t *v = valid_archive(&len, four, 4);
+	uint64_t coff = wc_qvq_get64(v + wc_qvq_get64(v + 88));
+	v[coff + 5] ^= 0x40; /* inside tile 0's payload; tables still valid */
+	spit(tpath("d.qvq"), v, len);
+	wc_qvq *q;
+	ck_assert_int_eq(wc_qvq_open(tpath("d.qvq"), &q), WC_OK);
+	uint8_t out[4096];
+	ck_assert_int_eq(wc_qvq_decode_tile(q, 0, out), WC_E_CORRUPT);
+	/* A job whose payload is intact but whose expected hash is wrong. */
+	uint8_t payload[4096];
+	const wc_qvq_tile *tl = wc_qvq_tile_at(q, 1);
+	ck_assert_ptr_nonnull(tl);
+	ck_assert_int_eq(wc_qvq_read_payload(q, 1, payload), WC_OK);
+	wc_tile_job job;
+	memset(&job, 0, sizeof job);
+	wc_qvq_describe_job(q, 1, &job);
+	job.payload = payload;
+	job.payload_size = tl->csize;
+	job.out = out;
+	job.out_size = tl->dsize;
+	ck_assert_int_eq(wc_qvq_decode_job(&job), WC_OK);
+	job.dhash ^= 1;
+	ck_assert_int_eq(wc_qvq_decode_job(&job), WC_E_CORRUPT);
+	ck_assert_int_eq(job.status, WC_E_CORRUPT);
+	wc_qvq_release(q);
+	free(v);
+}
+END_TEST
+
+START_TEST(gather_generic_matches_definition)
+{
+	/* A 3x2 patch shape through the generic path against the formula. */
+	uint8_t cb[5 * 3 * 2 * 3];
+	for (size_t i = 0; i < sizeof cb; i++)
+		cb[i] = (uint8_t)rnd();
+	uint32_t w = 7, h = 5, gw = 4, gh = 2;
+	uint8_t idx[8];
+	for (uint32_t i = 0; i < gw * gh; i++)
+		idx[i] = (uint8_t)(rnd() % 5);
+	uint8_t out[7 * 5 * 3];
+	ck_assert_int_eq(wc_qvq_gather(cb, 5, 3, 2, 3, idx, 1, w, h, out), WC_OK);
+	for (uint32_t y = 0; y < h; y++)
+		for (uint32_t x = 0; x < w; x++)
+			for (uint32_t c = 0; c < 3; c++)
+				ck_assert_uint_eq(out[(y * w + x) * 3 + c],
+						  cb[idx[(y / 3) * gw + x / 2] * 18 +
+						     ((y % 3) * 2 + x % 2) * 3 + c]);
+	idx[3] = 5;
+	ck_assert_int_eq(wc_qvq_gather(cb, 5, 3, 2, 3, idx, 1, w, h, out), WC_E_CORRUPT);
+
+	/* The 2x2 RGB fast path (8-byte stores) against the formula, every
+	 * small width and height, both index widths; out is sized exactly so
+	 * a sanitizer build catches any store past the image. */
+	enum { K2 = 300 };
+	uint8_t *cb2 = malloc(K2 * 12);
+	for (int i = 0; i < K2 * 12; i++)
+		cb2[i] = (uint8_t)rnd();
+	for (uint32_t ib = 1; ib <= 2; ib++)
+		for (uint32_t ww = 1; ww <= 11; ww++)
+			for (uint32_t hh = 1; hh <= 5; hh++) {
+				uint32_t gw2 = (ww + 1) / 2, gh2 = (hh + 1) / 2, kk = ib == 1 ? 256 : K2;
+				uint8_t *ix = malloc(gw2 * gh2 * ib);
+				for (uint32_t j = 0; j < gw2 * gh2; j++) {
+					uint32_t k = rnd() % kk;
+					ix[j * ib] = (uint8_t)k;
+					if (ib == 2)
+						ix[j * ib + 1] = (uint8_t)(k >> 8);
+				}
+				uint8_t *o = malloc(ww * hh * 3);
+				ck_assert_int_eq(wc_qvq_gather(cb2, kk, 2, 2, 3, ix, ib, ww, hh, o), WC_OK);
+				for (uint32_t y = 0; y < hh; y++)
+					for (uint32_t x = 0; x < ww; x++)
+						for (uint32_t c = 0; c < 3; c++) {
+							uint32_t j = (y / 2) * gw2 + x / 2;
+							uint32_t k = ib == 1 ? ix[j] : (uint32_t)(ix[2 * j] | ix[2 * j + 1] << 8);
+							ck_assert_uint_eq(o[(y * ww + x) * 3 + c],
+									  cb2[k * 12 + ((y % 2) * 2 + x % 2) * 3 + c]);
+						}
+				free(ix);
+				free(o);
+			}
+	free(cb2);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("qvq");
+	TCase *tc = tcase_create("qvq");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, names_rules);
+	tcase_add_test(tc, round_trip_k64);
+	tcase_add_test(tc, round_trip_k1000_many_tiles);
+	tcase_add_test(tc, round_trip_resized_npy);
+	tcase_add_test(tc, deterministic);
+	tcase_add_test(tc, kmeans_exact_nearest);
+	tcase_add_test(tc, malformed_rejected);
+	tcase_add_test(tc, names_refused_by_writer);
+	tcase_add_test(tc, damaged_payload_is_an_error);
+	tcase_add_test(tc, gather_generic_matches_definition);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
