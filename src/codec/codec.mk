@@ -1,6 +1,7 @@
 # src/codec: the lossless codec (byte planes, 32-lane rANS, tile payloads).
 libwcodec_la_SOURCES += \
 	src/codec/codec_scratch.c \
+	src/codec/dict.c \
 	src/codec/entropy.c \
 	src/codec/freq_normalize.c \
 	src/codec/planes.c \

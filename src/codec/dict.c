@@ -1,0 +1,287 @@
+/* dict.c - the dictionary layout (docs/FORMAT.md 2.1): a tensor's sorted
+ * distinct values, the index planes of its elements, and the gather that
+ * turns index planes back into elements.
+ *
+ * Why: TF.js and similar models quantize weights to 8 or 16 bits and store
+ * them back as F32/F16/BF16, so a tensor holds at most 256 or 65536 distinct
+ * values. Coding the index of each value (8 or 16 bits of which order-0
+ * entropy coding then removes the skew) beats coding the value's byte planes,
+ * which cannot see that only K of 2^32 patterns occur. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec/planes.h"
+
+wc_layout wc_layout_dict(unsigned elem_size, uint32_t entries)
+{
+	return (wc_layout){WC_LAYOUT_DICT, (uint8_t)elem_size, (uint8_t)(entries <= 256 ? 1 : 2)};
+}
+
+/* Element i of w bytes, little-endian, as an unsigned integer. */
+static inline uint64_t load_elem(const uint8_t *p, unsigned w)
+{
+	switch (w) {
+	case 1: return p[0];
+	case 2: { uint16_t v; memcpy(&v, p, 2); return v; }
+	case 4: { uint32_t v; memcpy(&v, p, 4); return v; }
+	default: { uint64_t v; memcpy(&v, p, 8); return v; }
+	}
+}
+
+static inline void store_elem(uint8_t *p, unsigned w, uint64_t v)
+{
+	for (unsigned b = 0; b < w; b++)
+		p[b] = (uint8_t)(v >> (8 * b));
+}
+
+/* Fibonacci hashing (Knuth, TAOCP vol. 3, 6.4) into 2^bits slots. */
+static inline size_t hash_slot(uint64_t v, unsigned bits)
+{
+	return (size_t)((v * 0x9E3779B97F4A7C15ull) >> (64 - bits));
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* 1- and 2-byte elements: a count per possible value. */
+static wc_err build_small(const uint8_t *in, size_t nelem, unsigned w, uint8_t *dict, uint32_t *entries,
+			  uint64_t *counts)
+{
+	size_t nvals = (size_t)1 << (8 * w);
+	uint64_t *cnt = calloc(nvals, sizeof *cnt);
+	if (!cnt)
+		return wc_fail(WC_E_NOMEM, "dictionary: no memory for a count table");
+	if (w == 1) {
+		for (size_t i = 0; i < nelem; i++)
+			cnt[in[i]]++;
+	} else {
+		for (size_t i = 0; i < nelem; i++)
+			cnt[(uint16_t)(in[2 * i] | in[2 * i + 1] << 8)]++;
+	}
+	uint32_t k = 0;
+	for (size_t v = 0; v < nvals; v++) {
+		if (!cnt[v])
+			continue;
+		store_elem(dict + (size_t)k * w, w, v);
+		if (counts)
+			counts[k] = cnt[v];
+		k++;
+	}
+	free(cnt);
+	*entries = k;
+	return WC_OK;
+}
+
+#define BIG_BITS 17 /* 2^17 slots: a load of at most 1/2 at 65536 values */
+
+/* 4- and 8-byte elements: an open-addressing hash table of value -> count. */
+static wc_err build_big(const uint8_t *in, size_t nelem, unsigned w, uint8_t *dict, uint32_t *entries,
+			uint64_t *counts)
+{
+	const size_t nslots = (size_t)1 << BIG_BITS, mask = nslots - 1;
+	uint64_t *key = malloc(nslots * sizeof *key), *cnt = calloc(nslots, sizeof *cnt);
+	if (!key || !cnt) {
+		free(key);
+		free(cnt);
+		return wc_fail(WC_E_NOMEM, "dictionary: no memory for a hash table");
+	}
+	uint32_t k = 0;
+	uint64_t last = 0;
+	size_t last_slot = SIZE_MAX;
+	wc_err e = WC_OK;
+	for (size_t i = 0; i < nelem; i++) {
+		uint64_t v = load_elem(in + i * w, w);
+		if (last_slot != SIZE_MAX && v == last) { /* runs are common (zeros, padding) */
+			cnt[last_slot]++;
+			continue;
+		}
+		size_t s = hash_slot(v, BIG_BITS);
+		while (cnt[s] && key[s] != v)
+			s = (s + 1) & mask;
+		if (!cnt[s]) {
+			if (k == WC_DICT_MAX_ENTRIES) {
+				e = wc_fail(WC_E_RANGE, "dictionary: more than %u distinct values", WC_DICT_MAX_ENTRIES);
+				goto out;
+			}
+			key[s] = v;
+			k++;
+		}
+		cnt[s]++;
+		last = v;
+		last_slot = s;
+	}
+	/* Sort the (value, count) pairs by value: pack them side by side. */
+	uint64_t *pairs = malloc((size_t)(k ? k : 1) * 2 * sizeof *pairs);
+	if (!pairs) {
+		e = wc_fail(WC_E_NOMEM, "dictionary: no memory");
+		goto out;
+	}
+	uint32_t j = 0;
+	for (size_t s = 0; s < nslots; s++)
+		if (cnt[s]) {
+			pairs[2 * j] = key[s];
+			pairs[2 * j + 1] = cnt[s];
+			j++;
+		}
+	qsort(pairs, k, 2 * sizeof *pairs, cmp_u64); /* compares the first u64 of each pair */
+	for (j = 0; j < k; j++) {
+		store_elem(dict + (size_t)j * w, w, pairs[2 * j]);
+		if (counts)
+			counts[j] = pairs[2 * j + 1];
+	}
+	free(pairs);
+	*entries = k;
+out:
+	free(key);
+	free(cnt);
+	return e;
+}
+
+wc_err wc_dict_build(const uint8_t *in, size_t nelem, unsigned elem_size, uint8_t *dict, uint32_t *entries,
+		     uint64_t *counts)
+{
+	*entries = 0;
+	if (!nelem)
+		return wc_fail(WC_E_INVAL, "dictionary: no elements");
+	switch (elem_size) {
+	case 1:
+	case 2: return build_small(in, nelem, elem_size, dict, entries, counts);
+	case 4:
+	case 8: return build_big(in, nelem, elem_size, dict, entries, counts);
+	default: return wc_fail(WC_E_INVAL, "dictionary: %u-byte elements", elem_size);
+	}
+}
+
+int wc_dict_sorted(const uint8_t *dict, uint32_t entries, unsigned elem_size)
+{
+	if (elem_size != 1 && elem_size != 2 && elem_size != 4 && elem_size != 8)
+		return 0;
+	for (uint32_t k = 1; k < entries; k++)
+		if (load_elem(dict + (size_t)(k - 1) * elem_size, elem_size) >=
+		    load_elem(dict + (size_t)k * elem_size, elem_size))
+			return 0;
+	return 1;
+}
+
+wc_err wc_dict_index(wc_layout l, const uint8_t *dict, uint32_t entries, const uint8_t *in, size_t nelem,
+		     uint8_t *const planes[])
+{
+	const unsigned w = l.elem_size;
+	if (l.kind != WC_LAYOUT_DICT || entries == 0 || entries > WC_DICT_MAX_ENTRIES ||
+	    l.nplanes != (entries <= 256 ? 1 : 2) || (w != 1 && w != 2 && w != 4 && w != 8))
+		return wc_fail(WC_E_INVAL, "dictionary index: layout does not fit %u entries", entries);
+	/* value -> index + 1 (0: absent), open addressing over >= 2 * entries slots */
+	unsigned bits = 1;
+	while (((size_t)1 << bits) < 2u * entries)
+		bits++;
+	const size_t nslots = (size_t)1 << bits, mask = nslots - 1;
+	uint64_t *key = malloc(nslots * sizeof *key);
+	uint32_t *val = calloc(nslots, sizeof *val);
+	if (!key || !val) {
+		free(key);
+		free(val);
+		return wc_fail(WC_E_NOMEM, "dictionary index: no memory");
+	}
+	for (uint32_t k = 0; k < entries; k++) {
+		uint64_t v = load_elem(dict + (size_t)k * w, w);
+		size_t s = hash_slot(v, bits);
+		while (val[s] && key[s] != v)
+			s = (s + 1) & mask;
+		key[s] = v;
+		val[s] = k + 1;
+	}
+	wc_err e = WC_OK;
+	for (size_t i = 0; i < nelem; i++) {
+		uint64_t v = load_elem(in + i * w, w);
+		size_t s = hash_slot(v, bits);
+		while (val[s] && key[s] != v)
+			s = (s + 1) & mask;
+		if (!val[s]) {
+			e = wc_fail(WC_E_INVAL, "dictionary index: element %zu is not in the dictionary", i);
+			break;
+		}
+		uint32_t idx = val[s] - 1;
+		if (l.nplanes == 1) {
+			planes[0][i] = (uint8_t)idx;
+		} else {
+			planes[0][i] = (uint8_t)(idx >> 8);
+			planes[1][i] = (uint8_t)idx;
+		}
+	}
+	free(key);
+	free(val);
+	return e;
+}
+
+/* The gathers: indices are checked for a whole block first (a max reduction
+ * the compiler vectorizes), so the gather loop itself has no branch. */
+#define GATHER(T)                                                                     \
+	do {                                                                          \
+		const T *d = (const T *)(const void *)dict;                          \
+		T *o = (T *)(void *)out;                                              \
+		if (l.nplanes == 1) {                                                 \
+			for (size_t i = 0; i < nelem; i++)                            \
+				o[i] = d[p0[i]];                                      \
+		} else {                                                              \
+			for (size_t i = 0; i < nelem; i++)                            \
+				o[i] = d[(unsigned)p0[i] << 8 | p1[i]];               \
+		}                                                                     \
+	} while (0)
+
+int wc_dict_gather(wc_layout l, const uint8_t *dict, uint32_t entries, const uint8_t *const planes[],
+		   size_t nelem, uint8_t *out)
+{
+	const uint8_t *p0 = planes[0], *p1 = l.nplanes > 1 ? planes[1] : NULL;
+	if (l.nplanes == 1 ? entries < 256 : entries < 65536) {
+		unsigned m = 0;
+		if (l.nplanes == 1) {
+			uint8_t m8 = 0;
+			for (size_t i = 0; i < nelem; i++)
+				m8 = p0[i] > m8 ? p0[i] : m8;
+			m = m8;
+		} else {
+			/* the largest high byte, then the largest low byte under it */
+			uint8_t hi = 0;
+			for (size_t i = 0; i < nelem; i++)
+				hi = p0[i] > hi ? p0[i] : hi;
+			uint8_t lo = 0;
+			if (hi >= (entries - 1) >> 8)
+				for (size_t i = 0; i < nelem; i++)
+					lo = p0[i] == hi && p1[i] > lo ? p1[i] : lo;
+			m = (unsigned)hi << 8 | lo;
+		}
+		if (nelem && m >= entries)
+			return -1;
+	}
+	/* dict and out may be unaligned: the casts below are read through
+	 * memcpy-free typed access only where alignment allows. */
+	switch (l.elem_size) {
+	case 1: GATHER(uint8_t); break;
+	case 2:
+		if (((uintptr_t)dict | (uintptr_t)out) & 1)
+			goto bytewise;
+		GATHER(uint16_t);
+		break;
+	case 4:
+		if (((uintptr_t)dict | (uintptr_t)out) & 3)
+			goto bytewise;
+		GATHER(uint32_t);
+		break;
+	case 8:
+		if (((uintptr_t)dict | (uintptr_t)out) & 7)
+			goto bytewise;
+		GATHER(uint64_t);
+		break;
+	default: return -1;
+	}
+	return 0;
+bytewise:
+	for (size_t i = 0; i < nelem; i++) {
+		unsigned idx = l.nplanes == 1 ? p0[i] : ((unsigned)p0[i] << 8 | p1[i]);
+		memcpy(out + i * l.elem_size, dict + (size_t)idx * l.elem_size, l.elem_size);
+	}
+	return 0;
+}
