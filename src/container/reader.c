@@ -123,7 +123,8 @@ static wc_err parse_plane(const json_t *pl, uint32_t t, unsigned p, uint32_t nta
 /* A tensor of layout "dict" (docs/FORMAT.md 2.1): "dict": {"offset", "entries"}
  * names its dictionary in the dictionary section, which must directly follow
  * the previous dict tensor's (c->dict_cursor) and be strictly ascending;
- * "plain_entropy" (informative) gives the entropy of its byte planes. */
+ * "plain_entropy" (optional, informative; if present an array of one number
+ * in [0, 8] per byte plane) gives the entropy of its byte planes. */
 static wc_err parse_dict(const json_t *o, uint32_t i, wc_container *c, wc_tensor_info *t)
 {
 	const wc_layout plain = t->plain_layout;
@@ -147,7 +148,9 @@ static wc_err parse_dict(const json_t *o, uint32_t i, wc_container *c, wc_tensor
 	t->dict = dict;
 	t->dict_entries = (uint32_t)k;
 	const json_t *pe = json_object_get(o, "plain_entropy");
-	if (json_is_array(pe) && json_array_size(pe) == plain.nplanes) {
+	if (pe && (!json_is_array(pe) || json_array_size(pe) != plain.nplanes))
+		return META_BAD("tensor %u: \"plain_entropy\" is not an array of %u numbers", i, plain.nplanes);
+	if (pe) {
 		for (unsigned p = 0; p < plain.nplanes; p++) {
 			const json_t *v = json_array_get(pe, p);
 			if (!json_is_number(v) || json_number_value(v) < 0 || json_number_value(v) > 8)
