@@ -11,6 +11,9 @@
 #include <string.h>
 
 #include "codec/planes.h"
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 wc_layout wc_layout_dict(unsigned elem_size, uint32_t entries)
 {
@@ -231,31 +234,57 @@ wc_err wc_dict_index(wc_layout l, const uint8_t *dict, uint32_t entries, const u
 		}                                                                     \
 	} while (0)
 
+/* Nonzero if some index of the block is >= entries. Indices are checked for
+ * the whole block before the gather reads the dictionary, so the gather loop
+ * has no branch: per 16 indices, a saturating subtraction of entries - 1 is
+ * nonzero exactly for the indices beyond it (SSE2, part of every x86-64). */
+static int any_beyond(unsigned nplanes, const uint8_t *p0, const uint8_t *p1, size_t nelem, uint32_t entries)
+{
+	size_t i = 0;
+	if (nplanes == 1) {
+		if (entries >= 256)
+			return 0;
+		const uint8_t last = (uint8_t)(entries - 1);
+#if defined(__SSE2__)
+		const __m128i lim = _mm_set1_epi8((char)last);
+		__m128i acc = _mm_setzero_si128();
+		for (; i + 16 <= nelem; i += 16)
+			acc = _mm_or_si128(acc, _mm_subs_epu8(_mm_loadu_si128((const __m128i *)(p0 + i)), lim));
+		if (_mm_movemask_epi8(_mm_cmpeq_epi8(acc, _mm_setzero_si128())) != 0xffff)
+			return 1;
+#endif
+		uint8_t bad = 0;
+		for (; i < nelem; i++)
+			bad |= p0[i] > last;
+		return bad;
+	}
+	if (entries >= 65536)
+		return 0;
+	const uint16_t last = (uint16_t)(entries - 1);
+#if defined(__SSE2__)
+	const __m128i lim = _mm_set1_epi16((short)last);
+	__m128i acc = _mm_setzero_si128();
+	for (; i + 16 <= nelem; i += 16) {
+		__m128i hi = _mm_loadu_si128((const __m128i *)(p0 + i));
+		__m128i lo = _mm_loadu_si128((const __m128i *)(p1 + i));
+		acc = _mm_or_si128(acc, _mm_subs_epu16(_mm_unpacklo_epi8(lo, hi), lim));
+		acc = _mm_or_si128(acc, _mm_subs_epu16(_mm_unpackhi_epi8(lo, hi), lim));
+	}
+	if (_mm_movemask_epi8(_mm_cmpeq_epi8(acc, _mm_setzero_si128())) != 0xffff)
+		return 1;
+#endif
+	uint8_t bad = 0;
+	for (; i < nelem; i++)
+		bad |= ((unsigned)p0[i] << 8 | p1[i]) > last;
+	return bad;
+}
+
 int wc_dict_gather(wc_layout l, const uint8_t *dict, uint32_t entries, const uint8_t *const planes[],
 		   size_t nelem, uint8_t *out)
 {
 	const uint8_t *p0 = planes[0], *p1 = l.nplanes > 1 ? planes[1] : NULL;
-	if (l.nplanes == 1 ? entries < 256 : entries < 65536) {
-		unsigned m = 0;
-		if (l.nplanes == 1) {
-			uint8_t m8 = 0;
-			for (size_t i = 0; i < nelem; i++)
-				m8 = p0[i] > m8 ? p0[i] : m8;
-			m = m8;
-		} else {
-			/* the largest high byte, then the largest low byte under it */
-			uint8_t hi = 0;
-			for (size_t i = 0; i < nelem; i++)
-				hi = p0[i] > hi ? p0[i] : hi;
-			uint8_t lo = 0;
-			if (hi >= (entries - 1) >> 8)
-				for (size_t i = 0; i < nelem; i++)
-					lo = p0[i] == hi && p1[i] > lo ? p1[i] : lo;
-			m = (unsigned)hi << 8 | lo;
-		}
-		if (nelem && m >= entries)
-			return -1;
-	}
+	if (any_beyond(l.nplanes, p0, p1, nelem, entries))
+		return -1;
 	/* dict and out may be unaligned: the casts below are read through
 	 * memcpy-free typed access only where alignment allows. */
 	switch (l.elem_size) {
