@@ -35,3 +35,5 @@ noinst_PROGRAMS += bench/bench_decode
 bench_bench_decode_SOURCES = bench/bench_decode.c
 bench_bench_decode_CFLAGS = $(AM_CFLAGS)
 bench_bench_decode_LDADD = libwcodec.la -lm
+# wcodec against zstd -19 on real model files (docs/BENCHMARKS.md, dictionary layout).
+EXTRA_DIST += bench/dict_vs_zstd.py

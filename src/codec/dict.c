@@ -219,20 +219,28 @@ wc_err wc_dict_index(wc_layout l, const uint8_t *dict, uint32_t entries, const u
 	return e;
 }
 
-/* The gathers: indices are checked for a whole block first (a max reduction
- * the compiler vectorizes), so the gather loop itself has no branch. */
-#define GATHER(T)                                                                     \
-	do {                                                                          \
-		const T *d = (const T *)(const void *)dict;                          \
-		T *o = (T *)(void *)out;                                              \
-		if (l.nplanes == 1) {                                                 \
-			for (size_t i = 0; i < nelem; i++)                            \
-				o[i] = d[p0[i]];                                      \
-		} else {                                                              \
-			for (size_t i = 0; i < nelem; i++)                            \
-				o[i] = d[(unsigned)p0[i] << 8 | p1[i]];               \
-		}                                                                     \
-	} while (0)
+/* The gathers for W-byte elements. memcpy of a fixed small size compiles to
+ * one (unaligned) load or store, so neither dict nor out needs alignment
+ * (dictionaries of different element sizes follow each other in the
+ * dictionary section, so a dictionary's address is often unaligned);
+ * restrict tells the compiler the stores do not feed the index loads. */
+#define DEFINE_GATHER(W)                                                                        \
+	static void gather1_##W(const uint8_t *restrict d, const uint8_t *restrict p0, size_t n,  \
+				uint8_t *restrict out)                                            \
+	{                                                                                       \
+		for (size_t i = 0; i < n; i++)                                                  \
+			memcpy(out + (W) * i, d + (size_t)(W) * p0[i], (W));                    \
+	}                                                                                       \
+	static void gather2_##W(const uint8_t *restrict d, const uint8_t *restrict p0,            \
+				const uint8_t *restrict p1, size_t n, uint8_t *restrict out)      \
+	{                                                                                       \
+		for (size_t i = 0; i < n; i++)                                                  \
+			memcpy(out + (W) * i, d + (size_t)(W) * ((size_t)p0[i] << 8 | p1[i]), (W)); \
+	}
+DEFINE_GATHER(1)
+DEFINE_GATHER(2)
+DEFINE_GATHER(4)
+DEFINE_GATHER(8)
 
 /* Nonzero if some index of the block is >= entries. Indices are checked for
  * the whole block before the gather reads the dictionary, so the gather loop
@@ -285,32 +293,12 @@ int wc_dict_gather(wc_layout l, const uint8_t *dict, uint32_t entries, const uin
 	const uint8_t *p0 = planes[0], *p1 = l.nplanes > 1 ? planes[1] : NULL;
 	if (any_beyond(l.nplanes, p0, p1, nelem, entries))
 		return -1;
-	/* dict and out may be unaligned: the casts below are read through
-	 * memcpy-free typed access only where alignment allows. */
+	const int two = l.nplanes > 1;
 	switch (l.elem_size) {
-	case 1: GATHER(uint8_t); break;
-	case 2:
-		if (((uintptr_t)dict | (uintptr_t)out) & 1)
-			goto bytewise;
-		GATHER(uint16_t);
-		break;
-	case 4:
-		if (((uintptr_t)dict | (uintptr_t)out) & 3)
-			goto bytewise;
-		GATHER(uint32_t);
-		break;
-	case 8:
-		if (((uintptr_t)dict | (uintptr_t)out) & 7)
-			goto bytewise;
-		GATHER(uint64_t);
-		break;
+	case 1: two ? gather2_1(dict, p0, p1, nelem, out) : gather1_1(dict, p0, nelem, out); return 0;
+	case 2: two ? gather2_2(dict, p0, p1, nelem, out) : gather1_2(dict, p0, nelem, out); return 0;
+	case 4: two ? gather2_4(dict, p0, p1, nelem, out) : gather1_4(dict, p0, nelem, out); return 0;
+	case 8: two ? gather2_8(dict, p0, p1, nelem, out) : gather1_8(dict, p0, nelem, out); return 0;
 	default: return -1;
 	}
-	return 0;
-bytewise:
-	for (size_t i = 0; i < nelem; i++) {
-		unsigned idx = l.nplanes == 1 ? p0[i] : ((unsigned)p0[i] << 8 | p1[i]);
-		memcpy(out + i * l.elem_size, dict + (size_t)idx * l.elem_size, l.elem_size);
-	}
-	return 0;
 }
