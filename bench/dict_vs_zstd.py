@@ -73,9 +73,9 @@ def main():
         bsize = os.path.getsize(before) if before and os.path.exists(before) else 0
         rb = cpu_rate(a.wcodec, before, size) if a.speed and bsize else 0
         rn = cpu_rate(a.wcodec, wc, size) if a.speed else 0
-        print("| %s | %d | %d | %s | %d | %.3f | %d / %d | %.4f | %.4f | %.3f | %s | %s |" % (
+        print("| %s | %d | %d | %s | %d | %.3f | %d / %d | %.4f | %s | %.3f | %s | %s |" % (
             name, size, z, bsize or "", os.path.getsize(wc), os.path.getsize(wc) / z, ndict, info["ntensors"],
-            info["coded_over_bound"], big_ratio, info["coded_over_plain_bound"],
+            info["coded_over_bound"], "%.4f" % big_ratio if big else "-", info["coded_over_plain_bound"],
             "%.0f" % rb if rb else "", "%.0f" % rn if rn else ""), flush=True)
     return 0
 
