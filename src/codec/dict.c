@@ -43,12 +43,6 @@ static inline size_t hash_slot(uint64_t v, unsigned bits)
 	return (size_t)((v * 0x9E3779B97F4A7C15ull) >> (64 - bits));
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 /* 1- and 2-byte elements: a count per possible value. */
 static wc_err build_small(const uint8_t *in, size_t nelem, unsigned w, uint8_t *dict, uint32_t *entries,
 			  uint64_t *counts)
@@ -78,30 +72,65 @@ static wc_err build_small(const uint8_t *in, size_t nelem, unsigned w, uint8_t *
 	return WC_OK;
 }
 
-#define BIG_BITS 17 /* 2^17 slots: a load of at most 1/2 at 65536 values */
+#define BIG_BITS_MAX 17 /* 2^17 slots: a load of at most 1/2 at 65536 values */
+#define BIG_BITS_MIN 10
 
-/* 4- and 8-byte elements: an open-addressing hash table of value -> count. */
+/* Insert v (absent) into the table of 2^bits slots; returns its slot. */
+static size_t big_insert(uint64_t *key, const uint64_t *cnt, unsigned bits, uint64_t v)
+{
+	size_t mask = ((size_t)1 << bits) - 1, s = hash_slot(v, bits);
+	while (cnt[s])
+		s = (s + 1) & mask;
+	key[s] = v;
+	return s;
+}
+
+/* Sort k (key, count) pairs by key: LSD radix sort on the w key bytes
+ * (Knuth, TAOCP vol. 3, 5.2.5), stable, k <= 65536; tk, tc: scratch. */
+static void radix_sort(uint64_t *key, uint64_t *cnt, uint64_t *tk, uint64_t *tc, uint32_t k, unsigned w)
+{
+	for (unsigned b = 0; b < w; b++) {
+		size_t pos[256] = {0};
+		for (uint32_t j = 0; j < k; j++)
+			pos[(key[j] >> (8 * b)) & 0xff]++;
+		size_t sum = 0;
+		for (int d = 0; d < 256; d++) {
+			size_t c = pos[d];
+			pos[d] = sum;
+			sum += c;
+		}
+		for (uint32_t j = 0; j < k; j++) {
+			size_t at = pos[(key[j] >> (8 * b)) & 0xff]++;
+			tk[at] = key[j];
+			tc[at] = cnt[j];
+		}
+		memcpy(key, tk, k * sizeof *key);
+		memcpy(cnt, tc, k * sizeof *cnt);
+	}
+}
+
+/* 4- and 8-byte elements: an open-addressing hash table of value -> count,
+ * kept at a load of at most 1/2 and grown from 2^10 slots as values appear
+ * (most tensors have few values, and a small table stays in L1/L2). */
 static wc_err build_big(const uint8_t *in, size_t nelem, unsigned w, uint8_t *dict, uint32_t *entries,
 			uint64_t *counts)
 {
-	const size_t nslots = (size_t)1 << BIG_BITS, mask = nslots - 1;
+	unsigned bits = BIG_BITS_MIN;
+	size_t nslots = (size_t)1 << bits, mask = nslots - 1;
 	uint64_t *key = malloc(nslots * sizeof *key), *cnt = calloc(nslots, sizeof *cnt);
-	if (!key || !cnt) {
-		free(key);
-		free(cnt);
-		return wc_fail(WC_E_NOMEM, "dictionary: no memory for a hash table");
-	}
 	uint32_t k = 0;
 	uint64_t last = 0;
 	size_t last_slot = SIZE_MAX;
 	wc_err e = WC_OK;
+	if (!key || !cnt)
+		goto nomem;
 	for (size_t i = 0; i < nelem; i++) {
 		uint64_t v = load_elem(in + i * w, w);
 		if (last_slot != SIZE_MAX && v == last) { /* runs are common (zeros, padding) */
 			cnt[last_slot]++;
 			continue;
 		}
-		size_t s = hash_slot(v, BIG_BITS);
+		size_t s = hash_slot(v, bits);
 		while (cnt[s] && key[s] != v)
 			s = (s + 1) & mask;
 		if (!cnt[s]) {
@@ -109,34 +138,59 @@ static wc_err build_big(const uint8_t *in, size_t nelem, unsigned w, uint8_t *di
 				e = wc_fail(WC_E_RANGE, "dictionary: more than %u distinct values", WC_DICT_MAX_ENTRIES);
 				goto out;
 			}
-			key[s] = v;
 			k++;
+			if (2 * (size_t)k > nslots && bits < BIG_BITS_MAX) { /* grow: rehash into twice the slots */
+				uint64_t *nk = malloc(2 * nslots * sizeof *nk), *nc = calloc(2 * nslots, sizeof *nc);
+				if (!nk || !nc) {
+					free(nk);
+					free(nc);
+					goto nomem;
+				}
+				for (size_t j = 0; j < nslots; j++)
+					if (cnt[j])
+						nc[big_insert(nk, nc, bits + 1, key[j])] = cnt[j];
+				free(key);
+				free(cnt);
+				key = nk;
+				cnt = nc;
+				bits++;
+				nslots <<= 1;
+				mask = nslots - 1;
+				s = big_insert(key, cnt, bits, v);
+			} else {
+				key[s] = v;
+			}
 		}
 		cnt[s]++;
 		last = v;
 		last_slot = s;
 	}
-	/* Sort the (value, count) pairs by value: pack them side by side. */
-	uint64_t *pairs = malloc((size_t)(k ? k : 1) * 2 * sizeof *pairs);
-	if (!pairs) {
-		e = wc_fail(WC_E_NOMEM, "dictionary: no memory");
-		goto out;
-	}
+	/* Compact the (value, count) pairs to the front, then sort them by value. */
 	uint32_t j = 0;
 	for (size_t s = 0; s < nslots; s++)
 		if (cnt[s]) {
-			pairs[2 * j] = key[s];
-			pairs[2 * j + 1] = cnt[s];
+			key[j] = key[s];
+			cnt[j] = cnt[s];
 			j++;
 		}
-	qsort(pairs, k, 2 * sizeof *pairs, cmp_u64); /* compares the first u64 of each pair */
-	for (j = 0; j < k; j++) {
-		store_elem(dict + (size_t)j * w, w, pairs[2 * j]);
-		if (counts)
-			counts[j] = pairs[2 * j + 1];
+	uint64_t *tk = malloc((size_t)(k ? k : 1) * sizeof *tk), *tc = malloc((size_t)(k ? k : 1) * sizeof *tc);
+	if (!tk || !tc) {
+		free(tk);
+		free(tc);
+		goto nomem;
 	}
-	free(pairs);
+	radix_sort(key, cnt, tk, tc, k, w);
+	free(tk);
+	free(tc);
+	for (j = 0; j < k; j++) {
+		store_elem(dict + (size_t)j * w, w, key[j]);
+		if (counts)
+			counts[j] = cnt[j];
+	}
 	*entries = k;
+	goto out;
+nomem:
+	e = wc_fail(WC_E_NOMEM, "dictionary: no memory for a hash table");
 out:
 	free(key);
 	free(cnt);
