@@ -124,6 +124,13 @@ START_TEST(round_trip_every_dtype)
 	ck_assert_uint_ne(t->planes[0].table, WC_NO_TABLE); /* the exponent plane has a table */
 	ck_assert(t->planes[0].entropy_bits > 1.0 && t->planes[0].entropy_bits < 4.0);
 
+	/* The "small" tensors (a few hundred distinct values) use dictionaries,
+	 * so the damage tests below also hit the dictionary section. */
+	uint32_t ndict = 0;
+	for (uint32_t i = 0; i < wc_container_ntensors(c); i++)
+		ndict += wc_container_tensor(c, i)->dict != NULL;
+	ck_assert_uint_gt(ndict, 0);
+
 	/* Tiles cover the data section in order; find_tile agrees. */
 	uint32_t n = wc_container_ntiles(c);
 	ck_assert_uint_gt(n, 10);
