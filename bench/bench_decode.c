@@ -8,8 +8,15 @@
  * decoded output (median of several runs, plane merge included). Times are
  * the thread's CPU time, so a busy machine distorts them less.
  *
+ * With -q K the weights are first quantized to K evenly spaced levels over
+ * [-4 std, 4 std] (what TF.js models hold: u8 quantization is K = 256) and
+ * coded with the dictionary layout (docs/FORMAT.md 2.1; index planes, then
+ * a gather), or with -p as byte planes for comparison; the dictionary's
+ * bytes are added to the payload.
+ *
  *   bench/bench_decode [-d BF16|F16|F32] [-m MiB] [-t tile KiB] [-c chunk_symbols]
  *                      [-r runs] [-z (allow zstd)] [-s (portable scalar rANS) | -a (at most AVX2)]
+ *                      [-q levels [-p (byte planes, no dictionary)]]
  */
 #include <getopt.h>
 #include <math.h>
@@ -67,6 +74,30 @@ static void gen_weights(const char *dtype, uint8_t *out, size_t n, double std)
 	}
 }
 
+/* Snap each element to one of k levels evenly spaced over [-4 std, 4 std]. */
+static void quantize(const char *dtype, uint8_t *data, size_t n, unsigned k, double std)
+{
+	for (size_t i = 0; i < n; i++) {
+		float g;
+		if (!strcmp(dtype, "F32")) {
+			memcpy(&g, data + 4 * i, 4);
+		} else if (!strcmp(dtype, "F16")) {
+			_Float16 h;
+			memcpy(&h, data + 2 * i, 2);
+			g = (float)h;
+		} else {
+			uint16_t h;
+			memcpy(&h, data + 2 * i, 2);
+			uint32_t b = (uint32_t)h << 16;
+			memcpy(&g, &b, 4);
+		}
+		double lo = -4 * std, step = 8 * std / (k > 1 ? k - 1 : 1);
+		double lv = floor((g - lo) / step + 0.5);
+		lv = lv < 0 ? 0 : lv > k - 1 ? k - 1 : lv;
+		store_elem(dtype, data, i, (float)(lo + lv * step));
+	}
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -80,8 +111,9 @@ int main(int argc, char **argv)
 	const char *dtype = "BF16";
 	size_t mib = 64, tile_kib = 1024;
 	uint32_t chunk = WC_RANS_CHUNK_DEFAULT;
-	int runs = 5, zstd = 0, opt;
-	while ((opt = getopt(argc, argv, "d:m:t:c:r:zsah")) != -1) {
+	int runs = 5, zstd = 0, opt, byte_planes = 0;
+	unsigned levels = 0;
+	while ((opt = getopt(argc, argv, "d:m:t:c:r:zsahq:p")) != -1) {
 		switch (opt) {
 		case 'd': dtype = optarg; break;
 		case 'm': mib = strtoul(optarg, NULL, 10); break;
@@ -91,9 +123,11 @@ int main(int argc, char **argv)
 		case 'z': zstd = 1; break;
 		case 's': wc_rans_isa_limit = WC_RANS_ISA_SCALAR; break;
 		case 'a': wc_rans_isa_limit = WC_RANS_ISA_AVX2; break;
+		case 'q': levels = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'p': byte_planes = 1; break;
 		default:
 			fprintf(stderr, "usage: %s [-d BF16|F16|F32] [-m MiB] [-t tile KiB] [-c chunk_symbols] "
-					"[-r runs] [-z] [-s (scalar rANS) | -a (at most AVX2)]\n", argv[0]);
+					"[-r runs] [-z] [-s (scalar rANS) | -a (at most AVX2)] [-q levels [-p]]\n", argv[0]);
 			return opt == 'h' ? 0 : 2;
 		}
 	}
@@ -108,12 +142,31 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	gen_weights(dtype, data, n, 0.02);
+	uint8_t *dict = NULL;
+	uint32_t entries = 0;
+	if (levels) {
+		quantize(dtype, data, n, levels, 0.02);
+		dict = malloc((size_t)WC_DICT_MAX_ENTRIES * l.elem_size);
+		if (!dict || wc_dict_build(data, n, l.elem_size, dict, &entries, NULL) != WC_OK) {
+			fprintf(stderr, "no dictionary: %s\n", wc_last_detail());
+			return 1;
+		}
+		if (byte_planes) {
+			free(dict);
+			dict = NULL;
+		} else {
+			l = wc_layout_dict(l.elem_size, entries);
+		}
+	}
 
 	/* One table per plane over the whole tensor, and the planes' entropy. */
 	uint8_t *planes[WC_MAX_PLANES];
 	for (unsigned p = 0; p < l.nplanes; p++)
 		planes[p] = malloc(n);
-	wc_planes_split(l, data, n, planes);
+	if (dict)
+		wc_dict_index(l, dict, entries, data, n, planes);
+	else
+		wc_planes_split(l, data, n, planes);
 	wc_freqtab tabs[WC_MAX_PLANES];
 	wc_plane_plan plan[WC_MAX_PLANES];
 	double entropy_bytes = 0, plane_entropy[WC_MAX_PLANES], table_bits[WC_MAX_PLANES];
@@ -145,7 +198,9 @@ int main(int argc, char **argv)
 	double t0 = now();
 	for (size_t k = 0; k < ntiles; k++) {
 		size_t sz = nbytes - k * tile < tile ? nbytes - k * tile : tile;
-		wc_err e = wc_tile_encode(l, data + k * tile, sz, plan, chunk, payload + k * cap, cap, &len[k], pb);
+		wc_err e = dict ? wc_tile_encode_dict(l, data + k * tile, sz, dict, entries, plan, chunk, payload + k * cap,
+						      cap, &len[k], pb)
+				: wc_tile_encode(l, data + k * tile, sz, plan, chunk, payload + k * cap, cap, &len[k], pb);
 		if (e != WC_OK) {
 			fprintf(stderr, "encode tile %zu: %s: %s\n", k, wc_strerror(e), wc_last_detail());
 			return 1;
@@ -171,8 +226,8 @@ int main(int argc, char **argv)
 		t0 = now();
 		for (size_t k = 0; k < ntiles; k++) {
 			size_t sz = nbytes - k * tile < tile ? nbytes - k * tile : tile;
-			wc_err e = wc_tile_decode(l, payload + k * cap, len[k], tabs, l.nplanes, chunk,
-						  back + k * tile, sz);
+			wc_err e = wc_tile_decode_dict(l, payload + k * cap, len[k], tabs, l.nplanes, chunk, dict,
+						       entries, back + k * tile, sz);
 			if (e != WC_OK) {
 				fprintf(stderr, "decode tile %zu: %s: %s\n", k, wc_strerror(e), wc_last_detail());
 				return 1;
@@ -185,10 +240,17 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	qsort(dec_s, runs, sizeof *dec_s, cmp_double);
+	if (dict) { /* the dictionary is part of what is stored */
+		total += (size_t)entries * l.elem_size;
+		entropy_bytes += (double)entries * l.elem_size;
+	}
 
 	printf("dtype %s, %zu MiB, %zu KiB tiles, chunk %u symbols, layout %s, rANS decoder %s\n", dtype,
 	       mib, tile_kib, chunk, wc_layout_name(l),
 	       wc_rans_isa_name(wc_rans_isa()));
+	if (levels)
+		printf("  quantized to %u levels: %u distinct values%s\n", levels, entries,
+		       dict ? ", dictionary bytes counted in the payload" : ", coded as byte planes");
 	for (unsigned p = 0; p < l.nplanes; p++) {
 		printf("  plane %u: entropy %.4f bits, table cost %+.3f%%, coded %.4f bits/symbol (%+.3f%%), modes",
 		       p, plane_entropy[p], 100.0 * (table_bits[p] / plane_entropy[p] - 1.0),
@@ -207,6 +269,7 @@ int main(int argc, char **argv)
 	       (double)nbytes / dec_s[0] / 1e9, runs);
 	free(dec_s);
 	free(payload);
+	free(dict);
 	free(len);
 	free(data);
 	free(back);

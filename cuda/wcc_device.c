@@ -353,13 +353,16 @@ static int chunks_ok(const wc_plane_view *v, uint32_t nchunks)
 }
 
 /* Can the GPU decode this job? Fills *pl. Jobs it cannot (zstd planes,
- * other kinds, anything malformed) go to the CPU, which reports errors. */
+ * dictionary tensors, other kinds, anything malformed) go to the CPU, which
+ * reports errors; for a device target the CPU's bytes are copied up. */
 static int plan_job(wcc_ctx *ctx, const wc_tile_job *job, const uint8_t *dev_out, job_plan *pl)
 {
 	const wc_layout l = job->layout;
 	const uint32_t C = job->chunk_symbols;
 	if (job->kind != WC_JOB_PLANES || job->out_size == 0 || l.nplanes == 0 || l.nplanes > WC_MAX_PLANES ||
 	    l.elem_size == 0 || C < WC_RANS_CHUNK_MIN || C > WC_RANS_CHUNK_MAX || C % 32u)
+		return 0;
+	if (l.kind == WC_LAYOUT_DICT || job->dict) /* no GPU gather yet */
 		return 0;
 	if (wc_tile_parse(l, job->payload, job->payload_size, job->out_size, job->ntables, pl->v) != WC_OK)
 		return 0;

@@ -9,11 +9,17 @@ zstd for the metadata), decodes each payload (section 3: RAW, CONST, RANS
 per section 4) and writes the virtual file. XXH3 is not in the standard
 library, so hashes are not checked here (the C reader checks them).
 
+A file with dictionaries (flag bit 0, 1.8 and 2.1) needs the metadata to
+know which tensors use them: it is decompressed with the `zstd` command.
+
 Usage: doc_reader.py IN.wcodec OUT.safetensors
-Exit status 3 if a plane uses ZSTD (not in the standard library).
+Exit status 3 if a plane uses ZSTD (not in the standard library), or the
+file has dictionaries and no `zstd` command is found.
 """
 import json
+import shutil
 import struct
+import subprocess
 import sys
 
 LAYOUT = {  # dtype -> (layout, element size, planes)
@@ -47,6 +53,16 @@ def merge(layout, planes, n):
             out += struct.pack("<I", u)
         else:  # shuffle w: plane k holds byte (w - 1 - k)
             out += bytes(planes[w - 1 - b][i] for b in range(w))
+    return bytes(out)
+
+
+def gather(w, k, dictionary, planes, n):
+    """Section 2.1: element i is entry x_i of the dictionary."""
+    out = bytearray()
+    for i in range(n):
+        x = planes[0][i] if len(planes) == 1 else (planes[0][i] << 8) | planes[1][i]
+        assert x < k, "dictionary index %d >= %d" % (x, k)
+        out += dictionary[x * w: (x + 1) * w]
     return bytes(out)
 
 
@@ -93,11 +109,36 @@ def main():
     b = open(src, "rb").read()
     assert b[:8] == b"WCODEC\r\n", "magic"
     version, flags, header_size, tile_size, chunk, ntensors, ntiles, ntables = struct.unpack_from("<8I", b, 8)
-    assert (version, flags, header_size) == (1, 0, 160)
+    assert (version, header_size) == (1, 160) and flags in (0, 1)
     (vsize, prefix_off, prefix_len, payload_off, payload_len, tables_off, tables_len,
-     index_off, index_len, meta_off, meta_len, file_size) = struct.unpack_from("<12Q", b, 40)
+     index_off, index_len, meta_off, meta_len, file_size, dicts_off, dicts_len) = struct.unpack_from("<14Q", b, 40)
     assert file_size == len(b) and meta_off + meta_len == len(b)
+    assert index_off == tables_off + tables_len + dicts_len
     prefix = b[prefix_off: prefix_off + prefix_len]
+
+    # Dictionaries (1.8), named by the metadata (1.3).
+    dicts = {}
+    if flags & 1:
+        assert dicts_off == tables_off + tables_len and dicts_len > 0
+        if not shutil.which("zstd"):
+            print("dictionaries need the metadata: no zstd command", file=sys.stderr)
+            sys.exit(3)
+        meta = json.loads(subprocess.run(["zstd", "-dc"], input=b[meta_off: meta_off + meta_len],
+                                         stdout=subprocess.PIPE, check=True).stdout)
+        cursor = 0
+        for t in meta["tensors"]:
+            if t["layout"] == "dict":
+                w = layout_of(t["dtype"], t["end"] - t["begin"])[1]
+                off, k = t["dict"]["offset"], t["dict"]["entries"]
+                assert off == cursor and 1 <= k <= 65536
+                d = b[dicts_off + off: dicts_off + off + k * w]
+                vals = [int.from_bytes(d[j * w: (j + 1) * w], "little") for j in range(k)]
+                assert all(vals[j] < vals[j + 1] for j in range(k - 1)), "dictionary not ascending"
+                dicts[t["name"].encode()] = (k, d)
+                cursor = off + k * w
+        assert cursor == dicts_len
+    else:
+        assert dicts_off == 0 and dicts_len == 0
 
     # Tensors in data order from the prefix (section 1.3: sorted by begin, end, name).
     n = struct.unpack_from("<Q", prefix, 0)[0]
@@ -124,6 +165,9 @@ def main():
     t_index = 0
     for ti, (begin, end, name, dtype) in enumerate(tensors):
         layout = layout_of(dtype, end - begin)
+        dictionary = dicts.get(name)
+        if dictionary:
+            layout = ("dict", layout[1], 1 if dictionary[0] <= 256 else 2)
         size = end - begin
         for k in range((size + tile_size - 1) // tile_size):
             voff, coff, csize, dsize, tensor, tflags, _, _ = struct.unpack_from("<QQIIIIQQ", b, index_off + 48 * t_index)
@@ -146,7 +190,10 @@ def main():
                     print("plane coded with zstd: not in the standard library", file=sys.stderr)
                     sys.exit(3)
                 body_at = (body_at + bsize + 3) & ~3
-            out += merge(layout, planes, nsym)
+            if dictionary:
+                out += gather(layout[1], dictionary[0], dictionary[1], planes, nsym)
+            else:
+                out += merge(layout, planes, nsym)
             t_index += 1
     assert t_index == ntiles and len(out) == vsize
     open(dst, "wb").write(out)

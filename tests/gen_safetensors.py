@@ -14,6 +14,10 @@ Profiles:
            (--dtype BF16|F16|F32), about --params parameters: Gaussian
            matrices with per-tensor scales and a few outliers, norm weights
            near 1.0, small biases.
+  quantized  what TF.js models hold: weights quantized to 8 bits (256
+           levels) or to float16 and stored back as F32, BF16 or F16 (each
+           tensor has at most 65536 distinct values), plus a few genuine F32
+           tensors and small I32 tensors (the dictionary layout's test set).
 
 --malform KIND writes a deliberately broken file instead (see MALFORMS) so
 tests can check that readers reject it with a message naming the problem.
@@ -181,6 +185,33 @@ def profile_weights(rng, dtype, params):
     return out
 
 
+def profile_quantized(rng):
+    """[(name, dtype, shape, bytes)]: u8- and f16-quantized tensors of several dtypes."""
+    out = []
+
+    def u8quant(n, std):
+        vals = weight_values(rng, n, std)
+        lo, hi = min(vals), max(vals)
+        scale = (hi - lo) / 255.0
+        return [lo + round((v - lo) / scale) * scale for v in vals]
+
+    def f16quant(n, std):
+        return [struct.unpack("<e", struct.pack("<e", v))[0] for v in weight_values(rng, n, std)]
+
+    for i, (rows, cols) in enumerate(((64, 96), (128, 64), (30, 31), (8, 8))):
+        n = rows * cols
+        out.append(("u8q.%d.f32" % i, "F32", [rows, cols], to_f32_bytes(u8quant(n, 0.05))))
+        out.append(("u8q.%d.bf16" % i, "BF16", [rows, cols], to_bf16_bytes(u8quant(n, 0.05))))
+        out.append(("f16q.%d.f32" % i, "F32", [rows, cols], to_f32_bytes(f16quant(n, 0.02))))
+        out.append(("f16q.%d.f16" % i, "F16", [rows, cols], to_f16_bytes(f16quant(n, 0.02))))
+    out.append(("u8q.f64", "F64", [2000], to_f64_bytes(u8quant(2000, 0.1))))
+    out.append(("genuine.f32", "F32", [96, 64], to_f32_bytes(weight_values(rng, 96 * 64, 0.02))))
+    out.append(("const.f32", "F32", [4096], to_f32_bytes([0.5] * 4096)))
+    for i in range(5):
+        out.append(("shape.%d.i32" % i, "I32", [2], struct.pack("<2i", rng.randrange(100), -1)))
+    return out
+
+
 def build(tensors, metadata, pad=True):
     """Header bytes and data bytes of a well-formed file; tensors in the given order."""
     header = {}
@@ -250,7 +281,7 @@ def malform(kind, header, js, data):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out", help="output .safetensors path")
-    ap.add_argument("--profile", choices=["all", "weights"], default="all")
+    ap.add_argument("--profile", choices=["all", "weights", "quantized"], default="all")
     ap.add_argument("--dtype", choices=["BF16", "F16", "F32"], default="BF16",
                     help="dtype of the weights profile")
     ap.add_argument("--params", type=int, default=1 << 20,
@@ -264,6 +295,8 @@ def main():
     rng = random.Random(args.seed)
     if args.profile == "all":
         tensors = profile_all(rng)
+    elif args.profile == "quantized":
+        tensors = profile_quantized(rng)
     else:
         tensors = profile_weights(rng, args.dtype, args.params)
     metadata = None if args.no_metadata else {"format": "pt", "generator": "gen_safetensors.py"}

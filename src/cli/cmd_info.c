@@ -15,22 +15,29 @@ static void usage(FILE *out)
 	fprintf(out, "Usage: wcodec info [OPTIONS] FILE\n\n"
 		     "Describe FILE: its tensors with dtype, shape and compression ratio, totals, the\n"
 		     "ratio per dtype, and the order-0 entropy bound of the tensor-planes with how close\n"
-		     "the coded data section comes to it.\n\n"
+		     "the coded data section comes to it: the bound of the planes coded (index planes\n"
+		     "plus the dictionary for tensors of layout dict) and that of the plain byte planes.\n\n"
 		     "  -J, --json            one JSON object on standard output\n"
 		     "  -h, --help            this help\n"
 		     "  -V, --version         the version\n");
 }
 
+/* coded counts a dict tensor's dictionary with its payloads; bound is the
+ * order-0 entropy of the planes actually coded (index planes for dict
+ * tensors) plus the dictionary bytes; plain_bound is that of the byte planes
+ * of section 2 (what the tensor would be bounded by without a dictionary). */
 typedef struct tensor_sum {
 	uint64_t bytes, coded;
-	double bound; /* bytes: sum over planes of entropy * elements / 8 */
+	double bound; /* bytes: sum over planes of entropy * elements / 8 (+ dictionary) */
+	double plain_bound;
+	uint64_t dict_bytes;
 } tensor_sum;
 
 typedef struct dtype_sum {
 	const char *dtype;
 	uint32_t tensors;
 	uint64_t bytes, coded;
-	double bound;
+	double bound, plain_bound;
 } dtype_sum;
 
 static tensor_sum sum_tensor(const wc_container *c, const wc_tensor_info *t)
@@ -41,6 +48,12 @@ static tensor_sum sum_tensor(const wc_container *c, const wc_tensor_info *t)
 	uint64_t n = s.bytes / t->layout.elem_size;
 	for (unsigned p = 0; p < t->layout.nplanes; p++)
 		s.bound += t->planes[p].entropy_bits * (double)n / 8.0;
+	uint64_t pn = s.bytes / t->plain_layout.elem_size;
+	for (unsigned p = 0; p < t->plain_layout.nplanes; p++)
+		s.plain_bound += t->plain_entropy[p] * (double)pn / 8.0;
+	s.dict_bytes = (uint64_t)t->dict_entries * t->layout.elem_size;
+	s.coded += s.dict_bytes;
+	s.bound += (double)s.dict_bytes;
 	return s;
 }
 
@@ -66,6 +79,8 @@ static void summarise(const wc_container *c, dtype_sum *dts, uint32_t *ndts, ten
 		total->bytes += s.bytes;
 		total->coded += s.coded;
 		total->bound += s.bound;
+		total->plain_bound += s.plain_bound;
+		total->dict_bytes += s.dict_bytes;
 		uint32_t k = 0;
 		while (k < *ndts && strcmp(dts[k].dtype, t->dtype))
 			k++;
@@ -75,6 +90,7 @@ static void summarise(const wc_container *c, dtype_sum *dts, uint32_t *ndts, ten
 		dts[k].bytes += s.bytes;
 		dts[k].coded += s.coded;
 		dts[k].bound += s.bound;
+		dts[k].plain_bound += s.plain_bound;
 	}
 }
 
@@ -98,8 +114,14 @@ static int info_text(const char *path, const wc_container *c, const dtype_sum *d
 	       cli_human_bytes(fsize, b), ratio(vsize, fsize), 100.0 * ratio(fsize, vsize));
 	printf("data section:   %llu -> %llu bytes, ratio %.3fx\n", (unsigned long long)total->bytes,
 	       (unsigned long long)total->coded, ratio(total->bytes, total->coded));
-	printf("entropy bound:  %.0f bytes (order-0 entropy of every tensor-plane); coded data is %.2f%% of it\n",
+	printf("entropy bound:  %.0f bytes (order-0 entropy of every tensor-plane coded, index planes and "
+	       "dictionaries of dict tensors included); coded data is %.2f%% of it\n",
 	       total->bound, total->bound > 0 ? 100.0 * (double)total->coded / total->bound : 0.0);
+	printf("byte planes:    %.0f bytes (order-0 entropy of the section 2 byte planes, no dictionaries); coded "
+	       "data is %.2f%% of it\n",
+	       total->plain_bound, total->plain_bound > 0 ? 100.0 * (double)total->coded / total->plain_bound : 0.0);
+	if (total->dict_bytes)
+		printf("dictionaries:   %llu bytes (part of the coded data)\n", (unsigned long long)total->dict_bytes);
 	printf("overhead:       %llu bytes (fixed header, frequency tables, tile index, metadata)\n",
 	       (unsigned long long)(fsize - total->coded - plen));
 	printf("\n%-10s %8s %16s %16s %9s %9s\n", "dtype", "tensors", "bytes", "coded", "ratio", "vs bound");
@@ -118,6 +140,8 @@ static int info_text(const char *path, const wc_container *c, const dtype_sum *d
 		       (unsigned long long)s.bytes, (unsigned long long)s.coded, ratio(s.bytes, s.coded));
 		for (unsigned p = 0; p < t->layout.nplanes; p++)
 			printf(" %.2f", t->planes[p].entropy_bits);
+		if (t->dict)
+			printf(" (%u-entry dictionary)", t->dict_entries);
 		printf("\n");
 	}
 	return CLI_OK;
@@ -134,10 +158,10 @@ static int info_json(const char *path, const wc_container *c, const dtype_sum *d
 	json_t *dtypes = json_object(), *tensors = json_array();
 	for (uint32_t k = 0; k < ndts; k++)
 		json_object_set_new(dtypes, dts[k].dtype,
-				    json_pack("{s:i, s:I, s:I, s:f, s:f}", "tensors", (int)dts[k].tensors, "bytes",
+				    json_pack("{s:i, s:I, s:I, s:f, s:f, s:f}", "tensors", (int)dts[k].tensors, "bytes",
 					      (json_int_t)dts[k].bytes, "coded_bytes", (json_int_t)dts[k].coded,
 					      "ratio", ratio(dts[k].bytes, dts[k].coded), "entropy_bound_bytes",
-					      dts[k].bound));
+					      dts[k].bound, "plain_entropy_bound_bytes", dts[k].plain_bound));
 	for (uint32_t i = 0; i < wc_container_ntensors(c); i++) {
 		const wc_tensor_info *t = wc_container_tensor(c, i);
 		tensor_sum s = sum_tensor(c, t);
@@ -150,14 +174,16 @@ static int info_json(const char *path, const wc_container *c, const dtype_sum *d
 								t->planes[p].table == WC_NO_TABLE
 									? json_null()
 									: json_integer(t->planes[p].table)));
-		json_array_append_new(
-			tensors,
-			json_pack("{s:s, s:s, s:o, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:i, s:i, s:o}", "name", t->name,
-				  "dtype", t->dtype, "shape", shape, "layout", wc_layout_name(t->layout), "begin",
-				  (json_int_t)t->begin, "end", (json_int_t)t->end, "bytes", (json_int_t)s.bytes,
-				  "coded_bytes", (json_int_t)s.coded, "ratio", ratio(s.bytes, s.coded),
-				  "entropy_bound_bytes", s.bound, "first_tile", (int)t->first_tile, "tiles",
-				  (int)t->ntiles, "planes", planes));
+		json_t *to = json_pack("{s:s, s:s, s:o, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:i, s:i, s:o}", "name",
+				       t->name, "dtype", t->dtype, "shape", shape, "layout", wc_layout_name(t->layout),
+				       "begin", (json_int_t)t->begin, "end", (json_int_t)t->end, "bytes",
+				       (json_int_t)s.bytes, "coded_bytes", (json_int_t)s.coded, "ratio",
+				       ratio(s.bytes, s.coded), "entropy_bound_bytes", s.bound,
+				       "plain_entropy_bound_bytes", s.plain_bound, "first_tile", (int)t->first_tile,
+				       "tiles", (int)t->ntiles, "planes", planes);
+		if (to && t->dict)
+			json_object_set_new(to, "dict_entries", json_integer(t->dict_entries));
+		json_array_append_new(tensors, to);
 	}
 	json_t *root = json_pack(
 		"{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:f, s:I, s:I, s:f, s:f, s:o, s:o}", "file", path,
@@ -168,6 +194,14 @@ static int info_json(const char *path, const wc_container *c, const dtype_sum *d
 		(json_int_t)total->bytes, "coded_data_bytes", (json_int_t)total->coded, "entropy_bound_bytes",
 		total->bound, "coded_over_bound", total->bound > 0 ? (double)total->coded / total->bound : 0.0,
 		"dtypes", dtypes, "tensors", tensors);
+	if (root && (json_object_set_new(root, "plain_entropy_bound_bytes", json_real(total->plain_bound)) ||
+		     json_object_set_new(root, "dict_bytes", json_integer((json_int_t)total->dict_bytes)) ||
+		     json_object_set_new(root, "coded_over_plain_bound",
+					 json_real(total->plain_bound > 0 ? (double)total->coded / total->plain_bound
+									  : 0.0)))) {
+		json_decref(root);
+		root = NULL;
+	}
 	if (!root) {
 		fprintf(stderr, "wcodec: info: cannot build the JSON report\n");
 		return CLI_FAIL;

@@ -86,10 +86,17 @@ int cmd_pack(int argc, char **argv)
 		       st.output_bytes ? (double)st.input_bytes / (double)st.output_bytes : 0.0,
 		       st.input_bytes ? 100.0 * (double)st.output_bytes / (double)st.input_bytes : 0.0,
 		       po.verify ? ", verified" : "");
+		/* With dictionaries the coded data is the payloads plus the
+		 * dictionaries, and so is the bound of the planes coded. */
+		uint64_t coded = st.coded_data_bytes + st.dict_bytes;
 		printf("data section: %s -> %s; order-0 entropy bound of its planes %.0f bytes (coded = %.2f%% of bound)\n",
-		       cli_human_bytes(st.data_bytes, d), cli_human_bytes(st.coded_data_bytes, cd),
-		       st.entropy_bound_bytes,
-		       st.entropy_bound_bytes > 0 ? 100.0 * (double)st.coded_data_bytes / st.entropy_bound_bytes : 0.0);
+		       cli_human_bytes(st.data_bytes, d), cli_human_bytes(coded, cd), st.entropy_bound_bytes,
+		       st.entropy_bound_bytes > 0 ? 100.0 * (double)coded / st.entropy_bound_bytes : 0.0);
+		if (st.dict_tensors)
+			printf("dictionaries: %u tensors as index planes + %llu dictionary bytes; bound of the byte "
+			       "planes without them %.0f bytes (coded = %.2f%% of it)\n",
+			       st.dict_tensors, (unsigned long long)st.dict_bytes, st.plain_entropy_bound_bytes,
+			       st.plain_entropy_bound_bytes > 0 ? 100.0 * (double)coded / st.plain_entropy_bound_bytes : 0.0);
 	}
 	return CLI_OK;
 }

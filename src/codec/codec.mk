@@ -1,6 +1,7 @@
 # src/codec: the lossless codec (byte planes, 32-lane rANS, tile payloads).
 libwcodec_la_SOURCES += \
 	src/codec/codec_scratch.c \
+	src/codec/dict.c \
 	src/codec/entropy.c \
 	src/codec/freq_normalize.c \
 	src/codec/planes.c \
@@ -14,8 +15,8 @@ libwcodec_la_SOURCES += \
 noinst_HEADERS += src/codec/codec_internal.h
 pkginclude_HEADERS += src/codec/rans.h src/codec/planes.h src/codec/tile_codec.h
 
-check_PROGRAMS += tests/test_rans tests/test_planes tests/test_tile_codec
-TESTS += tests/test_rans tests/test_planes tests/test_tile_codec
+check_PROGRAMS += tests/test_rans tests/test_planes tests/test_tile_codec tests/test_dict
+TESTS += tests/test_rans tests/test_planes tests/test_tile_codec tests/test_dict
 tests_test_rans_SOURCES = tests/test_rans.c tests/codec_testutil.h
 tests_test_rans_CFLAGS = $(TEST_CFLAGS)
 tests_test_rans_LDADD = $(TEST_LIBS)
@@ -25,9 +26,14 @@ tests_test_planes_LDADD = $(TEST_LIBS)
 tests_test_tile_codec_SOURCES = tests/test_tile_codec.c tests/codec_testutil.h
 tests_test_tile_codec_CFLAGS = $(TEST_CFLAGS) $(ZSTD_CFLAGS)
 tests_test_tile_codec_LDADD = $(TEST_LIBS)
+tests_test_dict_SOURCES = tests/test_dict.c tests/codec_testutil.h
+tests_test_dict_CFLAGS = $(TEST_CFLAGS)
+tests_test_dict_LDADD = $(TEST_LIBS)
 
 # Decode/encode throughput benchmark (not a test: timing never runs in make check).
 noinst_PROGRAMS += bench/bench_decode
 bench_bench_decode_SOURCES = bench/bench_decode.c
 bench_bench_decode_CFLAGS = $(AM_CFLAGS)
 bench_bench_decode_LDADD = libwcodec.la -lm
+# wcodec against zstd -19 on real model files (docs/BENCHMARKS.md, dictionary layout).
+EXTRA_DIST += bench/dict_vs_zstd.py

@@ -48,6 +48,8 @@ static const struct {
 
 const char *wc_layout_name(wc_layout l)
 {
+	if (l.kind == WC_LAYOUT_DICT)
+		return "dict";
 	for (size_t i = 0; i < sizeof layout_names / sizeof layout_names[0]; i++) {
 		wc_layout k = layout_names[i].layout;
 		if (k.kind == l.kind && k.elem_size == l.elem_size && k.nplanes == l.nplanes)

@@ -59,6 +59,16 @@ wc_err wc_tile_encode(wc_layout l, const uint8_t *data, size_t nbytes,
 		      const wc_plane_plan *plan, uint32_t chunk_symbols,
 		      uint8_t *out, size_t cap, size_t *out_len, uint64_t *plane_bytes);
 
+/* wc_tile_encode for a WC_LAYOUT_DICT tensor (docs/FORMAT.md 2.1): each
+ * element of data becomes its index in dict (`entries` values of
+ * l.elem_size bytes, strictly ascending; l = wc_layout_dict(elem_size,
+ * entries)), and the l.nplanes index planes are coded as wc_tile_encode
+ * codes byte planes. Errors as wc_tile_encode; WC_E_INVAL also when an
+ * element is not in dict. (wc_tile_encode refuses DICT layouts.) */
+wc_err wc_tile_encode_dict(wc_layout l, const uint8_t *data, size_t nbytes, const uint8_t *dict,
+			   uint32_t entries, const wc_plane_plan *plan, uint32_t chunk_symbols,
+			   uint8_t *out, size_t cap, size_t *out_len, uint64_t *plane_bytes);
+
 /* Decode a payload of payload_len bytes into exactly nbytes at out.
  * tables/ntables: the file's frequency tables (a RANS plane's table index is
  * checked against ntables). Validates every size and offset it reads.
@@ -72,6 +82,17 @@ wc_err wc_tile_encode(wc_layout l, const uint8_t *data, size_t nbytes,
 wc_err wc_tile_decode(wc_layout l, const uint8_t *payload, size_t payload_len,
 		      const wc_freqtab *tables, uint32_t ntables, uint32_t chunk_symbols,
 		      uint8_t *out, size_t nbytes);
+
+/* wc_tile_decode for any layout: for WC_LAYOUT_DICT, dict holds the tensor's
+ * dict_entries values (1..65536, l.elem_size bytes each, as the container
+ * validated them) and l.nplanes must be wc_layout_dict()'s; the index planes
+ * are decoded block by block and gathered, out[i] = dict[index[i]], while
+ * still in L1. An index >= dict_entries is WC_E_CORRUPT. For other layouts
+ * dict must be NULL (this is then wc_tile_decode). A DICT layout without a
+ * dictionary, or a dictionary with another layout, is WC_E_CORRUPT. */
+wc_err wc_tile_decode_dict(wc_layout l, const uint8_t *payload, size_t payload_len,
+			   const wc_freqtab *tables, uint32_t ntables, uint32_t chunk_symbols,
+			   const uint8_t *dict, uint32_t dict_entries, uint8_t *out, size_t nbytes);
 
 /* Parsed view of a payload's plane descriptors, for backends that decode the
  * planes themselves (the CUDA plugin). body points into the payload. */

@@ -5,7 +5,8 @@
  * per-thread scratch and the block is merged into the output at once, so
  * decoded symbols never leave L1 and the 16 KiB decoding table stays there.
  * Planes without chunks (RAW, CONST, ZSTD) follow the same geometry with
- * PLAIN_CHUNK-symbol virtual chunks. */
+ * PLAIN_CHUNK-symbol virtual chunks. A DICT tile gathers each block from
+ * the dictionary instead of merging it. */
 #include <zstd.h>
 
 #include "codec/codec_internal.h"
@@ -152,6 +153,21 @@ wc_err wc_tile_decode(wc_layout l, const uint8_t *payload, size_t payload_len,
 		      const wc_freqtab *tables, uint32_t ntables, uint32_t chunk_symbols,
 		      uint8_t *out, size_t nbytes)
 {
+	return wc_tile_decode_dict(l, payload, payload_len, tables, ntables, chunk_symbols, NULL, 0, out, nbytes);
+}
+
+wc_err wc_tile_decode_dict(wc_layout l, const uint8_t *payload, size_t payload_len,
+			   const wc_freqtab *tables, uint32_t ntables, uint32_t chunk_symbols,
+			   const uint8_t *dict, uint32_t dict_entries, uint8_t *out, size_t nbytes)
+{
+	if (l.kind == WC_LAYOUT_DICT) {
+		if (!dict || dict_entries == 0 || dict_entries > WC_DICT_MAX_ENTRIES ||
+		    l.nplanes != (dict_entries <= 256 ? 1 : 2))
+			return wc_fail(WC_E_CORRUPT, "tile: dict layout of %u planes without a fitting dictionary (%u entries)",
+				       l.nplanes, dict_entries);
+	} else if (dict) {
+		return wc_fail(WC_E_CORRUPT, "tile: a dictionary given for layout %s", wc_layout_name(l));
+	}
 	wc_plane_view views[WC_MAX_PLANES];
 	wc_err e = wc_tile_parse(l, payload, payload_len, nbytes, ntables, views);
 	if (e != WC_OK)
@@ -186,7 +202,11 @@ wc_err wc_tile_decode(wc_layout l, const uint8_t *payload, size_t payload_len,
 			size_t len = (rend * WC_RANS_LANES < m ? rend * WC_RANS_LANES : m) - r0 * WC_RANS_LANES;
 			const uint8_t *ptr[WC_MAX_PLANES];
 			PLANE_CALL(block, &pd[p_], first, rend, &ptr[p_]);
-			wc_planes_merge(l, ptr, len, out + first * l.elem_size);
+			if (!dict)
+				wc_planes_merge(l, ptr, len, out + first * l.elem_size);
+			else if (wc_dict_gather(l, dict, dict_entries, ptr, len, out + first * l.elem_size))
+				return wc_fail(WC_E_CORRUPT, "tile: a dictionary index in elements [%zu, %zu) is "
+					       "not below the %u entries", first, first + len, dict_entries);
 		}
 		PLANE_CALL(chunk_end, &pd[p_]);
 	}

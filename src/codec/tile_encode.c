@@ -76,55 +76,42 @@ static wc_err choose(const uint8_t *pl, size_t n, const wc_plane_plan *plan, uin
 	return WC_OK;
 }
 
-wc_err wc_tile_encode(wc_layout l, const uint8_t *data, size_t nbytes,
-		      const wc_plane_plan *plan, uint32_t chunk_symbols,
-		      uint8_t *out, size_t cap, size_t *out_len, uint64_t *plane_bytes)
+/* Check the arguments common to both encoders; *n gets the element count. */
+static wc_err encode_args(wc_layout l, size_t nbytes, const wc_plane_plan *plan, uint32_t chunk_symbols, size_t *n)
 {
 	if (!wc_layout_valid(l))
 		return wc_fail(WC_E_INVAL, "tile encode: invalid layout");
 	if (nbytes % l.elem_size)
 		return wc_fail(WC_E_INVAL, "tile encode: %zu bytes is not a whole number of %u-byte elements",
 			       nbytes, l.elem_size);
-	size_t n = nbytes / l.elem_size;
-	if (n > UINT32_MAX)
-		return wc_fail(WC_E_INVAL, "tile encode: %zu elements exceed a plane's 32-bit size", n);
+	*n = nbytes / l.elem_size;
+	if (*n > UINT32_MAX)
+		return wc_fail(WC_E_INVAL, "tile encode: %zu elements exceed a plane's 32-bit size", *n);
 	for (unsigned p = 0; p < l.nplanes; p++)
 		if (plan[p].table && !wc_rans_chunk_symbols_ok(chunk_symbols))
 			return wc_fail(WC_E_INVAL, "tile encode: chunk_symbols %u invalid", chunk_symbols);
+	return WC_OK;
+}
 
+/* Encode l.nplanes planes of n symbols each (already split) into a payload. */
+static wc_err encode_planes(wc_layout l, uint8_t *const planes[], size_t n, const wc_plane_plan *plan,
+			    uint32_t chunk_symbols, uint8_t *rans_tmp, uint8_t *zstd_tmp, size_t zstd_cap,
+			    uint8_t *out, size_t cap, size_t *out_len, uint64_t *plane_bytes)
+{
 	size_t hdr = WC_TILE_HEADER_BYTES(l.nplanes);
-	size_t zstd_cap = ZSTD_compressBound(n);
-	size_t rans_cap = wc_rans_bound(n, wc_rans_chunk_symbols_ok(chunk_symbols) ? chunk_symbols : 32);
-	uint8_t *planes_mem = malloc(l.nplanes * n + rans_cap + zstd_cap + 1);
-	if (!planes_mem)
-		return wc_fail(WC_E_NOMEM, "tile encode: no memory for %zu bytes of planes", nbytes);
-	uint8_t *planes[WC_MAX_PLANES];
-	for (unsigned p = 0; p < l.nplanes; p++)
-		planes[p] = planes_mem + p * n;
-	uint8_t *rans_tmp = planes_mem + l.nplanes * n;
-	uint8_t *zstd_tmp = rans_tmp + rans_cap;
-	wc_planes_split(l, data, n, planes);
-
-	wc_err e = WC_OK;
-	if (cap < hdr) {
-		e = wc_fail(WC_E_RANGE, "tile encode: capacity %zu below the %zu-byte header", cap, hdr);
-		goto out;
-	}
+	if (cap < hdr)
+		return wc_fail(WC_E_RANGE, "tile encode: capacity %zu below the %zu-byte header", cap, hdr);
 	out[0] = l.nplanes;
 	out[1] = out[2] = out[3] = 0;
 	size_t pos = hdr;
 	for (unsigned p = 0; p < l.nplanes; p++) {
 		choice c;
-		e = choose(planes[p], n, &plan[p], chunk_symbols, rans_tmp, zstd_tmp, zstd_cap, &c);
-		if (e != WC_OK) {
-			e = wc_fail_context(e, "tile encode: plane %u", p);
-			goto out;
-		}
+		wc_err e = choose(planes[p], n, &plan[p], chunk_symbols, rans_tmp, zstd_tmp, zstd_cap, &c);
+		if (e != WC_OK)
+			return wc_fail_context(e, "tile encode: plane %u", p);
 		size_t start = align4(pos);
-		if (start > cap || cap - start < c.size) {
-			e = wc_fail(WC_E_RANGE, "tile encode: capacity %zu too small", cap);
-			goto out;
-		}
+		if (start > cap || cap - start < c.size)
+			return wc_fail(WC_E_RANGE, "tile encode: capacity %zu too small", cap);
 		memset(out + pos, 0, start - pos);
 		if (c.size)
 			memcpy(out + start, c.body, c.size);
@@ -139,7 +126,54 @@ wc_err wc_tile_encode(wc_layout l, const uint8_t *data, size_t nbytes,
 		pos = start + c.size;
 	}
 	*out_len = pos;
-out:
+	return WC_OK;
+}
+
+/* Both encoders: allocate planes and coder scratch, split the tile into
+ * planes (byte planes, or dictionary indices when dict), encode them. */
+static wc_err encode_tile(wc_layout l, const uint8_t *data, size_t nbytes, const uint8_t *dict, uint32_t entries,
+			  const wc_plane_plan *plan, uint32_t chunk_symbols, uint8_t *out, size_t cap,
+			  size_t *out_len, uint64_t *plane_bytes)
+{
+	size_t n = 0;
+	wc_err e = encode_args(l, nbytes, plan, chunk_symbols, &n);
+	if (e != WC_OK)
+		return e;
+	size_t zstd_cap = ZSTD_compressBound(n);
+	size_t rans_cap = wc_rans_bound(n, wc_rans_chunk_symbols_ok(chunk_symbols) ? chunk_symbols : 32);
+	uint8_t *planes_mem = malloc(l.nplanes * n + rans_cap + zstd_cap + 1);
+	if (!planes_mem)
+		return wc_fail(WC_E_NOMEM, "tile encode: no memory for %zu bytes of planes", nbytes);
+	uint8_t *planes[WC_MAX_PLANES];
+	for (unsigned p = 0; p < l.nplanes; p++)
+		planes[p] = planes_mem + p * n;
+	uint8_t *rans_tmp = planes_mem + l.nplanes * n;
+	uint8_t *zstd_tmp = rans_tmp + rans_cap;
+	if (dict)
+		e = wc_dict_index(l, dict, entries, data, n, planes);
+	else
+		wc_planes_split(l, data, n, planes);
+	if (e == WC_OK)
+		e = encode_planes(l, planes, n, plan, chunk_symbols, rans_tmp, zstd_tmp, zstd_cap, out, cap, out_len,
+				  plane_bytes);
 	free(planes_mem);
 	return e;
+}
+
+wc_err wc_tile_encode(wc_layout l, const uint8_t *data, size_t nbytes,
+		      const wc_plane_plan *plan, uint32_t chunk_symbols,
+		      uint8_t *out, size_t cap, size_t *out_len, uint64_t *plane_bytes)
+{
+	if (l.kind == WC_LAYOUT_DICT)
+		return wc_fail(WC_E_INVAL, "tile encode: the dict layout needs wc_tile_encode_dict");
+	return encode_tile(l, data, nbytes, NULL, 0, plan, chunk_symbols, out, cap, out_len, plane_bytes);
+}
+
+wc_err wc_tile_encode_dict(wc_layout l, const uint8_t *data, size_t nbytes, const uint8_t *dict,
+			   uint32_t entries, const wc_plane_plan *plan, uint32_t chunk_symbols,
+			   uint8_t *out, size_t cap, size_t *out_len, uint64_t *plane_bytes)
+{
+	if (l.kind != WC_LAYOUT_DICT || !dict)
+		return wc_fail(WC_E_INVAL, "tile encode: not a dict layout with a dictionary");
+	return encode_tile(l, data, nbytes, dict, entries, plan, chunk_symbols, out, cap, out_len, plane_bytes);
 }

@@ -12,6 +12,9 @@ static int layout_ok(wc_layout l)
 		return (l.elem_size == 2 || l.elem_size == 4 || l.elem_size == 8) && l.nplanes == l.elem_size;
 	case WC_LAYOUT_BF16: return l.elem_size == 2 && l.nplanes == 2;
 	case WC_LAYOUT_F32: return l.elem_size == 4 && l.nplanes == 4;
+	case WC_LAYOUT_DICT:
+		return (l.elem_size == 1 || l.elem_size == 2 || l.elem_size == 4 || l.elem_size == 8) &&
+		       (l.nplanes == 1 || l.nplanes == 2);
 	default: return 0;
 	}
 }

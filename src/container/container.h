@@ -53,7 +53,19 @@ typedef struct wc_tensor_info {
 	uint64_t begin, end;   /* byte range in the virtual file */
 	wc_layout layout;
 	uint32_t first_tile, ntiles;
-	wc_plane_stats planes[WC_MAX_PLANES];
+	wc_plane_stats planes[WC_MAX_PLANES]; /* layout.nplanes: the planes coded in the tiles */
+	/* Layout "dict" (docs/FORMAT.md 2.1): the tensor's sorted distinct
+	 * values, dict_entries (1..65536) of layout.elem_size bytes, validated
+	 * at open (count, strictly ascending, within the checksummed dictionary
+	 * section); NULL and 0 for other layouts. Valid while the container lives. */
+	const uint8_t *dict;
+	uint32_t dict_entries;
+	/* The byte-plane layout section 2 gives the dtype (= layout unless
+	 * dict) and the order-0 entropy of its planes in bits per symbol (=
+	 * planes[].entropy_bits unless dict; 0 when a dict tensor's metadata
+	 * does not record them): the bound without a dictionary. */
+	wc_layout plain_layout;
+	double plain_entropy[WC_MAX_PLANES];
 } wc_tensor_info;
 
 typedef struct wc_container wc_container;
@@ -142,7 +154,12 @@ typedef struct wc_pack_stats {
 	uint64_t input_bytes, output_bytes;
 	uint64_t data_bytes;         /* safetensors data section */
 	uint64_t coded_data_bytes;   /* sum of tile payloads */
-	double entropy_bound_bytes;  /* sum over tensor-planes of entropy * n / 8 */
+	double entropy_bound_bytes;  /* sum over the coded tensor-planes of entropy * n / 8,
+					plus the dictionary bytes of dict tensors */
+	uint64_t dict_bytes;         /* dictionary section (part of the bound above) */
+	double plain_entropy_bound_bytes; /* the same over every tensor's byte planes
+					     (section 2 layouts, no dictionaries) */
+	uint32_t dict_tensors;       /* tensors stored with layout "dict" */
 } wc_pack_stats;
 
 /* Pack the safetensors file at in_path into out_path. Writes

@@ -10,7 +10,7 @@ enum {
 	H_CHUNK = 24, H_NTENSORS = 28, H_NTILES = 32, H_NTABLES = 36, H_VSIZE = 40,
 	H_PREFIX_OFF = 48, H_PREFIX_LEN = 56, H_PAYLOAD_OFF = 64, H_PAYLOAD_LEN = 72,
 	H_TABLES_OFF = 80, H_TABLES_LEN = 88, H_INDEX_OFF = 96, H_INDEX_LEN = 104,
-	H_META_OFF = 112, H_META_LEN = 120, H_FILE_SIZE = 128, H_RESERVED = 136,
+	H_META_OFF = 112, H_META_LEN = 120, H_FILE_SIZE = 128, H_DICTS_OFF = 136, H_DICTS_LEN = 144,
 	H_CHECK = WC_HEADER_HASH_OFF,
 };
 
@@ -38,6 +38,8 @@ void wc_header_encode(const wc_file_header *h, uint8_t out[WC_HEADER_BYTES])
 	wc_put_u64(out + H_META_OFF, h->meta_off);
 	wc_put_u64(out + H_META_LEN, h->meta_len);
 	wc_put_u64(out + H_FILE_SIZE, h->file_size);
+	wc_put_u64(out + H_DICTS_OFF, h->dicts_off);
+	wc_put_u64(out + H_DICTS_LEN, h->dicts_len);
 	wc_put_u64(out + H_CHECK, h->check);
 }
 
@@ -67,6 +69,8 @@ wc_err wc_header_decode(const uint8_t in[WC_HEADER_BYTES], uint64_t file_size, w
 	h->meta_off = wc_get_u64(in + H_META_OFF);
 	h->meta_len = wc_get_u64(in + H_META_LEN);
 	h->file_size = wc_get_u64(in + H_FILE_SIZE);
+	h->dicts_off = wc_get_u64(in + H_DICTS_OFF);
+	h->dicts_len = wc_get_u64(in + H_DICTS_LEN);
 	h->check = wc_get_u64(in + H_CHECK);
 
 	if (h->version > WC_FORMAT_VERSION)
@@ -74,13 +78,17 @@ wc_err wc_header_decode(const uint8_t in[WC_HEADER_BYTES], uint64_t file_size, w
 			       h->version, WC_FORMAT_VERSION);
 	if (h->version != WC_FORMAT_VERSION)
 		return BAD("format version %u is not valid", h->version);
-	if (h->flags != 0)
-		return wc_fail(WC_E_UNSUPPORTED, "wcodec header: unknown flags 0x%x", h->flags);
+	if (h->flags & ~WC_KNOWN_FLAGS)
+		return wc_fail(WC_E_UNSUPPORTED, "wcodec header: unknown flags 0x%x", h->flags & ~WC_KNOWN_FLAGS);
 	if (h->header_size != WC_HEADER_BYTES)
 		return BAD("header size %u != %u", h->header_size, WC_HEADER_BYTES);
-	for (unsigned i = H_RESERVED; i < H_CHECK; i++)
-		if (in[i])
-			return BAD("reserved byte %u is not zero", i);
+	/* Without WC_FLAG_DICTS, bytes [136, 152) are reserved (0): the
+	 * dictionary section is empty. With it, the section is not. */
+	if (!(h->flags & WC_FLAG_DICTS) && (h->dicts_off || h->dicts_len))
+		return BAD("reserved bytes [136, 152) are not zero");
+	if ((h->flags & WC_FLAG_DICTS) && (h->dicts_len == 0 || h->dicts_len > WC_LIMIT_DICT_BYTES))
+		return wc_fail(WC_E_RANGE, "wcodec header: dictionary section of %llu bytes outside [1, %llu]",
+			       (unsigned long long)h->dicts_len, (unsigned long long)WC_LIMIT_DICT_BYTES);
 	if (h->file_size != file_size)
 		return BAD("file size is %llu bytes but the header says %llu (truncated or extended file)",
 			   (unsigned long long)file_size, (unsigned long long)h->file_size);
@@ -127,9 +135,13 @@ wc_err wc_header_decode(const uint8_t in[WC_HEADER_BYTES], uint64_t file_size, w
 	if (h->tables_off != h->payload_off + h->payload_len)
 		return BAD("table section at %llu, expected %llu", (unsigned long long)h->tables_off,
 			   (unsigned long long)(h->payload_off + h->payload_len));
-	if (h->index_off != h->tables_off + h->tables_len)
+	uint64_t after_tables = h->tables_off + h->tables_len;
+	if ((h->flags & WC_FLAG_DICTS) && h->dicts_off != after_tables)
+		return BAD("dictionary section at %llu, expected %llu", (unsigned long long)h->dicts_off,
+			   (unsigned long long)after_tables);
+	if (h->index_off != after_tables + h->dicts_len)
 		return BAD("tile index at %llu, expected %llu", (unsigned long long)h->index_off,
-			   (unsigned long long)(h->tables_off + h->tables_len));
+			   (unsigned long long)(after_tables + h->dicts_len));
 	if (h->meta_off != h->index_off + h->index_len)
 		return BAD("metadata at %llu, expected %llu", (unsigned long long)h->meta_off,
 			   (unsigned long long)(h->index_off + h->index_len));

@@ -30,10 +30,17 @@
 #define WC_LIMIT_DTYPE_BYTES 32u
 #define WC_LIMIT_NDIM 64u
 #define WC_LIMIT_VIRTUAL_SIZE (1ull << 62)
+#define WC_LIMIT_DICT_BYTES (1ull << 30)      /* the dictionary section */
+
+/* Header flags (docs/FORMAT.md 1.2). A reader that does not know a flag
+ * rejects the file (WC_E_UNSUPPORTED), so a file using dictionaries is
+ * refused cleanly by version-1 readers that predate them. */
+#define WC_FLAG_DICTS 1u /* a dictionary section exists (some tensor has layout "dict") */
+#define WC_KNOWN_FLAGS WC_FLAG_DICTS
 
 /* The fixed header, decoded. Section order in the file is fixed:
- * header, prefix, payloads, tables, index, metadata (a zstd frame of JSON),
- * contiguous. */
+ * header, prefix, payloads, tables, dictionaries (only with WC_FLAG_DICTS),
+ * index, metadata (a zstd frame of JSON), contiguous. */
 typedef struct wc_file_header {
 	uint32_t version, flags, header_size;
 	uint32_t tile_size, chunk_symbols;
@@ -42,10 +49,11 @@ typedef struct wc_file_header {
 	uint64_t prefix_off, prefix_len;
 	uint64_t payload_off, payload_len;
 	uint64_t tables_off, tables_len;
+	uint64_t dicts_off, dicts_len; /* 0, 0 without WC_FLAG_DICTS */
 	uint64_t index_off, index_len;
 	uint64_t meta_off, meta_len;
 	uint64_t file_size;
-	uint64_t check; /* XXH3-64 of header[0..152) | prefix | tables | index | metadata */
+	uint64_t check; /* XXH3-64 of header[0..152) | prefix | tables | dicts | index | metadata */
 } wc_file_header;
 
 static inline void wc_put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }

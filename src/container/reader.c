@@ -30,6 +30,8 @@ struct wc_container {
 	uint32_t *by_name; /* tensor indices sorted by name */
 	wc_tile_info *tiles;
 	wc_freqtab *tables;
+	uint8_t *dicts;       /* the dictionary section (h.dicts_len bytes), or NULL */
+	uint64_t dict_cursor; /* while parsing: where the next tensor's dictionary must start */
 };
 
 static atomic_uint_fast64_t next_id = 1;
@@ -78,6 +80,7 @@ static void container_free(wc_container *c)
 	free(c->by_name);
 	free(c->tiles);
 	free(c->tables);
+	free(c->dicts);
 	free(c);
 }
 
@@ -114,6 +117,47 @@ static wc_err parse_plane(const json_t *pl, uint32_t t, unsigned p, uint32_t nta
 	out->entropy_bits = json_number_value(ent);
 	if (get_u64(pl, "coded_bytes", &out->coded_bytes))
 		return META_BAD("tensor %u plane %u: \"coded_bytes\" is not a non-negative integer", t, p);
+	return WC_OK;
+}
+
+/* A tensor of layout "dict" (docs/FORMAT.md 2.1): "dict": {"offset", "entries"}
+ * names its dictionary in the dictionary section, which must directly follow
+ * the previous dict tensor's (c->dict_cursor) and be strictly ascending;
+ * "plain_entropy" (optional, informative; if present an array of one number
+ * in [0, 8] per byte plane) gives the entropy of its byte planes. */
+static wc_err parse_dict(const json_t *o, uint32_t i, wc_container *c, wc_tensor_info *t)
+{
+	const wc_layout plain = t->plain_layout;
+	const json_t *d = json_object_get(o, "dict");
+	uint64_t off, k;
+	if (!json_is_object(d) || get_u64(d, "offset", &off) || get_u64(d, "entries", &k))
+		return META_BAD("tensor %u: layout \"dict\" without a \"dict\" object of \"offset\" and \"entries\"", i);
+	if (k == 0 || k > WC_DICT_MAX_ENTRIES)
+		return META_BAD("tensor %u: %llu dictionary entries, outside [1, %u]", i, (unsigned long long)k,
+				WC_DICT_MAX_ENTRIES);
+	uint64_t bytes = k * plain.elem_size;
+	if (off != c->dict_cursor || off > c->h.dicts_len || bytes > c->h.dicts_len - off)
+		return META_BAD("tensor %u: dictionary [%llu, +%llu) is not the next one in the %llu-byte dictionary "
+				"section (expected at %llu)", i, (unsigned long long)off, (unsigned long long)bytes,
+				(unsigned long long)c->h.dicts_len, (unsigned long long)c->dict_cursor);
+	const uint8_t *dict = c->dicts + off;
+	if (!wc_dict_sorted(dict, (uint32_t)k, plain.elem_size))
+		return META_BAD("tensor %u: dictionary entries are not strictly ascending", i);
+	c->dict_cursor = off + bytes;
+	t->layout = wc_layout_dict(plain.elem_size, (uint32_t)k);
+	t->dict = dict;
+	t->dict_entries = (uint32_t)k;
+	const json_t *pe = json_object_get(o, "plain_entropy");
+	if (pe && (!json_is_array(pe) || json_array_size(pe) != plain.nplanes))
+		return META_BAD("tensor %u: \"plain_entropy\" is not an array of %u numbers", i, plain.nplanes);
+	if (pe) {
+		for (unsigned p = 0; p < plain.nplanes; p++) {
+			const json_t *v = json_array_get(pe, p);
+			if (!json_is_number(v) || json_number_value(v) < 0 || json_number_value(v) > 8)
+				return META_BAD("tensor %u: \"plain_entropy\"[%u] is not a number in [0, 8]", i, p);
+			t->plain_entropy[p] = json_number_value(v);
+		}
+	}
 	return WC_OK;
 }
 
@@ -158,8 +202,16 @@ static wc_err parse_tensor(const json_t *o, uint32_t i, wc_container *c, uint64_
 	*vcursor = t->end;
 
 	const json_t *layout = json_object_get(o, "layout");
-	if (!json_is_string(layout) || wc_layout_parse(json_string_value(layout), &t->layout))
+	t->plain_layout = wc_layout_for_dtype(t->dtype);
+	if (json_is_string(layout) && strcmp(json_string_value(layout), "dict") == 0) {
+		wc_err e = parse_dict(o, i, c, t);
+		if (e)
+			return e;
+	} else if (!json_is_string(layout) || wc_layout_parse(json_string_value(layout), &t->layout)) {
 		return META_BAD("tensor %u: unknown \"layout\"", i);
+	} else {
+		t->plain_layout = t->layout;
+	}
 	if ((t->end - t->begin) % t->layout.elem_size)
 		return META_BAD("tensor %u: %llu bytes is not a whole number of %u-byte elements", i,
 				(unsigned long long)(t->end - t->begin), t->layout.elem_size);
@@ -185,6 +237,8 @@ static wc_err parse_tensor(const json_t *o, uint32_t i, wc_container *c, uint64_
 		wc_err e = parse_plane(json_array_get(planes, p), i, p, c->h.ntables, &t->planes[p]);
 		if (e)
 			return e;
+		if (!t->dict)
+			t->plain_entropy[p] = t->planes[p].entropy_bits;
 	}
 	return WC_OK;
 }
@@ -236,6 +290,9 @@ static wc_err parse_metadata(wc_container *c, const uint8_t *frame, size_t frame
 			     (unsigned long long)c->h.virtual_size);
 	if (!e && tcursor != c->h.ntiles)
 		e = META_BAD("tensors hold %u tiles, the header says %u", tcursor, c->h.ntiles);
+	if (!e && c->dict_cursor != c->h.dicts_len)
+		e = META_BAD("dictionaries end at %llu, the dictionary section has %llu bytes",
+			     (unsigned long long)c->dict_cursor, (unsigned long long)c->h.dicts_len);
 out:
 	json_decref(root);
 	return e;
@@ -373,12 +430,14 @@ static wc_err load(wc_container *c, const char *path)
 	meta = malloc(c->h.meta_len);
 	c->tables = calloc(c->h.ntables ? c->h.ntables : 1, sizeof *c->tables);
 	c->tiles = calloc(c->h.ntiles ? c->h.ntiles : 1, sizeof *c->tiles);
-	if (!c->prefix || !tables || !index || !meta || !c->tables || !c->tiles) {
+	c->dicts = malloc(c->h.dicts_len ? c->h.dicts_len : 1);
+	if (!c->prefix || !tables || !index || !meta || !c->tables || !c->tiles || !c->dicts) {
 		e = wc_fail(WC_E_NOMEM, "out of memory reading the index of %s", path);
 		goto out;
 	}
 	if ((e = pread_full(c->fd, c->prefix, c->h.prefix_len, c->h.prefix_off, "prefix")) ||
 	    (e = pread_full(c->fd, tables, c->h.tables_len, c->h.tables_off, "frequency tables")) ||
+	    (e = pread_full(c->fd, c->dicts, c->h.dicts_len, c->h.dicts_off, "dictionaries")) ||
 	    (e = pread_full(c->fd, index, c->h.index_len, c->h.index_off, "tile index")) ||
 	    (e = pread_full(c->fd, meta, c->h.meta_len, c->h.meta_off, "metadata")))
 		goto out;
@@ -392,6 +451,7 @@ static wc_err load(wc_container *c, const char *path)
 	XXH3_64bits_update(hs, hdr, WC_HEADER_HASH_OFF);
 	XXH3_64bits_update(hs, c->prefix, c->h.prefix_len);
 	XXH3_64bits_update(hs, tables, c->h.tables_len);
+	XXH3_64bits_update(hs, c->dicts, c->h.dicts_len);
 	XXH3_64bits_update(hs, index, c->h.index_len);
 	XXH3_64bits_update(hs, meta, c->h.meta_len);
 	uint64_t check = XXH3_64bits_digest(hs);
@@ -549,8 +609,8 @@ wc_err wc_container_decode_tile(const wc_container *c, uint32_t i, const uint8_t
 		return wc_fail(WC_E_RANGE, "tile %u of %u", i, c->h.ntiles);
 	const wc_tile_info *t = &c->tiles[i];
 	const wc_tensor_info *ti = &c->tensors[t->tensor];
-	wc_err e = wc_tile_decode(ti->layout, payload, t->csize, c->tables, c->h.ntables, c->h.chunk_symbols, out,
-				  t->dsize);
+	wc_err e = wc_tile_decode_dict(ti->layout, payload, t->csize, c->tables, c->h.ntables, c->h.chunk_symbols,
+				       ti->dict, ti->dict_entries, out, t->dsize);
 	if (e) {
 		char why[400];
 		snprintf(why, sizeof why, "%s", wc_last_detail());
@@ -649,6 +709,8 @@ static void src_describe_job(const wc_tile_source *s, uint32_t i, wc_tile_job *j
 	job->ntables = c->h.ntables;
 	job->table_key = c->src.id;
 	job->dhash = t->dhash;
+	job->dict = c->tensors[t->tensor].dict;
+	job->dict_entries = c->tensors[t->tensor].dict_entries;
 }
 
 static void src_retain(wc_tile_source *s) { wc_container_retain((wc_container *)s); }

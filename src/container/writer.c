@@ -2,7 +2,10 @@
  * writer.c - packing a safetensors file into a .wcodec container.
  *
  * Three passes over the memory-mapped input, each parallel over tiles:
- *   1. histograms of every tensor-plane (tiles of one tensor add into it);
+ *   1. histograms of every tensor-plane (tiles of one tensor add into it),
+ *      then per tensor its sorted distinct values when there are at most
+ *      65536 (a dictionary), kept where index planes plus the dictionary are
+ *      estimated smaller than the byte planes (layout "dict");
  *   2. one frequency table per tensor-plane where rANS can pay for it; then
  *      encoding, in tile order through a bounded reorder window, so the
  *      payload section is written sequentially while workers run ahead;
@@ -45,6 +48,14 @@ typedef struct tensor_plan {
 	wc_plane_plan plan[WC_MAX_PLANES];
 	double entropy[WC_MAX_PLANES];
 	uint64_t coded[WC_MAX_PLANES];
+	/* dictionary candidate (pass 1b) and, if chosen, the dict layout */
+	wc_layout plain_layout;                /* the dtype's byte-plane layout */
+	double plain_entropy[WC_MAX_PLANES];   /* entropy of its planes */
+	uint8_t *dict;                         /* dict_entries values, ascending */
+	uint32_t dict_entries;
+	uint64_t (*index_hist)[256];           /* histograms of the index planes */
+	int use_dict;
+	uint64_t dict_off;                     /* within the dictionary section */
 } tensor_plan;
 
 typedef struct tile_plan {
@@ -76,6 +87,7 @@ typedef struct packer {
 	uint32_t ntiles;
 	wc_freqtab *tables;
 	uint32_t ntables;
+	uint64_t dicts_len;    /* dictionary section bytes */
 	pthread_mutex_t hist_lock[64];
 
 	/* pass-2 window */
@@ -187,6 +199,126 @@ static void *hist_worker(void *arg)
 	}
 	free(local);
 	return NULL;
+}
+
+/* ---- pass 1b: dictionaries ------------------------------------------ */
+
+/* Workers take tensors in turn: the sorted distinct values of each tensor of
+ * 2-, 4- or 8-byte elements (wc_dict_build gives up past 65536 values, after
+ * about 65536 elements of a tensor of continuous values) and the
+ * histograms of its index planes. */
+static void *dict_worker(void *arg)
+{
+	packer *pk = arg;
+	uint8_t *dict = malloc((size_t)WC_DICT_MAX_ENTRIES * 8);
+	uint64_t *counts = malloc((size_t)WC_DICT_MAX_ENTRIES * sizeof *counts);
+	if (!dict || !counts) {
+		record_failure(pk, wc_fail(WC_E_NOMEM, "out of memory"));
+		goto done;
+	}
+	for (;;) {
+		uint32_t i = atomic_fetch_add(&pk->cursor, 1);
+		if (i >= pk->st->ntensors || atomic_load(&pk->failed))
+			break;
+		tensor_plan *t = &pk->tensors[i];
+		unsigned w = t->plain_layout.elem_size;
+		if (t->nbytes && w >= 2) {
+			uint32_t k = 0;
+			wc_err e = wc_dict_build(t->data, t->nbytes / w, w, dict, &k, counts);
+			if (e == WC_OK) {
+				t->dict = malloc((size_t)k * w);
+				t->index_hist = calloc(2, sizeof *t->index_hist);
+				if (!t->dict || !t->index_hist) {
+					record_failure(pk, wc_fail(WC_E_NOMEM, "out of memory"));
+					break;
+				}
+				memcpy(t->dict, dict, (size_t)k * w);
+				t->dict_entries = k;
+				for (uint32_t j = 0; j < k; j++) {
+					if (k <= 256) {
+						t->index_hist[0][j] += counts[j];
+					} else {
+						t->index_hist[0][j >> 8] += counts[j];
+						t->index_hist[1][j & 0xff] += counts[j];
+					}
+				}
+			} else if (e != WC_E_RANGE) {
+				record_failure(pk, e);
+				break;
+			}
+		}
+		report(pk, atomic_fetch_add(&pk->pass_done, t->nbytes) + t->nbytes);
+	}
+done:
+	free(dict);
+	free(counts);
+	return NULL;
+}
+
+/* Estimated bytes of a tensor-plane of n symbols in tiles of tile_syms:
+ * nothing if constant, else the cheaper of RAW and rANS at its entropy plus
+ * chunk headers and a table of its own; plus a plane descriptor per tile. */
+static double plane_cost(const uint64_t hist[256], uint64_t n, uint32_t chunk, uint32_t tile_syms)
+{
+	uint64_t tiles = (n + tile_syms - 1) / tile_syms;
+	unsigned distinct = 0;
+	for (int s = 0; s < 256; s++)
+		distinct += hist[s] != 0;
+	double desc = 12.0 * (double)tiles;
+	if (distinct <= 1)
+		return desc;
+	uint64_t full = n / tile_syms, rest = n % tile_syms;
+	uint64_t chunks = full * ((tile_syms + chunk - 1) / chunk) + (rest + chunk - 1) / chunk;
+	double rans = wc_entropy_bits(hist) * (double)n / 8.0 + (double)chunks * (4 + 4 * WC_RANS_LANES + 2) +
+		      WC_TABLE_BITMAP_BYTES + 2.0 * distinct;
+	return desc + (rans < (double)n ? rans : (double)n);
+}
+
+/* A dictionary must save this fraction of the byte planes' estimate: the
+ * estimate is only that, and a dict tile's gather is a little slower than
+ * a merge. */
+#define DICT_MIN_SAVING 0.01
+
+/* Per tensor: keep the byte planes, or switch to layout "dict" when the
+ * estimate says it is smaller; lay out the dictionary section. Runs before
+ * the tables are built, so a dict tensor's histograms become those of its
+ * index planes. */
+static void choose_layouts(packer *pk)
+{
+	pk->dicts_len = 0;
+	for (uint32_t i = 0; i < pk->st->ntensors; i++) {
+		tensor_plan *t = &pk->tensors[i];
+		const wc_layout pl = t->plain_layout;
+		if (!t->hist)
+			continue;
+		uint64_t n = t->nbytes / pl.elem_size;
+		uint32_t tile_syms = pk->tile_size / pl.elem_size;
+		double plain = 0;
+		for (unsigned p = 0; p < pl.nplanes; p++) {
+			t->plain_entropy[p] = wc_entropy_bits(t->hist[p]);
+			plain += plane_cost(t->hist[p], n, pk->chunk, tile_syms);
+		}
+		if (!t->dict)
+			continue;
+		wc_layout dl = wc_layout_dict(pl.elem_size, t->dict_entries);
+		double cost = (double)t->dict_entries * pl.elem_size + 48.0; /* + its JSON */
+		for (unsigned p = 0; p < dl.nplanes; p++)
+			cost += plane_cost(t->index_hist[p], n, pk->chunk, tile_syms);
+		if (cost < (1.0 - DICT_MIN_SAVING) * plain) {
+			t->use_dict = 1;
+			t->layout = dl;
+			t->dict_off = pk->dicts_len;
+			pk->dicts_len += (uint64_t)t->dict_entries * pl.elem_size;
+			for (unsigned p = 0; p < dl.nplanes; p++)
+				memcpy(t->hist[p], t->index_hist[p], sizeof t->hist[p]);
+		} else {
+			free(t->dict);
+			t->dict = NULL;
+			t->dict_entries = 0;
+		}
+		free(t->index_hist);
+		t->index_hist = NULL;
+	}
 }
 
 /* Chunk overhead of RANS bodies of a plane of n symbols cut in tiles of
@@ -333,8 +465,12 @@ static void *encode_worker(void *arg)
 		const tensor_plan *t = &pk->tensors[tp->tensor];
 		const uint8_t *src = t->data + tp->offset;
 		memset(s->plane_bytes, 0, sizeof s->plane_bytes);
-		s->err = wc_tile_encode(t->layout, src, tp->dsize, t->plan, pk->chunk, s->buf, pk->slot_cap, &s->len,
-					s->plane_bytes);
+		if (t->use_dict)
+			s->err = wc_tile_encode_dict(t->layout, src, tp->dsize, t->dict, t->dict_entries, t->plan,
+						     pk->chunk, s->buf, pk->slot_cap, &s->len, s->plane_bytes);
+		else
+			s->err = wc_tile_encode(t->layout, src, tp->dsize, t->plan, pk->chunk, s->buf, pk->slot_cap,
+						&s->len, s->plane_bytes);
 		if (s->err) {
 			snprintf(s->why, sizeof s->why, "tile %u of tensor \"%s\": %s", i, t->st->name, wc_last_detail());
 		} else {
@@ -430,17 +566,34 @@ static json_t *tensor_json(const packer *pk, uint32_t i, uint64_t prefix_len)
 			planes, json_pack("{s:o, s:f, s:I}", "table",
 					  t->plan[p].table ? json_integer(t->plan[p].table_id) : json_null(), "entropy",
 					  t->entropy[p], "coded_bytes", (json_int_t)t->coded[p]));
-	return json_pack("{s:s, s:s, s:o, s:I, s:I, s:s, s:I, s:I, s:o}", "name", t->st->name, "dtype", t->st->dtype,
-			 "shape", shape, "begin", (json_int_t)(prefix_len + t->st->begin), "end",
-			 (json_int_t)(prefix_len + t->st->end), "layout", wc_layout_name(t->layout), "first_tile",
-			 (json_int_t)t->first_tile, "tiles", (json_int_t)t->ntiles, "planes", planes);
+	json_t *o = json_pack("{s:s, s:s, s:o, s:I, s:I, s:s, s:I, s:I, s:o}", "name", t->st->name, "dtype",
+			      t->st->dtype, "shape", shape, "begin", (json_int_t)(prefix_len + t->st->begin), "end",
+			      (json_int_t)(prefix_len + t->st->end), "layout", wc_layout_name(t->layout), "first_tile",
+			      (json_int_t)t->first_tile, "tiles", (json_int_t)t->ntiles, "planes", planes);
+	if (o && t->use_dict) {
+		json_t *pe = json_array();
+		for (unsigned p = 0; p < t->plain_layout.nplanes; p++)
+			json_array_append_new(pe, json_real(t->plain_entropy[p]));
+		if (json_object_set_new(o, "dict", json_pack("{s:I, s:I}", "offset", (json_int_t)t->dict_off, "entries",
+							     (json_int_t)t->dict_entries)) ||
+		    json_object_set_new(o, "plain_entropy", pe)) {
+			json_decref(o);
+			return NULL;
+		}
+	}
+	return o;
 }
 
 static char *metadata_json(const packer *pk, uint64_t prefix_len, size_t *len)
 {
 	json_t *tensors = json_array();
-	for (uint32_t i = 0; i < pk->st->ntensors; i++)
-		json_array_append_new(tensors, tensor_json(pk, i, prefix_len));
+	for (uint32_t i = 0; i < pk->st->ntensors; i++) {
+		json_t *t = tensor_json(pk, i, prefix_len);
+		if (!t || json_array_append_new(tensors, t)) {
+			json_decref(tensors);
+			return NULL;
+		}
+	}
 	json_t *root = json_pack("{s:s, s:i, s:s, s:o}", "format", "wcodec", "version", (int)WC_FORMAT_VERSION,
 				 "writer", PACKAGE_NAME " " PACKAGE_VERSION, "tensors", tensors);
 	if (!root)
@@ -541,6 +694,7 @@ static wc_err plan_tiles(packer *pk)
 		t->layout = wc_layout_for_dtype(t->st->dtype);
 		if (t->nbytes % t->layout.elem_size)
 			t->layout = wc_layout_for_dtype("U8"); /* odd byte count: keep it as bytes */
+		t->plain_layout = t->layout;
 		t->allow_zstd = !is_float_dtype(t->st->dtype);
 		t->first_tile = (uint32_t)ntiles;
 		uint64_t n = (t->nbytes + pk->tile_size - 1) / pk->tile_size;
@@ -586,7 +740,7 @@ static wc_err pack_into(packer *pk, int fd, const char *tmp, wc_pack_stats *stat
 		return e;
 
 	pk->caller = pthread_self();
-	pk->npasses = pk->opts->verify ? 3 : 2;
+	pk->npasses = pk->opts->verify ? 4 : 3;
 	pk->passes_before = 0;
 	atomic_store(&pk->pass_done, 0);
 	atomic_store(&pk->cursor, 0);
@@ -594,12 +748,20 @@ static wc_err pack_into(packer *pk, int fd, const char *tmp, wc_pack_stats *stat
 	pk->passes_before = 1;
 	if (atomic_load(&pk->failed))
 		return wc_fail(pk->first_err, "%s", pk->first_why);
+	atomic_store(&pk->pass_done, 0);
+	atomic_store(&pk->cursor, 0);
+	run_workers(pk, dict_worker);
+	pk->passes_before = 2;
+	if (atomic_load(&pk->failed))
+		return wc_fail(pk->first_err, "%s", pk->first_why);
+	choose_layouts(pk);
 	if ((e = build_tables(pk)))
 		return e;
 
 	/* Header placeholder and the prefix, then the payloads. */
 	wc_file_header h = {0};
 	h.version = WC_FORMAT_VERSION;
+	h.flags = pk->dicts_len ? WC_FLAG_DICTS : 0;
 	h.header_size = WC_HEADER_BYTES;
 	h.tile_size = pk->tile_size;
 	h.chunk_symbols = pk->chunk;
@@ -615,7 +777,7 @@ static wc_err pack_into(packer *pk, int fd, const char *tmp, wc_pack_stats *stat
 		return e;
 
 	wc_tile_info *index = calloc(pk->ntiles ? pk->ntiles : 1, sizeof *index);
-	uint8_t *tables = NULL, *index_bytes = NULL;
+	uint8_t *tables = NULL, *index_bytes = NULL, *dicts = NULL;
 	char *meta = NULL;
 	XXH3_state_t *hs = NULL;
 	if (!index) {
@@ -650,11 +812,16 @@ static wc_err pack_into(packer *pk, int fd, const char *tmp, wc_pack_stats *stat
 	for (uint32_t k = 0; k < pk->ntables; k++)
 		tables_len += wc_table_encoded_size(&pk->tables[k]);
 	tables = malloc(tables_len ? tables_len : 1);
+	dicts = malloc(pk->dicts_len ? pk->dicts_len : 1);
 	index_bytes = malloc(pk->ntiles ? (size_t)pk->ntiles * WC_INDEX_ENTRY_BYTES : 1);
 	size_t meta_len = 0;
 	meta = metadata_json(pk, prefix_len, &meta_len);
 	hs = XXH3_createState();
-	if (!tables || !index_bytes || !meta || !hs) {
+	if (pk->dicts_len > WC_LIMIT_DICT_BYTES) {
+		e = wc_fail(WC_E_RANGE, "dictionaries of %llu bytes exceed the limit", (unsigned long long)pk->dicts_len);
+		goto out;
+	}
+	if (!tables || !dicts || !index_bytes || !meta || !hs) {
 		e = wc_fail(WC_E_NOMEM, "out of memory");
 		goto out;
 	}
@@ -663,9 +830,16 @@ static wc_err pack_into(packer *pk, int fd, const char *tmp, wc_pack_stats *stat
 		pos += wc_table_encode(&pk->tables[k], tables + pos);
 	for (uint32_t i = 0; i < pk->ntiles; i++)
 		wc_index_entry_encode(&index[i], index_bytes + (size_t)i * WC_INDEX_ENTRY_BYTES);
+	for (uint32_t t = 0; t < st->ntensors; t++) {
+		const tensor_plan *tp = &pk->tensors[t];
+		if (tp->use_dict)
+			memcpy(dicts + tp->dict_off, tp->dict, (size_t)tp->dict_entries * tp->layout.elem_size);
+	}
 	h.tables_off = h.payload_off + h.payload_len;
 	h.tables_len = tables_len;
-	h.index_off = h.tables_off + tables_len;
+	h.dicts_off = pk->dicts_len ? h.tables_off + tables_len : 0;
+	h.dicts_len = pk->dicts_len;
+	h.index_off = h.tables_off + tables_len + pk->dicts_len;
 	h.index_len = (uint64_t)pk->ntiles * WC_INDEX_ENTRY_BYTES;
 	h.meta_off = h.index_off + h.index_len;
 	h.meta_len = meta_len;
@@ -679,11 +853,13 @@ static wc_err pack_into(packer *pk, int fd, const char *tmp, wc_pack_stats *stat
 	XXH3_64bits_update(hs, hdr, WC_HEADER_HASH_OFF);
 	XXH3_64bits_update(hs, pk->in, prefix_len);
 	XXH3_64bits_update(hs, tables, tables_len);
+	XXH3_64bits_update(hs, dicts, pk->dicts_len);
 	XXH3_64bits_update(hs, index_bytes, h.index_len);
 	XXH3_64bits_update(hs, meta, meta_len);
 	h.check = XXH3_64bits_digest(hs);
 	wc_header_encode(&h, hdr);
 	if ((e = write_all(fd, tables, tables_len, h.tables_off, tmp)) ||
+	    (e = write_all(fd, dicts, pk->dicts_len, h.tables_off + tables_len, tmp)) ||
 	    (e = write_all(fd, index_bytes, h.index_len, h.index_off, tmp)) ||
 	    (e = write_all(fd, meta, meta_len, h.meta_off, tmp)) || (e = write_all(fd, hdr, sizeof hdr, 0, tmp)))
 		goto out;
@@ -702,10 +878,15 @@ static wc_err pack_into(packer *pk, int fd, const char *tmp, wc_pack_stats *stat
 			uint64_t n = tp->nbytes / tp->layout.elem_size;
 			for (unsigned p = 0; p < tp->layout.nplanes; p++)
 				stats->entropy_bound_bytes += tp->entropy[p] * (double)n / 8.0;
+			for (unsigned p = 0; tp->nbytes && p < tp->plain_layout.nplanes; p++)
+				stats->plain_entropy_bound_bytes += tp->plain_entropy[p] * (double)n / 8.0;
+			stats->dict_tensors += tp->use_dict != 0;
 		}
+		stats->dict_bytes = pk->dicts_len;
+		stats->entropy_bound_bytes += (double)pk->dicts_len;
 	}
 	if (pk->opts->verify) {
-		pk->passes_before = 2;
+		pk->passes_before = 3;
 		atomic_store(&pk->pass_done, 0);
 		e = verify_file(pk, tmp, prefix_len);
 	}
@@ -717,6 +898,7 @@ out:
 	pk->slots = NULL;
 	free(index);
 	free(tables);
+	free(dicts);
 	free(index_bytes);
 	free(meta);
 	if (hs)
@@ -848,8 +1030,11 @@ out:
 	if (in_fd >= 0)
 		close(in_fd);
 	if (pk.tensors)
-		for (uint32_t t = 0; t < (pk.st ? pk.st->ntensors : 0); t++)
+		for (uint32_t t = 0; t < (pk.st ? pk.st->ntensors : 0); t++) {
 			free(pk.tensors[t].hist);
+			free(pk.tensors[t].dict);
+			free(pk.tensors[t].index_hist);
+		}
 	free(pk.tensors);
 	free(pk.tiles);
 	free(pk.tables);

@@ -37,8 +37,8 @@ wc_err wc_job_fail(wc_tile_job *job, wc_err e, const char *fmt, ...)
 static wc_err decode_planes(wc_tile_job *job)
 {
 	wc_clear_detail();
-	wc_err e = wc_tile_decode(job->layout, job->payload, job->payload_size, job->tables,
-				  job->ntables, job->chunk_symbols, job->out, job->out_size);
+	wc_err e = wc_tile_decode_dict(job->layout, job->payload, job->payload_size, job->tables, job->ntables,
+				       job->chunk_symbols, job->dict, job->dict_entries, job->out, job->out_size);
 	if (e != WC_OK)
 		return wc_job_fail(job, e, "%s", *wc_last_detail() ? wc_last_detail() : wc_strerror(e));
 	uint64_t h = XXH3_64bits(job->out, job->out_size);

@@ -57,6 +57,12 @@ typedef struct wc_tile_job {
 	const uint32_t *vq_dims;     /* 2*vq_nimages: width, height of each image, in tile order */
 	uint32_t vq_nindices;        /* indices in the payload: sum of the images' patch grids */
 	uint64_t vq_codebook_key;    /* identifies vq_codebook (the archive id) for device caching */
+	/* WC_JOB_PLANES of a layout "dict" tensor (docs/FORMAT.md 2.1): its
+	 * dict_entries sorted values of layout.elem_size bytes (host memory,
+	 * stable while the container lives), gathered by the decoded index
+	 * planes; NULL and 0 for other layouts. */
+	const uint8_t *dict;
+	uint32_t dict_entries;
 } wc_tile_job;
 
 /* Set job->status = e and job->detail from a printf-style reason; returns e.
@@ -107,7 +113,8 @@ void wc_backend_destroy(wc_backend *be);
 wc_err wc_backend_decode(wc_backend *be, wc_tile_job *jobs, size_t n);
 
 /* Decode one job on the calling thread with the reference CPU decoder,
- * chosen by job->kind: WC_JOB_PLANES is wc_tile_decode() (tile_codec.h)
+ * chosen by job->kind: WC_JOB_PLANES is wc_tile_decode_dict() (tile_codec.h;
+ * wc_tile_decode() when job->dict is NULL)
  * then XXH3-64 of the out_size decoded bytes compared with job->dhash.
  * Sets and returns job->status, and job->detail when it is not WC_OK:
  * WC_E_CORRUPT (payload inconsistent, or dhash mismatch), WC_E_UNSUPPORTED
