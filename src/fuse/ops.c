@@ -309,6 +309,9 @@ static void prefetch_after(wcfs_fs *fs, const wcfs_vnode *vn, uint64_t from, uin
 }
 
 #define STACK_SEGS 32
+/* Segments one writev reply may carry: libfuse adds one for the header and
+ * the kernel's writev limit is IOV_MAX (1024). Past this, copy. */
+#define MAX_IOV_SEGS 256
 
 /* Send the n buffers of bv as one reply. Memory only (prefix bytes, tile
  * bytes): fuse_reply_iov writes them with one writev straight from the tile
@@ -320,6 +323,28 @@ static void reply_segments(fuse_req_t req, struct fuse_bufvec *bv, size_t n)
 	for (i = 0; i < n; i++)
 		if (bv->buf[i].flags & FUSE_BUF_IS_FD)
 			break;
+	if (i == n && n > MAX_IOV_SEGS) {
+		/* A read over many tiny tiles (files with thousands of small
+		 * tensors): writev takes at most IOV_MAX segments, and a failed
+		 * reply write leaves the kernel's request pending forever, so
+		 * gather the bytes into one buffer instead. */
+		size_t total = 0;
+		for (i = 0; i < n; i++)
+			total += bv->buf[i].size;
+		uint8_t *flat = malloc(total ? total : 1);
+		if (!flat) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		size_t pos = 0;
+		for (i = 0; i < n; i++) {
+			memcpy(flat + pos, bv->buf[i].mem, bv->buf[i].size);
+			pos += bv->buf[i].size;
+		}
+		fuse_reply_buf(req, (const char *)flat, total);
+		free(flat);
+		return;
+	}
 	if (i == n) {
 		struct iovec stack_iov[STACK_SEGS] = { { 0 } }, *iov = stack_iov;
 		if (n > STACK_SEGS && !(iov = malloc(n * sizeof *iov))) {
