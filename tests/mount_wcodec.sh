@@ -78,5 +78,40 @@ for shard in sorted(set(idx["weight_map"].values())):
                 assert len(mm[8 + n + b:8 + n + e]) == e - b
 PY
 
+# Containers are held per inode: open while a handle is open, released
+# (descriptors closed, tiles dropped) once the handle is closed and the
+# kernel forgets the inode (forced here by dropping dentries and inodes).
+pid=$(daemon_pid_of "$M") || fail "no daemon pid"
+held() { ls -l /proc/$pid/fd 2>/dev/null | grep -c "$S/f32.wcodec"; }
+exec 5< "$M/f32.safetensors"
+[ "$(held)" -ge 1 ] || fail "f32.wcodec is not open in the daemon while a handle is open"
+if { echo 2 > /proc/sys/vm/drop_caches; } 2>/dev/null; then
+	[ "$(held)" -ge 1 ] || fail "f32.wcodec closed while a handle is still open"
+	exec 5<&-
+	i=0
+	while [ "$(held)" -ne 0 ]; do
+		echo 2 > /proc/sys/vm/drop_caches
+		i=$((i + 1)); [ $i -lt 50 ] || fail "f32.wcodec still open after close and forget"
+		sleep 0.1
+	done
+	[ "$(sha "$M/f32.safetensors")" = "$(sha "$O/f32.safetensors")" ] || fail "f32 after reopen"
+else
+	exec 5<&-
+	note "cannot drop the dentry cache here: release on forget not checked"
+fi
+
 unmount_fs "$M"
+
+# SOURCE may be its own mount point (the directory shows itself decoded):
+# the daemon must never walk a path through its own mount, or it deadlocks.
+echo junk > "$S/broken.wcodec"
+mount_fs "$S" "$S"
+timeout 20 sh -c "ls -l '$S' > '$TMP/self.ls' 2>&1"
+[ $? -eq 124 ] && fail "ls of a self-mount hung"
+grep -q "bf16.safetensors" "$TMP/self.ls" || fail "self-mount listing: $(cat "$TMP/self.ls")"
+[ "$(timeout 20 sha256sum < "$S/f16.safetensors" | cut -d' ' -f1)" = "$(sha "$O/f16.safetensors")" ] ||
+	fail "self-mount: f16 differs"
+timeout 20 cat "$S/broken.safetensors" > /dev/null 2>&1 && fail "a broken container opened"
+[ $? -eq 124 ] && fail "a broken container hung the self-mount"
+unmount_fs "$S"
 echo "PASS"

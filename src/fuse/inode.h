@@ -20,6 +20,7 @@
 #define WCFS_INODE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
@@ -50,6 +51,11 @@ struct wcfs_node {
 	wcfs_vnode *vn;   /* provider root or virtual child: its vnode; else NULL */
 	wcfs_node *parent; /* virtual child: its directory (referenced); else NULL */
 	wcfs_ra ra;       /* readahead streams (virtual files) */
+	/* Failed reads logged (ops.c): the last failing tile + 1 and how often
+	 * it failed in a row, so a reader retrying a damaged tile page by page
+	 * does not flood the log. */
+	_Atomic uint64_t bad_tile;
+	_Atomic uint64_t bad_repeats;
 };
 
 typedef struct wcfs_itable wcfs_itable;

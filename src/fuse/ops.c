@@ -369,6 +369,17 @@ static void read_virtual(fuse_req_t req, wcfs_fs *fs, wcfs_node *n, size_t size,
 	wcfs_span sp = { 0 };
 	uint32_t bad_tile = 0;
 
+	/* A request over several tiles (a 1 MiB read across a tile boundary, a
+	 * page-cache readahead): queue the later tiles before waiting for the
+	 * first, so they decode side by side rather than one after another. */
+	{
+		wcfs_span a, z;
+		if (vn->ops->locate(vn, off, &a) == WC_OK && vn->ops->locate(vn, end - 1, &z) == WC_OK &&
+		    a.kind == WCFS_SPAN_TILE && z.kind == WCFS_SPAN_TILE && a.src == z.src &&
+		    z.tile > a.tile)
+			wc_cache_prefetch(fs->cache, a.src, a.tile + 1, z.tile - a.tile);
+	}
+
 	for (uint64_t pos = off; pos < end;) {
 		wc_clear_detail();
 		werr = vn->ops->locate(vn, pos, &sp);
@@ -448,10 +459,17 @@ static void read_virtual(fuse_req_t req, wcfs_fs *fs, wcfs_node *n, size_t size,
 	if (!err && werr != WC_OK) {
 		char name[PATH_MAX];
 		node_name(n, name, sizeof name);
-		if (!strcmp(why, "decode"))
-			wc_log(WC_LOG_ERR, "%s: read of %zu bytes at %llu: tile %u: %s%s%s", name, size,
-			       (unsigned long long)off, bad_tile, wc_strerror(werr),
-			       *wc_last_detail() ? ": " : "", wc_last_detail());
+		uint64_t key = !strcmp(why, "decode") ? (uint64_t)bad_tile + 1 : 0;
+		uint64_t rep = atomic_exchange(&n->bad_tile, key) == key
+				       ? atomic_fetch_add(&n->bad_repeats, 1) + 1
+				       : (atomic_store(&n->bad_repeats, 0), 0);
+		if (rep & (rep - 1)) {
+			/* the same tile again: logged at 1, 2, 4, 8, ... repeats */
+		} else if (!strcmp(why, "decode"))
+			wc_log(WC_LOG_ERR, "%s: read of %zu bytes at %llu: tile %u: %s%s%s%s", name,
+			       size, (unsigned long long)off, bad_tile, wc_strerror(werr),
+			       *wc_last_detail() ? ": " : "", wc_last_detail(),
+			       rep ? " (again; repeats are logged at powers of two)" : "");
 		else
 			wc_log(WC_LOG_ERR, "%s: read of %zu bytes at %llu: %s%s%s", name, size,
 			       (unsigned long long)off, wc_strerror(werr),

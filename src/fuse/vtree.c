@@ -28,6 +28,23 @@ int wcfs_vtree_open_source(wcfs_node *n, int flags)
 	return fd >= 0 ? fd : -errno;
 }
 
+/* Copy s to out (cap bytes, truncating) with every `from` replaced by `to`. */
+static void replace_all(const char *s, const char *from, const char *to, char *out, size_t cap)
+{
+	size_t n = 0, flen = strlen(from), tlen = strlen(to);
+	while (*s && n + 1 < cap) {
+		if (flen && !strncmp(s, from, flen)) {
+			size_t k = tlen < cap - 1 - n ? tlen : cap - 1 - n;
+			memcpy(out + n, to, k);
+			n += k;
+			s += flen;
+		} else {
+			out[n++] = *s++;
+		}
+	}
+	out[n] = '\0';
+}
+
 /* Find or create the node of a real entry, or of a provider root
  * (prov != NULL), at `name` in directory descriptor dirfd. */
 static int node_for_entry(wcfs_vtree *vt, int dirfd, const char *name, const struct stat *st,
@@ -52,24 +69,24 @@ static int node_for_entry(wcfs_vtree *vt, int dirfd, const char *name, const str
 	wcfs_vnode *vn = NULL;
 	mode_t type = st->st_mode & S_IFMT;
 	if (prov) {
-		/* The provider opens the file by a path: its real one (for
-		 * readable messages) if the descriptor still names it. */
-		char path[PATH_MAX], link[64];
-		fd_path(fd, link, sizeof link);
-		ssize_t k = readlink(link, path, sizeof path - 1);
-		struct stat st3;
-		if (k > 0 && path[0] == '/') {
-			path[k] = '\0';
-			if (stat(path, &st3) != 0 || st3.st_ino != st->st_ino || st3.st_dev != st->st_dev)
-				strcpy(path, link);
-		} else {
-			strcpy(path, link);
-		}
+		/* Open by /proc/self/fd/N: the very inode we looked up, with no
+		 * path walk (SOURCE may lie under MOUNTPOINT, even be it: a walk
+		 * could re-enter this file system from its own worker thread). */
+		char path[64];
+		fd_path(fd, path, sizeof path);
 		wc_clear_detail();
 		wc_err e = prov->open(&vt->pctx, path, &vn);
 		if (e != WC_OK) {
-			wc_log(WC_LOG_ERR, "%s: cannot open as %s: %s%s%s", name, prov->name,
-			       wc_strerror(e), *wc_last_detail() ? ": " : "", wc_last_detail());
+			/* Name the file by its real path in the message (readlink
+			 * only reads the descriptor's name: no walk). */
+			char real[PATH_MAX], detail[1024];
+			ssize_t k = readlink(path, real, sizeof real - 1);
+			real[k > 0 ? k : 0] = '\0';
+			if (k <= 0)
+				snprintf(real, sizeof real, "%s", name);
+			replace_all(wc_last_detail(), path, real, detail, sizeof detail);
+			wc_log(WC_LOG_ERR, "%s: cannot open as %s: %s%s%s", real, prov->name,
+			       wc_strerror(e), *detail ? ": " : "", detail);
 			close(fd);
 			return e == WC_E_UNSUPPORTED ? EOPNOTSUPP : e == WC_E_NOMEM ? ENOMEM : EIO;
 		}
