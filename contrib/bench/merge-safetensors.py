@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """merge-safetensors.py - one large safetensors file from many small ones.
 
-Usage: merge-safetensors.py OUT.safetensors IN.safetensors...
+Usage: merge-safetensors.py [--min-bytes N] OUT.safetensors IN.safetensors...
 
 The sample models are small (the largest face-api file is 22 MB); a
 sequential-read benchmark needs a file that takes long enough to read that
@@ -11,7 +11,9 @@ laid out as the safetensors format wants (u64 LE header length, JSON header
 padded with spaces to an 8-byte boundary, contiguous data ordered by element
 size then name, so every tensor is aligned). Inputs are validated (header
 length, offsets inside the file, contiguous). Written via a temporary file
-and rename. Standard library only.
+and rename. With --min-bytes N, tensors smaller than N bytes are left out
+(a file of only large tensors, as in large language models whose every
+tensor is at least a few KiB). Standard library only.
 """
 
 import json
@@ -63,10 +65,18 @@ def read_header(path):
 
 
 def main():
-    if len(sys.argv) < 3:
+    args = sys.argv[1:]
+    min_bytes = 0
+    if len(args) >= 2 and args[0] == "--min-bytes":
+        try:
+            min_bytes = int(args[1])
+        except ValueError:
+            fail("--min-bytes needs an integer")
+        args = args[2:]
+    if len(args) < 2:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
-    out, inputs = sys.argv[1], sys.argv[2:]
+    out, inputs = args[0], args[1:]
     items = []  # (elem size, name, dtype, shape, path, abs begin, nbytes)
     for p in inputs:
         stem = os.path.basename(p)
@@ -74,6 +84,8 @@ def main():
             stem = stem[: -len(".safetensors")]
         base, spans = read_header(p)
         for b, e, name, v in spans:
+            if e - b < min_bytes:
+                continue
             items.append((SIZES[v["dtype"]], stem + "/" + name, v["dtype"], v["shape"], p, base + b, e - b))
     items.sort(key=lambda t: (-t[0], t[1]))
     names = [t[1] for t in items]
