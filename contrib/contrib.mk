@@ -29,7 +29,7 @@ EXTRA_DIST += \
 	contrib/bench/lib.sh \
 	contrib/bench/prepare-data.sh \
 	contrib/bench/merge-safetensors.py \
-	contrib/bench/ratio_table.py \
+	contrib/bench/ratio_table.py contrib/bench/pooled_entropy.py \
 	contrib/tests/tfjs2safetensors.sh \
 	contrib/tests/check_tfjs2safetensors.py \
 	contrib/tests/ramfs.sh \
