@@ -2,7 +2,9 @@
 # Build from a clean tree and run every test. With --sanitizers, build with
 # ASan + UBSan in build/asan and run `make check`; otherwise build with
 # -Werror in build/ci and run `make distcheck` (which builds again from the
-# tarball and runs `make check` there). Prints "N passed, N failed, N skipped".
+# tarball and runs `make check` there). With --cuda, build with the CUDA
+# plugin in build/cuda and run `make check` (skipped when there is no nvcc).
+# Prints "N passed, N failed, N skipped".
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -20,6 +22,30 @@ summarize() {  # sum automake's test-suite.log counters
 	done
 	echo "$pass passed, $fail failed, $skip skipped"
 }
+
+if [ "${1:-}" = --cuda ]; then
+	# A build with the CUDA plugin (nvcc needed, no GPU needed): every test
+	# runs (the GPU ones skip without a device), and on a machine without a
+	# usable GPU the "auto" backend must fall back to the CPU and say so.
+	nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+	[ -x "$nvcc" ] || { echo "cuda: no nvcc, skipped"; exit 0; }
+	rm -rf build/cuda && mkdir -p build/cuda && cd build/cuda
+	"$top"/configure --with-cuda="$(dirname "$(dirname "$nvcc")")" --enable-werror >/dev/null
+	make -j"$jobs" >/dev/null
+	rc=0; make -j"$jobs" check >check.out 2>&1 || rc=$?
+	grep -E '^(PASS|FAIL|SKIP|ERROR|XFAIL|XPASS):' check.out || true
+	[ $rc = 0 ] || cat test-suite.log
+	if ! nvidia-smi >/dev/null 2>&1; then
+		python3 "$top"/tests/gen_safetensors.py --profile weights --dtype BF16 --params 200000 w.safetensors
+		./wcodec pack -q w.safetensors w.wcodec
+		log=$(WCODEC_PLUGIN_DIR=$PWD/cuda/.libs ./wcodec -v verify --backend auto w.wcodec 2>&1) || rc=1
+		echo "$log" | grep -q 'decode backend: cpu (CUDA unusable' ||
+			{ echo "FAIL: auto did not fall back to the CPU with a log line: $log"; rc=1; }
+		echo "cuda build without a GPU: $(echo "$log" | grep 'decode backend')"
+	fi
+	echo "cuda: $(summarize test-suite.log)"
+	exit $rc
+fi
 
 if [ "${1:-}" = --sanitizers ]; then
 	rm -rf build/asan && mkdir -p build/asan && cd build/asan
