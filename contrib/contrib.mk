@@ -26,6 +26,8 @@ EXTRA_DIST += \
 	contrib/demo.sh \
 	contrib/bench/bench-ratio.sh \
 	contrib/bench/bench-mount.sh \
+	contrib/bench/bench-gpu-mount.sh \
+	contrib/bench/gpu_mount_model.py \
 	contrib/bench/lib.sh \
 	contrib/bench/prepare-data.sh \
 	contrib/bench/merge-safetensors.py \
