@@ -170,6 +170,7 @@ static int check_values(wcfs_options *o, const struct raw_opts *r)
 	}
 	if (r->readahead && parse_uint("readahead", r->readahead, 0, 1024, &o->readahead) != 0)
 		return -1;
+	o->readahead_given = r->readahead != NULL;
 	if (r->kernel_readahead) {
 		if (wcfs_parse_size(r->kernel_readahead, &o->kernel_readahead) != 0 ||
 		    o->kernel_readahead > (64u << 20)) {
@@ -333,7 +334,7 @@ void wcfs_options_usage(const char *prog)
 	       "  gpu=N               CUDA device ordinal (default 0)\n"
 	       "  gpu_memory=SIZE     device memory the CUDA backend may hold\n"
 	       "  readahead=TILES     tiles decoded ahead of a sequential reader (default 4;\n"
-	       "                      0 disables)\n"
+	       "                      16 with backend cuda; 0 disables)\n"
 	       "  kernel_readahead=SIZE  the kernel's readahead on this mount, hence the\n"
 	       "                      largest read request (default 1M; 0: kernel default)\n"
 	       "  timeout=SECONDS     kernel attribute and name cache timeout (default 1)\n"
