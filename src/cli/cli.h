@@ -43,6 +43,13 @@ typedef struct cli_decode_opts {
  * after printing why. */
 int cli_decode_opt(const char *cmd, int c, const char *arg, cli_decode_opts *o);
 
+/* Parse the options of a decoding command (cat, unpack, verify): -b, -j,
+ * -q (if allow_quiet), -h (prints usage to stdout), -V. Requires exactly
+ * nargs operands, which start at argv[optind]. Returns -1 to go on, or the
+ * exit status to return (after printing help, the version or the error). */
+int cli_parse_decode_cmd(const char *cmd, int argc, char **argv, int nargs, int allow_quiet,
+			 void (*usage)(FILE *), cli_decode_opts *o);
+
 /* A container format the CLI can unpack, describe and verify. Handlers
  * return an exit status and print their own errors. */
 typedef struct cli_format {

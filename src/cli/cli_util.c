@@ -1,7 +1,10 @@
 /* cli_util.c - errors, sizes, the progress bar and temporary outputs of the CLI. */
 #include "cli/cli.h"
 
+#include "config.h"
+
 #include <errno.h>
+#include <getopt.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -224,4 +227,37 @@ int cli_decode_opt(const char *cmd, int c, const char *arg, cli_decode_opts *o)
 		return cli_usage_error(cmd, "--threads '%s': want 1 to 1024", arg);
 	o->threads = (unsigned)v;
 	return 0;
+}
+
+int cli_parse_decode_cmd(const char *cmd, int argc, char **argv, int nargs, int allow_quiet,
+			 void (*usage)(FILE *), cli_decode_opts *o)
+{
+	static const struct option opts[] = {
+		CLI_DECODE_LONGOPTS,
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, allow_quiet ? "b:j:qhV" : "b:j:hV", opts, NULL)) != -1) {
+		switch (c) {
+		case 'b':
+		case 'j':
+			if (cli_decode_opt(cmd, c, optarg, o))
+				return CLI_USAGE;
+			break;
+		case 'q':
+			if (!allow_quiet)
+				return cli_usage_error(cmd, "bad option");
+			o->quiet = 1;
+			break;
+		case 'h': usage(stdout); return CLI_OK;
+		case 'V': printf("wcodec %s (%s) %s\n", cmd, PACKAGE_NAME, PACKAGE_VERSION); return CLI_OK;
+		default: return cli_usage_error(cmd, "bad option");
+		}
+	}
+	if (argc - optind != nargs)
+		return cli_usage_error(cmd, nargs == 1 ? "expected one FILE" : "expected IN OUT");
+	return -1;
 }

@@ -39,28 +39,10 @@ static int put_tile(void *arg, uint32_t tile, const uint8_t *data, uint32_t size
 
 int cmd_cat(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		CLI_DECODE_LONGOPTS,
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
-	};
 	cli_decode_opts o = {.backend = "auto", .quiet = 1};
-	int c;
-	while ((c = getopt_long(argc, argv, "b:j:hV", opts, NULL)) != -1) {
-		switch (c) {
-		case 'b':
-		case 'j':
-			if (cli_decode_opt("cat", c, optarg, &o))
-				return CLI_USAGE;
-			break;
-		case 'h': usage(stdout); return CLI_OK;
-		case 'V': printf("wcodec cat (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return CLI_OK;
-		default: return cli_usage_error("cat", "bad option");
-		}
-	}
-	if (argc - optind != 1)
-		return cli_usage_error("cat", "expected one FILE");
+	int st = cli_parse_decode_cmd("cat", argc, argv, 1, 0, usage, &o);
+	if (st >= 0)
+		return st;
 	wc_container *ct;
 	wc_err e = wc_container_open(argv[optind], &ct);
 	if (e)

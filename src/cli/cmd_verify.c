@@ -65,30 +65,10 @@ int wcodec_verify(const char *path, const cli_decode_opts *o)
 
 int cmd_verify(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		CLI_DECODE_LONGOPTS,
-		{"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
-	};
 	cli_decode_opts o = {.backend = "auto"};
-	int c;
-	while ((c = getopt_long(argc, argv, "b:j:qhV", opts, NULL)) != -1) {
-		switch (c) {
-		case 'b':
-		case 'j':
-			if (cli_decode_opt("verify", c, optarg, &o))
-				return CLI_USAGE;
-			break;
-		case 'q': o.quiet = 1; break;
-		case 'h': usage(stdout); return CLI_OK;
-		case 'V': printf("wcodec verify (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return CLI_OK;
-		default: return cli_usage_error("verify", "bad option");
-		}
-	}
-	if (argc - optind != 1)
-		return cli_usage_error("verify", "expected one FILE");
+	int st = cli_parse_decode_cmd("verify", argc, argv, 1, 1, usage, &o);
+	if (st >= 0)
+		return st;
 	const cli_format *f = cli_format_of(argv[optind]);
 	if (!f)
 		return CLI_FAIL;
