@@ -34,8 +34,6 @@ struct wc_container {
 	uint64_t dict_cursor; /* while parsing: where the next tensor's dictionary must start */
 };
 
-static atomic_uint_fast64_t next_id = 1;
-
 /* ---- reading helpers ------------------------------------------------ */
 
 static wc_err pread_full(int fd, void *buf, size_t len, uint64_t off, const char *what)
@@ -504,7 +502,7 @@ wc_err wc_container_open(const char *path, wc_container **out)
 		return e;
 	}
 	c->src.ops = &source_ops;
-	c->src.id = atomic_fetch_add(&next_id, 1);
+	c->src.id = wc_tile_source_new_id();
 	*out = c;
 	return WC_OK;
 }

@@ -4,7 +4,8 @@ libwcodec_la_SOURCES += \
 	src/engine/backend.c \
 	src/engine/backend_cpu.c \
 	src/engine/threadpool.c \
-	src/engine/cache.c
+	src/engine/cache.c \
+	src/engine/tile_source.c
 noinst_HEADERS += \
 	src/engine/backend.h \
 	src/engine/cache.h \

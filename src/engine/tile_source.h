@@ -35,4 +35,8 @@ struct wc_tile_source {
 	uint64_t id; /* unique per open instance, never reused in the process: cache key */
 };
 
+/* A new source id: unique in the process across every kind of source (the
+ * cache keys entries by it), never 0, never reused. Thread-safe. */
+uint64_t wc_tile_source_new_id(void);
+
 #endif /* WC_TILE_SOURCE_H */

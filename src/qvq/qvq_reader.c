@@ -23,9 +23,6 @@
 #include "qvq/qvq_names.h"
 
 
-/* Ids share the cache's key space with .wcodec containers: the top bit keeps
- * the two counters apart. */
-static atomic_uint_fast64_t next_id = 1;
 
 static wc_err pread_all(int fd, void *buf, size_t len, uint64_t off, const char *what)
 {
@@ -337,7 +334,7 @@ wc_err wc_qvq_open(const char *path, wc_qvq **out)
 	free(tiles);
 	free(pool);
 	q->src.ops = &qvq_source_ops;
-	q->src.id = (1ull << 63) | atomic_fetch_add(&next_id, 1);
+	q->src.id = wc_tile_source_new_id();
 	atomic_init(&q->refs, 1);
 	*out = q;
 	return WC_OK;
