@@ -57,7 +57,7 @@
  * a streaming reader then decodes into pages already faulted in instead of
  * faulting (and zeroing) a fresh mapping for every tile. */
 #define CONSUMED_KEEP_BYTES (4u << 20)
-#define POOL_MAX_BYTES (16u << 20)
+#define POOL_MAX_BYTES (48u << 20)
 
 enum entry_state { E_QUEUED, E_DECODING, E_READY, E_FAILED };
 enum entry_list { ON_NONE, ON_DEMAND, ON_PREFETCH, ON_LRU, ON_COLD, ON_CONSUMED };
@@ -297,30 +297,57 @@ static uint64_t pool_max(const wc_cache *c)
 	return c->budget / 8 < POOL_MAX_BYTES ? c->budget / 8 : POOL_MAX_BYTES;
 }
 
-/* Put a free mmap()ed buffer in the pool (kept sorted by capacity, smallest
- * first, so pool_take finds the best fit). Lock held. False if there is no
- * room: the caller frees it. */
-static bool pool_put(wc_cache *c, uint8_t *buf, size_t cap)
+/* Put the free mmap()ed buffer *buf of *cap bytes in the pool (kept sorted
+ * by capacity, smallest first, so pool_take finds the best fit). A full pool
+ * gives up its smallest buffers for a bigger one: a big buffer can hold any
+ * tile, a small one only small tiles, so a pool of small buffers would miss
+ * every big tile. Lock held. Returns the buffer the caller must free in *buf
+ * and *cap (the given one, or one the pool gave up), NULL if none. */
+static void pool_put(wc_cache *c, uint8_t **buf, size_t *cap)
 {
-	if (cap < MMAP_MIN_BYTES || c->pool_bytes + cap > pool_max(c) ||
-	    c->bytes + c->pool_bytes + cap > c->budget)
-		return false;
-	free_buf *f = (free_buf *)(void *)buf, **pp = &c->pool;
-	while (*pp && (*pp)->cap < cap)
+	uint64_t max = pool_max(c);
+	if (c->bytes + max > c->budget)
+		max = c->budget > c->bytes ? c->budget - c->bytes : 0;
+	if (*cap < MMAP_MIN_BYTES || *cap > max)
+		return;
+	uint8_t *give = NULL;
+	size_t give_cap = 0;
+	while (c->pool_bytes + *cap > max && c->pool && c->pool->cap < *cap) {
+		free_buf *h = c->pool;
+		c->pool = h->next;
+		c->pool_bytes -= h->cap;
+		if (give) /* rare: a second one to give up, unmapped here */
+			munmap(give, give_cap);
+		give = (uint8_t *)h;
+		give_cap = h->cap;
+	}
+	if (c->pool_bytes + *cap > max) {
+		if (give) /* rare: a bigger one stays; both are freed */
+			munmap(give, give_cap);
+		return;
+	}
+	free_buf *f = (free_buf *)(void *)*buf, **pp = &c->pool;
+	while (*pp && (*pp)->cap < *cap)
 		pp = &(*pp)->next;
-	f->cap = cap;
+	f->cap = *cap;
 	f->next = *pp;
 	*pp = f;
-	c->pool_bytes += cap;
-	return true;
+	c->pool_bytes += *cap;
+	*buf = give;
+	*cap = give_cap;
 }
 
-/* The smallest pooled buffer that fits n bytes, out of the pool, or NULL.
- * Lock held. */
+/* The smallest pooled buffer that fits n bytes, out of the pool; if none
+ * is big enough, the biggest one grown with mremap() (its pages stay, only
+ * the new tail faults in), since tile sizes vary and a stream's bigger
+ * tiles would otherwise miss a pool of smaller buffers. NULL if the pool is
+ * empty or mremap fails. Lock held. */
 static uint8_t *pool_take(wc_cache *c, size_t n, size_t *cap)
 {
-	for (free_buf **pp = &c->pool; *pp; pp = &(*pp)->next) {
+	free_buf **pp = &c->pool, **last = NULL;
+	for (; *pp; pp = &(*pp)->next) {
 		free_buf *f = *pp;
+		last = pp;
 		if (f->cap < n)
 			continue;
 		*pp = f->next;
@@ -328,7 +355,19 @@ static uint8_t *pool_take(wc_cache *c, size_t n, size_t *cap)
 		*cap = f->cap;
 		return (uint8_t *)f;
 	}
-	return NULL;
+	if (!last)
+		return NULL;
+	free_buf *f = *last;
+	*last = f->next;
+	c->pool_bytes -= f->cap;
+	size_t want = page_round(n);
+	void *p = mremap(f, f->cap, want, MREMAP_MAYMOVE);
+	if (p == MAP_FAILED) {
+		munmap(f, f->cap);
+		return NULL;
+	}
+	*cap = want;
+	return p;
 }
 
 /* Unmap the whole pool. Lock held (rare: only when the budget needs the
@@ -836,10 +875,8 @@ void wc_cache_release_consumed(wc_cache *c, wc_tile_ref *ref)
 			while (c->consumed_bytes > CONSUMED_KEEP_BYTES && c->consumed.n > 1) {
 				entry *v = c->consumed.tail;
 				entry_discard(c, v, &dead);
-				if (v->buf && pool_put(c, v->buf, v->buf_cap)) {
-					v->buf = NULL;
-					v->buf_cap = 0;
-				}
+				if (v->buf)
+					pool_put(c, &v->buf, &v->buf_cap);
 			}
 		} else {
 			e->hnext = dead;
