@@ -627,8 +627,21 @@ START_TEST(consumed_tiles_recycle_their_buffers)
 	wc_cache_get_stats(c, &st);
 	ck_assert_uint_eq(st.hits, 2);
 	ck_assert_uint_eq(st.decodes, 201);
+	/* Bigger tiles than any pooled buffer: buffers grow (mremap), bytes
+	 * stay right, and the budget still holds. */
+	fake_source big;
+	fake_source_init(&big, 2, 11, 40, 900 * KIB, 70 * KIB);
+	for (uint32_t t = 0; t < big.ntiles; t++) {
+		wc_tile_ref *r = NULL;
+		ck_assert_int_eq(wc_cache_get(c, &big.base, t, &r), WC_OK);
+		ck_assert_uint_eq(fake_tile_check(big.seed, t, r->data, r->size), 0);
+		wc_cache_release_consumed(c, r);
+	}
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_le(st.bytes_cached, 2 * 256 * KIB + (4u << 20) + 2 * 900 * KIB);
 	wc_cache_destroy(c);
 	ck_assert_int_eq(atomic_load(&s.refs), 1);
+	ck_assert_int_eq(atomic_load(&big.refs), 1);
 }
 END_TEST
 

@@ -475,6 +475,7 @@ static size_t take_batch(wc_cache *c, entry **batch, entry **dead)
 			if (e->buf) {
 				c->bytes += e->buf_cap - e->ref.size;
 				e->charge = e->buf_cap;
+				make_room(c, 0, dead);
 			}
 		}
 		payload += e->csize;
