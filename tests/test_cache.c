@@ -595,6 +595,56 @@ START_TEST(rss_stays_within_budget_while_streaming)
 }
 END_TEST
 
+/* A streaming reader releasing its tiles as consumed: every byte is right
+ * (later tiles decode into the buffers of earlier ones), only a few MiB of
+ * consumed tiles stay cached, the latest of them still hit, and consumed
+ * tiles are evicted before tiles released normally. */
+START_TEST(consumed_tiles_recycle_their_buffers)
+{
+	fake_backend fb;
+	fake_backend_init(&fb, 4, 2);
+	fake_source s;
+	fake_source_init(&s, 1, 9, 200, 256 * KIB, 100 * KIB);
+	wc_cache *c = make_cache(&fb, 64ull << 20, 0);
+	wc_tile_ref *keep = NULL;
+	ck_assert_int_eq(wc_cache_get(c, &s.base, 0, &keep), WC_OK);
+	wc_cache_release(c, keep); /* a normally released tile */
+	for (uint32_t t = 1; t < s.ntiles; t++) {
+		wc_tile_ref *r = NULL;
+		ck_assert_int_eq(wc_cache_get(c, &s.base, t, &r), WC_OK);
+		ck_assert_uint_eq(fake_tile_check(s.seed, t, r->data, r->size), 0);
+		wc_cache_release_consumed(c, r);
+	}
+	wc_cache_stats st;
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.decodes, 200);
+	ck_assert_uint_eq(st.evictions, 0);
+	/* tile 0 (released normally) + at most 4 MiB of consumed tiles */
+	ck_assert_uint_le(st.bytes_cached, 256 * KIB + (4u << 20));
+	get_check(c, &s, 0);           /* still cached */
+	get_check(c, &s, s.ntiles - 1); /* the latest consumed tile too */
+	get_check(c, &s, 1);           /* long dropped: decoded again */
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.hits, 2);
+	ck_assert_uint_eq(st.decodes, 201);
+	/* Bigger tiles than any pooled buffer: buffers grow (mremap), bytes
+	 * stay right, and the budget still holds. */
+	fake_source big;
+	fake_source_init(&big, 2, 11, 40, 900 * KIB, 70 * KIB);
+	for (uint32_t t = 0; t < big.ntiles; t++) {
+		wc_tile_ref *r = NULL;
+		ck_assert_int_eq(wc_cache_get(c, &big.base, t, &r), WC_OK);
+		ck_assert_uint_eq(fake_tile_check(big.seed, t, r->data, r->size), 0);
+		wc_cache_release_consumed(c, r);
+	}
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_le(st.bytes_cached, 2 * 256 * KIB + (4u << 20) + 2 * 900 * KIB);
+	wc_cache_destroy(c);
+	ck_assert_int_eq(atomic_load(&s.refs), 1);
+	ck_assert_int_eq(atomic_load(&big.refs), 1);
+}
+END_TEST
+
 START_TEST(create_rejects_missing_backend)
 {
 	wc_cache_opts o = { 0 };
@@ -619,6 +669,7 @@ int main(void)
 	tcase_add_test(tc, drop_source_drops_only_that_source);
 	tcase_add_test(tc, destroy_with_work_queued_releases_everything);
 	tcase_add_test(tc, rss_stays_within_budget_while_streaming);
+	tcase_add_test(tc, consumed_tiles_recycle_their_buffers);
 	tcase_add_test(tc, create_rejects_missing_backend);
 	suite_add_tcase(su, tc);
 	SRunner *sr = srunner_create(su);

@@ -50,9 +50,17 @@
 #define BATCH_PAYLOAD_MAX (16u << 20)
 #define PAYLOAD_KEEP_BYTES (BATCH_PAYLOAD_MAX + (1u << 20))
 #define PAYLOAD_ALIGN 16u
+/* Tiles a sequential reader has read to their end (wc_cache_release_consumed)
+ * stay on the consumed FIFO up to this many bytes, for requests the kernel
+ * sends out of order; older ones are dropped and their buffers go to the
+ * free-buffer pool, up to POOL_MAX_BYTES, for the next tiles to decode into:
+ * a streaming reader then decodes into pages already faulted in instead of
+ * faulting (and zeroing) a fresh mapping for every tile. */
+#define CONSUMED_KEEP_BYTES (4u << 20)
+#define POOL_MAX_BYTES (48u << 20)
 
 enum entry_state { E_QUEUED, E_DECODING, E_READY, E_FAILED };
-enum entry_list { ON_NONE, ON_DEMAND, ON_PREFETCH, ON_LRU, ON_COLD };
+enum entry_list { ON_NONE, ON_DEMAND, ON_PREFETCH, ON_LRU, ON_COLD, ON_CONSUMED };
 
 typedef struct entry {
 	wc_tile_ref ref;          /* what readers get; first so a ref is the entry */
@@ -69,10 +77,17 @@ typedef struct entry {
 	struct entry *hnext;      /* hash chain; the free list once out of the table */
 	struct entry *prev, *next;
 	wc_tile_source *src;      /* retained while QUEUED or DECODING */
-	uint8_t *buf;             /* ref.size bytes */
+	uint8_t *buf;             /* ref.size bytes used */
+	size_t buf_cap;           /* bytes mapped at buf (>= ref.size; tile_free's size) */
 	wc_err err;               /* FAILED: the decode's error and reason */
 	char *reason;
 } entry;
+
+/* A free tile buffer in the pool: the struct lives in the buffer itself. */
+typedef struct free_buf {
+	struct free_buf *next;
+	size_t cap;
+} free_buf;
 
 typedef struct entry_list_head {
 	entry *head, *tail;
@@ -98,7 +113,10 @@ struct wc_cache {
 	entry **buckets;
 	size_t nbuckets;     /* power of two */
 	size_t count;        /* entries in the table */
-	entry_list_head demand, prefetch, lru, cold;
+	entry_list_head demand, prefetch, lru, cold, consumed;
+	uint64_t consumed_bytes; /* decoded bytes on the consumed FIFO */
+	struct free_buf *pool;   /* free tile buffers (mmap()ed), smallest first */
+	uint64_t pool_bytes;     /* bytes mapped in the pool; counted against the budget */
 	size_t cold_keep; /* unused prefetched entries spared while the LRU has victims */
 	uint64_t budget, bytes;
 	uint32_t max_prefetch, prefetch_in_flight;
@@ -118,6 +136,7 @@ static entry_list_head *list_of(wc_cache *c, int which)
 	case ON_DEMAND: return &c->demand;
 	case ON_PREFETCH: return &c->prefetch;
 	case ON_COLD: return &c->cold;
+	case ON_CONSUMED: return &c->consumed;
 	default: return &c->lru;
 	}
 }
@@ -127,6 +146,8 @@ static void list_unlink(wc_cache *c, entry *e)
 	if (e->list == ON_NONE)
 		return;
 	entry_list_head *l = list_of(c, e->list);
+	if (e->list == ON_CONSUMED)
+		c->consumed_bytes -= e->ref.size;
 	l->n--;
 	if (e->prev)
 		e->prev->next = e->next;
@@ -235,9 +256,14 @@ static void table_remove(wc_cache *c, entry *e)
 
 /* ---- tile buffers and entries -------------------------------------------- */
 
+/* Tile buffers of MMAP_MIN_BYTES or more are whole pages: the pool hands a
+ * buffer to any tile that fits, so its size is its page-rounded capacity. */
+static size_t page_round(size_t n) { return (n + 4095) & ~(size_t)4095; }
+
 static uint8_t *tile_alloc(size_t n)
 {
 	if (n >= MMAP_MIN_BYTES) {
+		n = page_round(n);
 		/* No MAP_POPULATE: the pages fault in on the decoding threads, in
 		 * parallel, rather than here on the dispatcher. */
 		void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -251,9 +277,109 @@ static void tile_free(uint8_t *p, size_t n)
 	if (!p)
 		return;
 	if (n >= MMAP_MIN_BYTES)
-		munmap(p, n);
+		munmap(p, page_round(n));
 	else
 		free(p);
+}
+
+/* Whether a free buffer of cap bytes may hold a tile of n bytes: it must be
+ * an mmap()ed one (tile_free decides by capacity) and not waste more than
+ * the tile's own size. */
+static bool buf_fits(size_t cap, size_t n)
+{
+	return cap >= MMAP_MIN_BYTES && n <= cap && cap <= 2 * page_round(n);
+}
+
+/* The pool's byte limit: small against the budget, so a tight budget leaves
+ * its room to decoded tiles. */
+static uint64_t pool_max(const wc_cache *c)
+{
+	return c->budget / 8 < POOL_MAX_BYTES ? c->budget / 8 : POOL_MAX_BYTES;
+}
+
+/* Put the free mmap()ed buffer *buf of *cap bytes in the pool (kept sorted
+ * by capacity, smallest first, so pool_take finds the best fit). A full pool
+ * gives up its smallest buffers for a bigger one: a big buffer can hold any
+ * tile, a small one only small tiles, so a pool of small buffers would miss
+ * every big tile. Lock held. Returns the buffer the caller must free in *buf
+ * and *cap (the given one, or one the pool gave up), NULL if none. */
+static void pool_put(wc_cache *c, uint8_t **buf, size_t *cap)
+{
+	uint64_t max = pool_max(c);
+	if (c->bytes + max > c->budget)
+		max = c->budget > c->bytes ? c->budget - c->bytes : 0;
+	if (*cap < MMAP_MIN_BYTES || *cap > max)
+		return;
+	uint8_t *give = NULL;
+	size_t give_cap = 0;
+	while (c->pool_bytes + *cap > max && c->pool && c->pool->cap < *cap) {
+		free_buf *h = c->pool;
+		c->pool = h->next;
+		c->pool_bytes -= h->cap;
+		if (give) /* rare: a second one to give up, unmapped here */
+			munmap(give, give_cap);
+		give = (uint8_t *)h;
+		give_cap = h->cap;
+	}
+	if (c->pool_bytes + *cap > max) {
+		if (give) /* rare: a bigger one stays; both are freed */
+			munmap(give, give_cap);
+		return;
+	}
+	free_buf *f = (free_buf *)(void *)*buf, **pp = &c->pool;
+	while (*pp && (*pp)->cap < *cap)
+		pp = &(*pp)->next;
+	f->cap = *cap;
+	f->next = *pp;
+	*pp = f;
+	c->pool_bytes += *cap;
+	*buf = give;
+	*cap = give_cap;
+}
+
+/* The smallest pooled buffer that fits n bytes, out of the pool; if none
+ * is big enough, the biggest one grown with mremap() (its pages stay, only
+ * the new tail faults in), since tile sizes vary and a stream's bigger
+ * tiles would otherwise miss a pool of smaller buffers. NULL if the pool is
+ * empty or mremap fails. Lock held. */
+static uint8_t *pool_take(wc_cache *c, size_t n, size_t *cap)
+{
+	free_buf **pp = &c->pool, **last = NULL;
+	for (; *pp; pp = &(*pp)->next) {
+		free_buf *f = *pp;
+		last = pp;
+		if (f->cap < n)
+			continue;
+		*pp = f->next;
+		c->pool_bytes -= f->cap;
+		*cap = f->cap;
+		return (uint8_t *)f;
+	}
+	if (!last)
+		return NULL;
+	free_buf *f = *last;
+	*last = f->next;
+	c->pool_bytes -= f->cap;
+	size_t want = page_round(n);
+	void *p = mremap(f, f->cap, want, MREMAP_MAYMOVE);
+	if (p == MAP_FAILED) {
+		munmap(f, f->cap);
+		return NULL;
+	}
+	*cap = want;
+	return p;
+}
+
+/* Unmap the whole pool. Lock held (rare: only when the budget needs the
+ * room, or at the end). */
+static void pool_drain(wc_cache *c)
+{
+	while (c->pool) {
+		free_buf *f = c->pool;
+		c->pool = f->next;
+		c->pool_bytes -= f->cap;
+		munmap(f, f->cap);
+	}
 }
 
 /* Free an entry already out of the table and off every list, without the
@@ -262,7 +388,7 @@ static void entry_free(entry *e)
 {
 	if (e->src)
 		e->src->ops->release(e->src);
-	tile_free(e->buf, e->ref.size);
+	tile_free(e->buf, e->buf_cap);
 	free(e->reason);
 	free(e);
 }
@@ -301,6 +427,8 @@ static void entry_discard(wc_cache *c, entry *e, entry **dead)
  * cache full, each prefetch would evict the one before it. */
 static entry *victim(wc_cache *c)
 {
+	if (c->consumed.tail) /* read through already: the page cache has it */
+		return c->consumed.tail;
 	if (c->cold.n > c->cold_keep || !c->lru.tail)
 		return c->cold.tail;
 	return c->lru.tail;
@@ -311,6 +439,8 @@ static entry *victim(wc_cache *c)
 static void make_room(wc_cache *c, uint64_t need, entry **dead)
 {
 	entry *e;
+	if (c->pool && c->bytes + c->pool_bytes + need > c->budget)
+		pool_drain(c);
 	while (c->bytes + need > c->budget && (e = victim(c))) {
 		entry_discard(c, e, dead);
 		c->st.evictions++;
@@ -338,6 +468,16 @@ static size_t take_batch(wc_cache *c, entry **batch, entry **dead)
 		}
 		c->bytes += e->ref.size;
 		e->charge = e->ref.size;
+		if (!e->buf && e->ref.size >= MMAP_MIN_BYTES) {
+			e->buf = pool_take(c, e->ref.size, &e->buf_cap);
+			/* A pooled buffer may be bigger than the tile, with pages
+			 * of its earlier tile still resident: charge all of it. */
+			if (e->buf) {
+				c->bytes += e->buf_cap - e->ref.size;
+				e->charge = e->buf_cap;
+				make_room(c, 0, dead);
+			}
+		}
 		payload += e->csize;
 		e->state = E_DECODING;
 		batch[nb++] = e;
@@ -349,8 +489,9 @@ static size_t take_batch(wc_cache *c, entry **batch, entry **dead)
  * the error every waiting reader gets), and free its buffer. No lock. */
 static void entry_set_failed(entry *e, wc_err err, const char *reason)
 {
-	tile_free(e->buf, e->ref.size);
+	tile_free(e->buf, e->buf_cap);
 	e->buf = NULL;
+	e->buf_cap = 0;
 	e->ref.data = NULL;
 	e->err = err;
 	e->reason = strdup(reason && *reason ? reason : wc_strerror(err));
@@ -384,9 +525,11 @@ static void recycle_buffers(entry **batch, size_t nb, entry *dead)
 			continue;
 		for (size_t k = i; k < nb; k++) {
 			entry *e = batch[k];
-			if (!e->buf && e->ref.size == v->ref.size) {
+			if (!e->buf && buf_fits(v->buf_cap, e->ref.size)) {
 				e->buf = v->buf;
+				e->buf_cap = v->buf_cap;
 				v->buf = NULL;
+				v->buf_cap = 0;
 				break;
 			}
 		}
@@ -409,8 +552,10 @@ static void decode_batch(dispatcher *d, entry **batch, size_t nb)
 	size_t off = 0, nj = 0;
 	for (size_t i = 0; i < nb; i++) {
 		entry *e = batch[i];
-		if (!e->buf)
+		if (!e->buf) {
 			e->buf = tile_alloc(e->ref.size);
+			e->buf_cap = e->ref.size >= MMAP_MIN_BYTES ? page_round(e->ref.size) : e->ref.size;
+		}
 		if (!e->buf || !have_payload) {
 			entry_set_failed(e, WC_E_NOMEM, "no memory for the tile's buffers");
 			continue;
@@ -545,6 +690,7 @@ static void cache_free(wc_cache *c)
 			entry_discard(c, c->buckets[i], &dead);
 	}
 	free_chain(dead);
+	pool_drain(c);
 	dispatchers_free(c);
 	free(c->buckets);
 	pthread_cond_destroy(&c->done);
@@ -714,6 +860,34 @@ void wc_cache_release(wc_cache *c, wc_tile_ref *ref)
 	free_chain(dead);
 }
 
+void wc_cache_release_consumed(wc_cache *c, wc_tile_ref *ref)
+{
+	if (!ref)
+		return;
+	entry *e = (entry *)ref;
+	entry *dead = NULL;
+	pthread_mutex_lock(&c->lock);
+	if (--e->refs == 0) {
+		if (e->in_table) {
+			list_push_head(c, e, ON_CONSUMED);
+			c->consumed_bytes += e->ref.size;
+			/* Past the reordering window: drop the oldest, its buffer to
+			 * the pool for the stream's next tiles. */
+			while (c->consumed_bytes > CONSUMED_KEEP_BYTES && c->consumed.n > 1) {
+				entry *v = c->consumed.tail;
+				entry_discard(c, v, &dead);
+				if (v->buf)
+					pool_put(c, &v->buf, &v->buf_cap);
+			}
+		} else {
+			e->hnext = dead;
+			dead = e;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	free_chain(dead);
+}
+
 void wc_cache_prefetch(wc_cache *c, wc_tile_source *src, uint32_t first, uint32_t count)
 {
 	uint32_t n = src->ops->ntiles(src);
@@ -752,7 +926,8 @@ void wc_cache_drop_source(wc_cache *c, uint64_t id)
 			}
 			if (e->refs != 0)
 				continue;
-			if (e->list == ON_LRU || e->list == ON_COLD || e->list == ON_PREFETCH)
+			if (e->list == ON_LRU || e->list == ON_COLD || e->list == ON_PREFETCH ||
+			    e->list == ON_CONSUMED)
 				entry_discard(c, e, &dead);
 		}
 	}

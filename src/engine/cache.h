@@ -60,6 +60,14 @@ void wc_cache_destroy(wc_cache *cache);
  * WC_E_NOMEM. Failed decodes are not cached. */
 wc_err wc_cache_get(wc_cache *cache, wc_tile_source *src, uint32_t tile, wc_tile_ref **out);
 void wc_cache_release(wc_cache *cache, wc_tile_ref *ref);
+/* Release like wc_cache_release(), with a hint: a sequential reader has read
+ * this tile to its end and is unlikely to want it again (the kernel's page
+ * cache now holds those bytes). Such tiles are kept only a few MiB deep (for
+ * requests that arrive out of order), are evicted before any other, and the
+ * buffers of older ones are reused for the next tiles decoded, so streaming
+ * decodes into memory already faulted in. A get of such a tile still hits
+ * while it is kept. */
+void wc_cache_release_consumed(wc_cache *cache, wc_tile_ref *ref);
 
 /* Queue decodes of tiles [first, first+count) not cached or in flight, up to
  * max_prefetch in flight; returns at once. Prefetched entries enter the LRU

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
@@ -385,8 +386,11 @@ static void read_virtual(fuse_req_t req, wcfs_fs *fs, wcfs_node *n, size_t size,
 		struct fuse_buf more[STACK_SEGS - 1];
 	} stack_bv;
 	wc_tile_ref *stack_refs[STACK_SEGS];
+	/* ends[i]: this read reached the last byte of refs[i]'s tile */
+	bool stack_ends[STACK_SEGS];
 	struct fuse_bufvec *bv = &stack_bv.bv;
 	wc_tile_ref **refs = stack_refs;
+	bool *ends = stack_ends;
 	size_t nbuf = 0, nref = 0;
 	int err = 0;
 	const char *why = NULL;
@@ -425,20 +429,25 @@ static void read_virtual(fuse_req_t req, wcfs_fs *fs, wcfs_node *n, size_t size,
 			size_t ncap = cap * 4;
 			struct fuse_bufvec *nbv = malloc(sizeof *nbv + (ncap - 1) * sizeof nbv->buf[0]);
 			wc_tile_ref **nrefs = malloc(ncap * sizeof *nrefs);
-			if (!nbv || !nrefs) {
+			bool *nends = malloc(ncap * sizeof *nends);
+			if (!nbv || !nrefs || !nends) {
 				free(nbv);
 				free(nrefs);
+				free(nends);
 				err = ENOMEM;
 				break;
 			}
 			memcpy(nbv, bv, sizeof *bv + (nbuf - 1) * sizeof bv->buf[0]);
 			memcpy(nrefs, refs, nref * sizeof *refs);
+			memcpy(nends, ends, nref * sizeof *ends);
 			if (bv != &stack_bv.bv) {
 				free(bv);
 				free(refs);
+				free(ends);
 			}
 			bv = nbv;
 			refs = nrefs;
+			ends = nends;
 			cap = ncap;
 		}
 		struct fuse_buf *b = &bv->buf[nbuf];
@@ -460,6 +469,7 @@ static void read_virtual(fuse_req_t req, wcfs_fs *fs, wcfs_node *n, size_t size,
 				bad_tile = sp.tile;
 				break;
 			}
+			ends[nref] = (uint64_t)sp.tile_off + in + take == ref->size;
 			refs[nref++] = ref;
 			if ((uint64_t)sp.tile_off + in + take > ref->size) {
 				werr = wc_fail(WC_E_FORMAT, "span past the end of tile %u (%u bytes)",
@@ -502,10 +512,11 @@ static void read_virtual(fuse_req_t req, wcfs_fs *fs, wcfs_node *n, size_t size,
 		err = werr == WC_E_NOMEM ? ENOMEM : EIO; /* never a short read */
 	}
 
+	int streaming = 0;
 	if (!err && fs->readahead && sp.kind == WCFS_SPAN_TILE) {
 		uint64_t tile = vn->blksize ? vn->blksize : sp.len;
 		uint64_t tol = tile > (1u << 20) ? tile : (1u << 20);
-		if (wcfs_ra_note(&n->ra, off, size, sp.off, tol, 2 * tile))
+		if (wcfs_ra_note_stream(&n->ra, off, size, sp.off, tol, 2 * tile, &streaming))
 			prefetch_after(fs, vn, sp.off + sp.len, (uint64_t)fs->readahead * tile);
 	}
 
@@ -514,12 +525,19 @@ static void read_virtual(fuse_req_t req, wcfs_fs *fs, wcfs_node *n, size_t size,
 	} else {
 		reply_segments(req, bv, nbuf);
 	}
-	/* The reply has been written to /dev/fuse: the tile bytes may go. */
-	for (size_t i = 0; i < nref; i++)
-		wc_cache_release(fs->cache, refs[i]);
+	/* The reply has been written to /dev/fuse: the tile bytes may go. A
+	 * stream's tiles read to their end are now in the page cache: release
+	 * them as consumed, so their buffers serve the stream's next tiles. */
+	for (size_t i = 0; i < nref; i++) {
+		if (streaming && ends[i])
+			wc_cache_release_consumed(fs->cache, refs[i]);
+		else
+			wc_cache_release(fs->cache, refs[i]);
+	}
 	if (bv != &stack_bv.bv) {
 		free(bv);
 		free(refs);
+		free(ends);
 	}
 }
 

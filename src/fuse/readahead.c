@@ -14,6 +14,14 @@ void wcfs_ra_destroy(wcfs_ra *ra) { pthread_mutex_destroy(&ra->lock); }
 int wcfs_ra_note(wcfs_ra *ra, uint64_t off, uint64_t len, uint64_t last_span_off,
 		 uint64_t tolerance, uint64_t min_run)
 {
+	return wcfs_ra_note_stream(ra, off, len, last_span_off, tolerance, min_run, NULL);
+}
+
+int wcfs_ra_note_stream(wcfs_ra *ra, uint64_t off, uint64_t len, uint64_t last_span_off,
+			uint64_t tolerance, uint64_t min_run, int *streaming)
+{
+	if (streaming)
+		*streaming = 0;
 	uint64_t end = off + len;
 	int fire = 0;
 	pthread_mutex_lock(&ra->lock);
@@ -39,6 +47,8 @@ int wcfs_ra_note(wcfs_ra *ra, uint64_t off, uint64_t len, uint64_t last_span_off
 		hit->start = off;
 	if (end > hit->end)
 		hit->end = end;
+	if (streaming)
+		*streaming = hit->end - hit->start >= min_run;
 	if (hit->end - hit->start >= min_run && hit->issued_tile != last_span_off + 1) {
 		hit->issued_tile = last_span_off + 1;
 		fire = 1;

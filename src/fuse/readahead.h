@@ -44,4 +44,11 @@ void wcfs_ra_destroy(wcfs_ra *ra);
 int wcfs_ra_note(wcfs_ra *ra, uint64_t off, uint64_t len, uint64_t last_span_off,
 		 uint64_t tolerance, uint64_t min_run);
 
+/* wcfs_ra_note(), also setting *streaming (if not NULL) to 1 when the read
+ * belongs to a sequential stream of at least min_run bytes, else 0: the
+ * tiles it read to their end can then be released as consumed
+ * (wc_cache_release_consumed). */
+int wcfs_ra_note_stream(wcfs_ra *ra, uint64_t off, uint64_t len, uint64_t last_span_off,
+			uint64_t tolerance, uint64_t min_run, int *streaming);
+
 #endif /* WCFS_READAHEAD_H */
