@@ -88,7 +88,7 @@ static size_t rehash_len;
 static void hash_at(uint8_t *b, unsigned field, uint64_t off, uint64_t len)
 {
 	if (off <= rehash_len && len <= rehash_len - off)
-		wc_qvq_put64(b + field, XXH3_64bits(b + off, len));
+		wc_put_u64(b + field, XXH3_64bits(b + off, len));
 }
 
 static void rehash(uint8_t *b)
@@ -97,18 +97,18 @@ static void rehash(uint8_t *b)
 		{48, 56, 4, 104}, {96, 60, 4, 144},
 	};
 	for (size_t i = 0; i < 2; i++) {
-		uint64_t off = wc_qvq_get64(b + s[i].off);
-		uint32_t len = wc_qvq_get32(b + s[i].len_field);
+		uint64_t off = wc_get_u64(b + s[i].off);
+		uint32_t len = wc_get_u32(b + s[i].len_field);
 		hash_at(b, s[i].hash, off, len);
 	}
-	uint32_t K = wc_qvq_get32(b + 20), n = wc_qvq_get32(b + 24), nt = wc_qvq_get32(b + 28);
-	uint32_t ntab = wc_qvq_get32(b + 36);
+	uint32_t K = wc_get_u32(b + 20), n = wc_get_u32(b + 24), nt = wc_get_u32(b + 28);
+	uint32_t ntab = wc_get_u32(b + 36);
 	uint64_t cb = (uint64_t)K * b[16] * b[17] * b[18];
-	hash_at(b, 112, wc_qvq_get64(b + 64), cb);
-	hash_at(b, 120, wc_qvq_get64(b + 72), (uint64_t)ntab * 512);
-	hash_at(b, 128, wc_qvq_get64(b + 80), (uint64_t)n * 24);
-	hash_at(b, 136, wc_qvq_get64(b + 88), (uint64_t)nt * 48);
-	wc_qvq_put64(b + 184, XXH3_64bits(b, 184));
+	hash_at(b, 112, wc_get_u64(b + 64), cb);
+	hash_at(b, 120, wc_get_u64(b + 72), (uint64_t)ntab * 512);
+	hash_at(b, 128, wc_get_u64(b + 80), (uint64_t)n * 24);
+	hash_at(b, 136, wc_get_u64(b + 88), (uint64_t)nt * 48);
+	wc_put_u64(b + 184, XXH3_64bits(b, 184));
 }
 
 static void setup(void)
@@ -398,32 +398,32 @@ START_TEST(malformed_rejected)
 	}
 	MUT(b[0] = 'X', WC_E_FORMAT);                      /* magic */
 	MUT(b[50] ^= 1, WC_E_CORRUPT);                     /* header hash */
-	MUT((wc_qvq_put32(b + 8, 2), rehash(b)), WC_E_UNSUPPORTED);
+	MUT((wc_put_u32(b + 8, 2), rehash(b)), WC_E_UNSUPPORTED);
 	MUT((b[18] = 4, rehash(b)), WC_E_UNSUPPORTED);     /* channels */
-	MUT((wc_qvq_put32(b + 20, 0), rehash(b)), WC_E_RANGE);     /* K = 0 */
-	MUT((wc_qvq_put32(b + 20, 70000), rehash(b)), WC_E_RANGE); /* K > 65536 */
-	MUT((wc_qvq_put32(b + 20, 300), rehash(b)), WC_E_FORMAT);  /* index_bytes mismatch */
-	MUT((wc_qvq_put32(b + 32, 33), rehash(b)), WC_E_FORMAT);   /* chunk */
-	MUT((wc_qvq_put64(b + 40, len + 1), rehash(b)), WC_E_FORMAT); /* file size */
-	MUT((wc_qvq_put64(b + 88, len - 10), rehash(b)), WC_E_FORMAT); /* tile table past end */
-	MUT((wc_qvq_put32(b + 28, 5), rehash(b)), WC_E_FORMAT);    /* more tiles than images */
+	MUT((wc_put_u32(b + 20, 0), rehash(b)), WC_E_RANGE);     /* K = 0 */
+	MUT((wc_put_u32(b + 20, 70000), rehash(b)), WC_E_RANGE); /* K > 65536 */
+	MUT((wc_put_u32(b + 20, 300), rehash(b)), WC_E_FORMAT);  /* index_bytes mismatch */
+	MUT((wc_put_u32(b + 32, 33), rehash(b)), WC_E_FORMAT);   /* chunk */
+	MUT((wc_put_u64(b + 40, len + 1), rehash(b)), WC_E_FORMAT); /* file size */
+	MUT((wc_put_u64(b + 88, len - 10), rehash(b)), WC_E_FORMAT); /* tile table past end */
+	MUT((wc_put_u32(b + 28, 5), rehash(b)), WC_E_FORMAT);    /* more tiles than images */
 	MUT(b[160] = 1, WC_E_CORRUPT);                     /* reserved, under the hash */
 	MUT((b[160] = 1, rehash(b)), WC_E_FORMAT);         /* reserved byte */
 	/* Sections. */
-	uint64_t meta = wc_qvq_get64(v + 48), imgs = wc_qvq_get64(v + 80);
-	uint64_t tiles = wc_qvq_get64(v + 88), strs = wc_qvq_get64(v + 96);
+	uint64_t meta = wc_get_u64(v + 48), imgs = wc_get_u64(v + 80);
+	uint64_t tiles = wc_get_u64(v + 88), strs = wc_get_u64(v + 96);
 	MUT(b[meta] ^= 0x20, WC_E_CORRUPT);                /* metadata hash */
 	MUT((b[meta] = '[', rehash(b)), WC_E_FORMAT);      /* not an object / not JSON */
-	MUT((wc_qvq_put32(b + imgs, 0), rehash(b)), WC_E_RANGE);        /* width 0 */
-	MUT((wc_qvq_put32(b + imgs, 20000), rehash(b)), WC_E_RANGE);    /* width > limit */
-	MUT((wc_qvq_put32(b + imgs + 8, 2), rehash(b)), WC_E_FORMAT);   /* label >= 2 */
-	MUT((wc_qvq_put32(b + imgs + 12, 1000), rehash(b)), WC_E_FORMAT); /* name outside pool */
-	MUT((wc_qvq_put32(b + imgs + 20, 1), rehash(b)), WC_E_FORMAT);  /* reserved */
-	MUT((wc_qvq_put32(b + imgs, 4), rehash(b)), WC_E_FORMAT);       /* dsize no longer adds up */
-	MUT((wc_qvq_put32(b + tiles + 12, 1), rehash(b)), WC_E_FORMAT); /* dsize */
-	MUT((wc_qvq_put32(b + tiles + 16, 1), rehash(b)), WC_E_FORMAT); /* first image */
-	MUT((wc_qvq_put32(b + tiles + 8, 2), rehash(b)), WC_E_FORMAT);  /* csize too small */
-	MUT((wc_qvq_put64(b + tiles, len - 2), rehash(b)), WC_E_FORMAT); /* payload past end */
+	MUT((wc_put_u32(b + imgs, 0), rehash(b)), WC_E_RANGE);        /* width 0 */
+	MUT((wc_put_u32(b + imgs, 20000), rehash(b)), WC_E_RANGE);    /* width > limit */
+	MUT((wc_put_u32(b + imgs + 8, 2), rehash(b)), WC_E_FORMAT);   /* label >= 2 */
+	MUT((wc_put_u32(b + imgs + 12, 1000), rehash(b)), WC_E_FORMAT); /* name outside pool */
+	MUT((wc_put_u32(b + imgs + 20, 1), rehash(b)), WC_E_FORMAT);  /* reserved */
+	MUT((wc_put_u32(b + imgs, 4), rehash(b)), WC_E_FORMAT);       /* dsize no longer adds up */
+	MUT((wc_put_u32(b + tiles + 12, 1), rehash(b)), WC_E_FORMAT); /* dsize */
+	MUT((wc_put_u32(b + tiles + 16, 1), rehash(b)), WC_E_FORMAT); /* first image */
+	MUT((wc_put_u32(b + tiles + 8, 2), rehash(b)), WC_E_FORMAT);  /* csize too small */
+	MUT((wc_put_u64(b + tiles, len - 2), rehash(b)), WC_E_FORMAT); /* payload past end */
 	MUT(b[tiles + 30] = 1, WC_E_CORRUPT);
 	/* Escaping or clashing names, with valid hashes. */
 	MUT((memcpy(b + strs, "../", 3), rehash(b)), WC_E_FORMAT);      /* "../png" */
@@ -436,7 +436,7 @@ START_TEST(malformed_rejected)
 	/* Two names shown as the same "a.ppm". */
 	static const char *const two[] = {"a.jpg", "b.png", "c", "d"};
 	v = valid_archive(&len, two, 4);
-	strs = wc_qvq_get64(v + 96);
+	strs = wc_get_u64(v + 96);
 	ck_assert_int_eq(try_open(v, len), WC_OK);
 	v[strs + 5] = 'a'; /* "b.png" -> "a.png" */
 	rehash(v);
@@ -476,7 +476,7 @@ START_TEST(damaged_payload_is_an_error)
 {
 	size_t len;
 	uint8_t *v = valid_archive(&len, four, 4);
-	uint64_t coff = wc_qvq_get64(v + wc_qvq_get64(v + 88));
+	uint64_t coff = wc_get_u64(v + wc_get_u64(v + 88));
 	v[coff + 5] ^= 0x40; /* inside tile 0's payload; tables still valid */
 	spit(tpath("d.qvq"), v, len);
 	wc_qvq *q;

@@ -12,6 +12,7 @@
 
 #include "codec/rans.h"
 #include "container/container.h"
+#include "core/le.h"
 #include "core/wc_error.h"
 
 #define WC_HEADER_BYTES 160u     /* fixed header, version 1 */
@@ -55,27 +56,6 @@ typedef struct wc_file_header {
 	uint64_t file_size;
 	uint64_t check; /* XXH3-64 of header[0..152) | prefix | tables | dicts | index | metadata */
 } wc_file_header;
-
-static inline void wc_put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static inline void wc_put_u32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline void wc_put_u64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline uint16_t wc_get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static inline uint32_t wc_get_u32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static inline uint64_t wc_get_u64(const uint8_t *p)
-{
-	return (uint64_t)wc_get_u32(p) | (uint64_t)wc_get_u32(p + 4) << 32;
-}
 
 /* Encode h into WC_HEADER_BYTES bytes (magic included; h->check as given). */
 void wc_header_encode(const wc_file_header *h, uint8_t out[WC_HEADER_BYTES]);

@@ -31,7 +31,7 @@ static inline void st64(uint8_t *p, uint64_t v)
 static inline __attribute__((always_inline)) uint32_t index_at(const uint8_t *row, uint32_t ib,
 							       uint32_t gx)
 {
-	return ib == 1 ? row[gx] : wc_qvq_get16(row + 2 * gx);
+	return ib == 1 ? row[gx] : wc_get_u16(row + 2 * gx);
 }
 
 static inline __attribute__((always_inline)) wc_err gather_2x2x3_ib(
@@ -93,7 +93,7 @@ wc_err wc_qvq_gather(const uint8_t *codebook, uint32_t entries, uint32_t ph, uin
 	for (uint32_t y = 0; y < h; y++) {
 		for (uint32_t x = 0; x < w; x++) {
 			size_t j = (size_t)(y / ph) * gw + x / pw;
-			uint32_t k = index_bytes == 1 ? idx[j] : wc_qvq_get16(idx + 2 * j);
+			uint32_t k = index_bytes == 1 ? idx[j] : wc_get_u16(idx + 2 * j);
 			if (k >= entries)
 				return wc_fail(WC_E_CORRUPT, "qvq: codebook index %u >= %u entries",
 					       k, entries);

@@ -24,33 +24,33 @@ void wc_qvq_header_write(const wc_qvq_header *h, uint8_t out[WC_QVQ_HEADER_BYTES
 {
 	memset(out, 0, WC_QVQ_HEADER_BYTES);
 	memcpy(out + O_MAGIC, WC_QVQ_MAGIC, 8);
-	wc_qvq_put32(out + O_VERSION, h->version);
-	wc_qvq_put32(out + O_HSIZE, h->header_size);
+	wc_put_u32(out + O_VERSION, h->version);
+	wc_put_u32(out + O_HSIZE, h->header_size);
 	out[O_PATCH_H] = h->patch_h;
 	out[O_PATCH_W] = h->patch_w;
 	out[O_CHANNELS] = h->channels;
 	out[O_INDEX_BYTES] = h->index_bytes;
-	wc_qvq_put32(out + O_ENTRIES, h->entries);
-	wc_qvq_put32(out + O_NIMAGES, h->nimages);
-	wc_qvq_put32(out + O_NTILES, h->ntiles);
-	wc_qvq_put32(out + O_CHUNK, h->chunk_symbols);
-	wc_qvq_put32(out + O_NTABLES, h->ntables);
-	wc_qvq_put64(out + O_FILE_SIZE, h->file_size);
-	wc_qvq_put64(out + O_META_OFF, h->meta_off);
-	wc_qvq_put32(out + O_META_LEN, h->meta_len);
-	wc_qvq_put32(out + O_STRINGS_LEN, h->strings_len);
-	wc_qvq_put64(out + O_CODEBOOK_OFF, h->codebook_off);
-	wc_qvq_put64(out + O_TABLES_OFF, h->tables_off);
-	wc_qvq_put64(out + O_IMAGES_OFF, h->images_off);
-	wc_qvq_put64(out + O_TILES_OFF, h->tiles_off);
-	wc_qvq_put64(out + O_STRINGS_OFF, h->strings_off);
-	wc_qvq_put64(out + O_META_HASH, h->meta_hash);
-	wc_qvq_put64(out + O_CODEBOOK_HASH, h->codebook_hash);
-	wc_qvq_put64(out + O_TABLES_HASH, h->tables_hash);
-	wc_qvq_put64(out + O_IMAGES_HASH, h->images_hash);
-	wc_qvq_put64(out + O_TILES_HASH, h->tiles_hash);
-	wc_qvq_put64(out + O_STRINGS_HASH, h->strings_hash);
-	wc_qvq_put64(out + O_HEADER_HASH, XXH3_64bits(out, O_HEADER_HASH));
+	wc_put_u32(out + O_ENTRIES, h->entries);
+	wc_put_u32(out + O_NIMAGES, h->nimages);
+	wc_put_u32(out + O_NTILES, h->ntiles);
+	wc_put_u32(out + O_CHUNK, h->chunk_symbols);
+	wc_put_u32(out + O_NTABLES, h->ntables);
+	wc_put_u64(out + O_FILE_SIZE, h->file_size);
+	wc_put_u64(out + O_META_OFF, h->meta_off);
+	wc_put_u32(out + O_META_LEN, h->meta_len);
+	wc_put_u32(out + O_STRINGS_LEN, h->strings_len);
+	wc_put_u64(out + O_CODEBOOK_OFF, h->codebook_off);
+	wc_put_u64(out + O_TABLES_OFF, h->tables_off);
+	wc_put_u64(out + O_IMAGES_OFF, h->images_off);
+	wc_put_u64(out + O_TILES_OFF, h->tiles_off);
+	wc_put_u64(out + O_STRINGS_OFF, h->strings_off);
+	wc_put_u64(out + O_META_HASH, h->meta_hash);
+	wc_put_u64(out + O_CODEBOOK_HASH, h->codebook_hash);
+	wc_put_u64(out + O_TABLES_HASH, h->tables_hash);
+	wc_put_u64(out + O_IMAGES_HASH, h->images_hash);
+	wc_put_u64(out + O_TILES_HASH, h->tiles_hash);
+	wc_put_u64(out + O_STRINGS_HASH, h->strings_hash);
+	wc_put_u64(out + O_HEADER_HASH, XXH3_64bits(out, O_HEADER_HASH));
 }
 
 /* Check that section [off, off + len) lies inside [header_size, file_size). */
@@ -71,13 +71,13 @@ wc_err wc_qvq_header_parse(const uint8_t in[WC_QVQ_HEADER_BYTES], uint64_t file_
 	if (memcmp(in, WC_QVQ_MAGIC, 8) != 0)
 		return wc_fail(WC_E_FORMAT, "qvq: bad magic (not a .qvq archive)");
 	memset(h, 0, sizeof *h);
-	h->version = wc_qvq_get32(in + O_VERSION);
+	h->version = wc_get_u32(in + O_VERSION);
 	if (h->version != WC_QVQ_VERSION)
 		return wc_fail(WC_E_UNSUPPORTED, "qvq: format version %u (this reader knows %u)",
 			       h->version, WC_QVQ_VERSION);
-	if (XXH3_64bits(in, O_HEADER_HASH) != wc_qvq_get64(in + O_HEADER_HASH))
+	if (XXH3_64bits(in, O_HEADER_HASH) != wc_get_u64(in + O_HEADER_HASH))
 		return wc_fail(WC_E_CORRUPT, "qvq: header checksum mismatch");
-	h->header_size = wc_qvq_get32(in + O_HSIZE);
+	h->header_size = wc_get_u32(in + O_HSIZE);
 	if (h->header_size != WC_QVQ_HEADER_BYTES)
 		return wc_fail(WC_E_FORMAT, "qvq: header_size %u, expected %u", h->header_size,
 			       WC_QVQ_HEADER_BYTES);
@@ -88,26 +88,26 @@ wc_err wc_qvq_header_parse(const uint8_t in[WC_QVQ_HEADER_BYTES], uint64_t file_
 	h->patch_w = in[O_PATCH_W];
 	h->channels = in[O_CHANNELS];
 	h->index_bytes = in[O_INDEX_BYTES];
-	h->entries = wc_qvq_get32(in + O_ENTRIES);
-	h->nimages = wc_qvq_get32(in + O_NIMAGES);
-	h->ntiles = wc_qvq_get32(in + O_NTILES);
-	h->chunk_symbols = wc_qvq_get32(in + O_CHUNK);
-	h->ntables = wc_qvq_get32(in + O_NTABLES);
-	h->file_size = wc_qvq_get64(in + O_FILE_SIZE);
-	h->meta_off = wc_qvq_get64(in + O_META_OFF);
-	h->meta_len = wc_qvq_get32(in + O_META_LEN);
-	h->strings_len = wc_qvq_get32(in + O_STRINGS_LEN);
-	h->codebook_off = wc_qvq_get64(in + O_CODEBOOK_OFF);
-	h->tables_off = wc_qvq_get64(in + O_TABLES_OFF);
-	h->images_off = wc_qvq_get64(in + O_IMAGES_OFF);
-	h->tiles_off = wc_qvq_get64(in + O_TILES_OFF);
-	h->strings_off = wc_qvq_get64(in + O_STRINGS_OFF);
-	h->meta_hash = wc_qvq_get64(in + O_META_HASH);
-	h->codebook_hash = wc_qvq_get64(in + O_CODEBOOK_HASH);
-	h->tables_hash = wc_qvq_get64(in + O_TABLES_HASH);
-	h->images_hash = wc_qvq_get64(in + O_IMAGES_HASH);
-	h->tiles_hash = wc_qvq_get64(in + O_TILES_HASH);
-	h->strings_hash = wc_qvq_get64(in + O_STRINGS_HASH);
+	h->entries = wc_get_u32(in + O_ENTRIES);
+	h->nimages = wc_get_u32(in + O_NIMAGES);
+	h->ntiles = wc_get_u32(in + O_NTILES);
+	h->chunk_symbols = wc_get_u32(in + O_CHUNK);
+	h->ntables = wc_get_u32(in + O_NTABLES);
+	h->file_size = wc_get_u64(in + O_FILE_SIZE);
+	h->meta_off = wc_get_u64(in + O_META_OFF);
+	h->meta_len = wc_get_u32(in + O_META_LEN);
+	h->strings_len = wc_get_u32(in + O_STRINGS_LEN);
+	h->codebook_off = wc_get_u64(in + O_CODEBOOK_OFF);
+	h->tables_off = wc_get_u64(in + O_TABLES_OFF);
+	h->images_off = wc_get_u64(in + O_IMAGES_OFF);
+	h->tiles_off = wc_get_u64(in + O_TILES_OFF);
+	h->strings_off = wc_get_u64(in + O_STRINGS_OFF);
+	h->meta_hash = wc_get_u64(in + O_META_HASH);
+	h->codebook_hash = wc_get_u64(in + O_CODEBOOK_HASH);
+	h->tables_hash = wc_get_u64(in + O_TABLES_HASH);
+	h->images_hash = wc_get_u64(in + O_IMAGES_HASH);
+	h->tiles_hash = wc_get_u64(in + O_TILES_HASH);
+	h->strings_hash = wc_get_u64(in + O_STRINGS_HASH);
 
 	if (h->file_size != file_size)
 		return wc_fail(WC_E_FORMAT, "qvq: header says %llu bytes, file has %llu (truncated?)",

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/le.h"
 #include "core/wc_error.h"
 
 #define WC_QVQ_MAGIC "WCQVQ\r\n\032" /* 8 bytes */
@@ -70,24 +71,5 @@ wc_err wc_qvq_header_parse(const uint8_t in[WC_QVQ_HEADER_BYTES], uint64_t file_
  * "<fmt...>: <previous reason>". Returns e. */
 wc_err wc_qvq_wrap(wc_err e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Little-endian helpers shared by the reader and writer. */
-static inline uint16_t wc_qvq_get16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static inline uint32_t wc_qvq_get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static inline uint64_t wc_qvq_get64(const uint8_t *p)
-{
-	return (uint64_t)wc_qvq_get32(p) | (uint64_t)wc_qvq_get32(p + 4) << 32;
-}
-static inline void wc_qvq_put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static inline void wc_qvq_put32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
-}
-static inline void wc_qvq_put64(uint8_t *p, uint64_t v)
-{
-	wc_qvq_put32(p, (uint32_t)v); wc_qvq_put32(p + 4, (uint32_t)(v >> 32));
-}
 
 #endif /* WC_QVQ_FORMAT_H */

@@ -105,7 +105,7 @@ static wc_err parse_images(wc_qvq *q, const uint8_t *rec, const uint8_t *pool)
 	uint32_t n = q->h.nimages;
 	uint64_t total = 0;
 	for (uint32_t i = 0; i < n; i++) { /* bound every length before allocating */
-		uint32_t nlen = wc_qvq_get32(rec + (size_t)i * WC_QVQ_IMAGE_RECORD + 16);
+		uint32_t nlen = wc_get_u32(rec + (size_t)i * WC_QVQ_IMAGE_RECORD + 16);
 		if (nlen > WC_QVQ_MAX_NAME || nlen > q->h.strings_len)
 			return wc_fail(WC_E_FORMAT, "qvq: image %u: name of %u bytes (limit %u, pool %u)",
 				       i, nlen, WC_QVQ_MAX_NAME, q->h.strings_len);
@@ -120,11 +120,11 @@ static wc_err parse_images(wc_qvq *q, const uint8_t *rec, const uint8_t *pool)
 	for (uint32_t i = 0; i < n; i++) {
 		const uint8_t *r = rec + (size_t)i * WC_QVQ_IMAGE_RECORD;
 		wc_qvq_image *im = &q->images[i];
-		im->width = wc_qvq_get32(r);
-		im->height = wc_qvq_get32(r + 4);
-		im->label = wc_qvq_get32(r + 8);
-		uint32_t noff = wc_qvq_get32(r + 12), nlen = wc_qvq_get32(r + 16);
-		if (wc_qvq_get32(r + 20) != 0)
+		im->width = wc_get_u32(r);
+		im->height = wc_get_u32(r + 4);
+		im->label = wc_get_u32(r + 8);
+		uint32_t noff = wc_get_u32(r + 12), nlen = wc_get_u32(r + 16);
+		if (wc_get_u32(r + 20) != 0)
 			return wc_fail(WC_E_FORMAT, "qvq: image %u: reserved field not 0", i);
 		if (im->width < 1 || im->width > WC_QVQ_MAX_SIDE || im->height < 1 ||
 		    im->height > WC_QVQ_MAX_SIDE ||
@@ -171,16 +171,16 @@ static wc_err parse_tiles(wc_qvq *q, const uint8_t *rec)
 	for (uint32_t t = 0; t < n; t++) {
 		const uint8_t *r = rec + (size_t)t * WC_QVQ_TILE_RECORD;
 		wc_qvq_tile *tl = &q->tiles[t];
-		tl->coff = wc_qvq_get64(r);
-		tl->csize = wc_qvq_get32(r + 8);
-		tl->dsize = wc_qvq_get32(r + 12);
-		tl->first_image = wc_qvq_get32(r + 16);
-		tl->nimages = wc_qvq_get32(r + 20);
-		tl->nindices = wc_qvq_get32(r + 24);
-		tl->chash = wc_qvq_get64(r + 32);
-		tl->dhash = wc_qvq_get64(r + 40);
+		tl->coff = wc_get_u64(r);
+		tl->csize = wc_get_u32(r + 8);
+		tl->dsize = wc_get_u32(r + 12);
+		tl->first_image = wc_get_u32(r + 16);
+		tl->nimages = wc_get_u32(r + 20);
+		tl->nindices = wc_get_u32(r + 24);
+		tl->chash = wc_get_u64(r + 32);
+		tl->dhash = wc_get_u64(r + 40);
 		tl->voff = voff;
-		if (wc_qvq_get32(r + 28) != 0)
+		if (wc_get_u32(r + 28) != 0)
 			return wc_fail(WC_E_FORMAT, "qvq: tile %u: reserved field not 0", t);
 		if (tl->first_image != next || tl->nimages < 1 ||
 		    tl->nimages > q->h.nimages - next)
@@ -310,7 +310,7 @@ wc_err wc_qvq_open(const char *path, wc_qvq **out)
 	if (!q->tables) { e = wc_fail(WC_E_NOMEM, "qvq: no memory"); goto fail; }
 	for (uint32_t t = 0; t < q->h.ntables; t++) {
 		for (unsigned s = 0; s < 256; s++)
-			q->tables[t].freq[s] = wc_qvq_get16(pool + t * WC_QVQ_FREQTAB_BYTES + 2 * s);
+			q->tables[t].freq[s] = wc_get_u16(pool + t * WC_QVQ_FREQTAB_BYTES + 2 * s);
 		if ((e = wc_freq_validate(&q->tables[t]))) {
 			e = wc_qvq_wrap(e, "qvq: frequency table %u", t);
 			goto fail;

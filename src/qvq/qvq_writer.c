@@ -55,7 +55,7 @@ static void encode_tile(encode_ctx *c, tile_plan *tp)
 		if (ib == 1)
 			idx[j] = (uint8_t)src[j];
 		else
-			wc_qvq_put16(idx + 2 * j, src[j]);
+			wc_put_u16(idx + 2 * j, src[j]);
 	}
 	size_t len = 0;
 	tp->err = wc_tile_encode(c->layout, idx, raw, c->plan, c->chunk, tp->payload, cap, &len,
@@ -304,17 +304,17 @@ wc_err wc_qvq_write(const char *path, const wc_qvq_write_input *in, wc_qvq_write
 	for (uint32_t i = 0; i < in->nimages; i++) {
 		uint8_t *r = images + (size_t)i * WC_QVQ_IMAGE_RECORD;
 		size_t nl = strlen(in->names[i]);
-		wc_qvq_put32(r, in->dims[2 * i]);
-		wc_qvq_put32(r + 4, in->dims[2 * i + 1]);
-		wc_qvq_put32(r + 8, in->labels ? in->labels[i] : WC_QVQ_NO_LABEL);
-		wc_qvq_put32(r + 12, (uint32_t)po);
-		wc_qvq_put32(r + 16, (uint32_t)nl);
+		wc_put_u32(r, in->dims[2 * i]);
+		wc_put_u32(r + 4, in->dims[2 * i + 1]);
+		wc_put_u32(r + 8, in->labels ? in->labels[i] : WC_QVQ_NO_LABEL);
+		wc_put_u32(r + 12, (uint32_t)po);
+		wc_put_u32(r + 16, (uint32_t)nl);
 		memcpy(pool + po, in->names[i], nl);
 		po += nl;
 	}
 	for (uint32_t t = 0; t < ntables; t++)
 		for (unsigned s = 0; s < 256; s++)
-			wc_qvq_put16(ftab + t * WC_QVQ_FREQTAB_BYTES + 2 * s, tabs[t].freq[s]);
+			wc_put_u16(ftab + t * WC_QVQ_FREQTAB_BYTES + 2 * s, tabs[t].freq[s]);
 
 	/* Temporary file next to the target. */
 	size_t plen = strlen(path);
@@ -343,14 +343,14 @@ wc_err wc_qvq_write(const char *path, const wc_qvq_write_input *in, wc_qvq_write
 	for (uint32_t t = 0; t < ntiles && !e; t++) {
 		tile_plan *tp = &tiles[t];
 		uint8_t *r = trec + (size_t)t * WC_QVQ_TILE_RECORD;
-		wc_qvq_put64(r, off);
-		wc_qvq_put32(r + 8, (uint32_t)tp->csize);
-		wc_qvq_put32(r + 12, tp->dsize);
-		wc_qvq_put32(r + 16, tp->first);
-		wc_qvq_put32(r + 20, tp->count);
-		wc_qvq_put32(r + 24, tp->nidx);
-		wc_qvq_put64(r + 32, tp->chash);
-		wc_qvq_put64(r + 40, tp->dhash);
+		wc_put_u64(r, off);
+		wc_put_u32(r + 8, (uint32_t)tp->csize);
+		wc_put_u32(r + 12, tp->dsize);
+		wc_put_u32(r + 16, tp->first);
+		wc_put_u32(r + 20, tp->count);
+		wc_put_u32(r + 24, tp->nidx);
+		wc_put_u64(r + 32, tp->chash);
+		wc_put_u64(r + 40, tp->dhash);
 		e = write_all(fd, tp->payload, tp->csize, off);
 		off += tp->csize;
 		payload_bytes += tp->csize;
