@@ -39,10 +39,20 @@ static void cuda_destroy(wc_backend *be)
 	free(cb);
 }
 
+static void cuda_host_free(void *p, size_t bytes)
+{
+	(void)bytes;
+	wcodec_cuda_host_free(p);
+}
+
 static const wc_backend_ops cuda_ops = {
 	.name = "cuda",
 	.decode = cuda_decode,
 	.destroy = cuda_destroy,
+	/* page-locked cache buffers: wcc_device.c DMAs payloads from them and
+	 * decoded tiles into them, skipping its staging buffers */
+	.host_alloc = wcodec_cuda_host_alloc,
+	.host_free = cuda_host_free,
 };
 
 EXPORT wc_err wcodec_cuda_backend_create(const wc_backend_opts *opts, wc_backend **out)

@@ -126,6 +126,7 @@ typedef struct plugin_backend {
 	wc_backend base;
 	wc_backend *inner;
 	void *dl;
+	wc_backend_ops ops; /* plugin_ops plus the inner backend's host allocator */
 } plugin_backend;
 
 static wc_err plugin_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
@@ -185,7 +186,12 @@ static wc_err cuda_create(const wc_backend_opts *opts, wc_backend **out)
 		dlclose(dl);
 		return e;
 	}
-	pb->base.ops = &plugin_ops;
+	pb->ops = plugin_ops;
+	if (pb->inner->ops->host_alloc && pb->inner->ops->host_free) {
+		pb->ops.host_alloc = pb->inner->ops->host_alloc;
+		pb->ops.host_free = pb->inner->ops->host_free;
+	}
+	pb->base.ops = &pb->ops;
 	pb->base.max_batch = pb->inner->max_batch ? pb->inner->max_batch : 1;
 	pb->base.concurrency = pb->inner->concurrency ? pb->inner->concurrency : 1;
 	pb->dl = dl;

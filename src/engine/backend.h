@@ -80,6 +80,14 @@ typedef struct wc_backend_ops {
 	 * may be trusted and the caller decodes the batch on the CPU). */
 	wc_err (*decode)(wc_backend *be, wc_tile_job *jobs, size_t n);
 	void (*destroy)(wc_backend *be);
+	/* Optional (NULL: the cache mmap()s): allocate `bytes` bytes (a multiple
+	 * of 4096) of host memory this backend decodes from and into fastest, for
+	 * the cache's tile and payload buffers; the CUDA backend gives page-locked
+	 * memory so the GPU copies straight into and out of them (no staging
+	 * copy). NULL if out of memory. Thread-safe. host_free frees one such
+	 * buffer of the same `bytes`; every one is freed before destroy. */
+	void *(*host_alloc)(size_t bytes);
+	void (*host_free)(void *p, size_t bytes);
 } wc_backend_ops;
 
 struct wc_backend {

@@ -102,7 +102,7 @@ typedef struct dispatcher {
 	wc_tile_job *jobs;    /* max_batch */
 	uint32_t *job_entry;  /* job index -> batch index */
 	wc_tile_source **srcs;
-	uint8_t *payload;     /* mmap()ed payload buffer */
+	uint8_t *payload;     /* payload buffer (big_alloc) */
 	size_t payload_cap;
 } dispatcher;
 
@@ -115,7 +115,7 @@ struct wc_cache {
 	size_t count;        /* entries in the table */
 	entry_list_head demand, prefetch, lru, cold, consumed;
 	uint64_t consumed_bytes; /* decoded bytes on the consumed FIFO */
-	struct free_buf *pool;   /* free tile buffers (mmap()ed), smallest first */
+	struct free_buf *pool;   /* free tile buffers (big_alloc), smallest first */
 	uint64_t pool_bytes;     /* bytes mapped in the pool; counted against the budget */
 	size_t cold_keep; /* unused prefetched entries spared while the LRU has victims */
 	uint64_t budget, bytes;
@@ -260,24 +260,49 @@ static void table_remove(wc_cache *c, entry *e)
  * buffer to any tile that fits, so its size is its page-rounded capacity. */
 static size_t page_round(size_t n) { return (n + 4095) & ~(size_t)4095; }
 
-static uint8_t *tile_alloc(size_t n)
+/* A buffer of n bytes (n a multiple of 4096) for tile outputs or payloads:
+ * from the backend's host allocator when it has one (the CUDA backend's
+ * page-locked memory, which the GPU copies into and out of directly with no
+ * staging copy), else mmap()ed. NULL if out of memory. */
+static bool backend_allocates(const wc_backend *be)
 {
-	if (n >= MMAP_MIN_BYTES) {
-		n = page_round(n);
-		/* No MAP_POPULATE: the pages fault in on the decoding threads, in
-		 * parallel, rather than here on the dispatcher. */
-		void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		return p == MAP_FAILED ? NULL : p;
-	}
+	return be->ops->host_alloc && be->ops->host_free;
+}
+
+static uint8_t *big_alloc(const wc_backend *be, size_t n)
+{
+	if (backend_allocates(be))
+		return be->ops->host_alloc(n);
+	/* No MAP_POPULATE: the pages fault in on the decoding threads, in
+	 * parallel, rather than here on the dispatcher. */
+	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* Free a big_alloc() buffer of n bytes. */
+static void big_free(const wc_backend *be, void *p, size_t n)
+{
+	if (!p)
+		return;
+	if (backend_allocates(be))
+		be->ops->host_free(p, n);
+	else
+		munmap(p, n);
+}
+
+static uint8_t *tile_alloc(const wc_backend *be, size_t n)
+{
+	if (n >= MMAP_MIN_BYTES)
+		return big_alloc(be, page_round(n));
 	return malloc(n ? n : 1);
 }
 
-static void tile_free(uint8_t *p, size_t n)
+static void tile_free(const wc_backend *be, uint8_t *p, size_t n)
 {
 	if (!p)
 		return;
 	if (n >= MMAP_MIN_BYTES)
-		munmap(p, page_round(n));
+		big_free(be, p, page_round(n));
 	else
 		free(p);
 }
@@ -317,13 +342,13 @@ static void pool_put(wc_cache *c, uint8_t **buf, size_t *cap)
 		c->pool = h->next;
 		c->pool_bytes -= h->cap;
 		if (give) /* rare: a second one to give up, unmapped here */
-			munmap(give, give_cap);
+			big_free(c->backend, give, give_cap);
 		give = (uint8_t *)h;
 		give_cap = h->cap;
 	}
 	if (c->pool_bytes + *cap > max) {
 		if (give) /* rare: a bigger one stays; both are freed */
-			munmap(give, give_cap);
+			big_free(c->backend, give, give_cap);
 		return;
 	}
 	free_buf *f = (free_buf *)(void *)*buf, **pp = &c->pool;
@@ -361,6 +386,14 @@ static uint8_t *pool_take(wc_cache *c, size_t n, size_t *cap)
 	*last = f->next;
 	c->pool_bytes -= f->cap;
 	size_t want = page_round(n);
+	if (backend_allocates(c->backend)) {
+		/* the backend's memory cannot be mremap()ed: a new buffer */
+		big_free(c->backend, f, f->cap);
+		uint8_t *b = big_alloc(c->backend, want);
+		if (b)
+			*cap = want;
+		return b;
+	}
 	void *p = mremap(f, f->cap, want, MREMAP_MAYMOVE);
 	if (p == MAP_FAILED) {
 		munmap(f, f->cap);
@@ -378,26 +411,26 @@ static void pool_drain(wc_cache *c)
 		free_buf *f = c->pool;
 		c->pool = f->next;
 		c->pool_bytes -= f->cap;
-		munmap(f, f->cap);
+		big_free(c->backend, f, f->cap);
 	}
 }
 
 /* Free an entry already out of the table and off every list, without the
  * lock (it may munmap and release a source). */
-static void entry_free(entry *e)
+static void entry_free(const wc_cache *c, entry *e)
 {
 	if (e->src)
 		e->src->ops->release(e->src);
-	tile_free(e->buf, e->buf_cap);
+	tile_free(c->backend, e->buf, e->buf_cap);
 	free(e->reason);
 	free(e);
 }
 
-static void free_chain(entry *e)
+static void free_chain(const wc_cache *c, entry *e)
 {
 	for (entry *next; e; e = next) {
 		next = e->hnext;
-		entry_free(e);
+		entry_free(c, e);
 	}
 }
 
@@ -487,9 +520,9 @@ static size_t take_batch(wc_cache *c, entry **batch, entry **dead)
 
 /* Record a failed decode, log it (once: this is its only report besides
  * the error every waiting reader gets), and free its buffer. No lock. */
-static void entry_set_failed(entry *e, wc_err err, const char *reason)
+static void entry_set_failed(const wc_cache *c, entry *e, wc_err err, const char *reason)
 {
-	tile_free(e->buf, e->buf_cap);
+	tile_free(c->backend, e->buf, e->buf_cap);
 	e->buf = NULL;
 	e->buf_cap = 0;
 	e->ref.data = NULL;
@@ -503,11 +536,9 @@ static bool payload_reserve(dispatcher *d, size_t need)
 {
 	if (need <= d->payload_cap)
 		return true;
-	if (d->payload)
-		munmap(d->payload, d->payload_cap);
-	size_t cap = need < (1u << 20) ? (1u << 20) : need;
-	void *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	d->payload = p == MAP_FAILED ? NULL : p;
+	big_free(d->cache->backend, d->payload, d->payload_cap);
+	size_t cap = need < (1u << 20) ? (1u << 20) : page_round(need);
+	d->payload = big_alloc(d->cache->backend, cap);
 	d->payload_cap = d->payload ? cap : 0;
 	return d->payload != NULL;
 }
@@ -553,11 +584,11 @@ static void decode_batch(dispatcher *d, entry **batch, size_t nb)
 	for (size_t i = 0; i < nb; i++) {
 		entry *e = batch[i];
 		if (!e->buf) {
-			e->buf = tile_alloc(e->ref.size);
+			e->buf = tile_alloc(c->backend, e->ref.size);
 			e->buf_cap = e->ref.size >= MMAP_MIN_BYTES ? page_round(e->ref.size) : e->ref.size;
 		}
 		if (!e->buf || !have_payload) {
-			entry_set_failed(e, WC_E_NOMEM, "no memory for the tile's buffers");
+			entry_set_failed(c, e, WC_E_NOMEM, "no memory for the tile's buffers");
 			continue;
 		}
 		e->ref.data = e->buf;
@@ -566,7 +597,7 @@ static void decode_batch(dispatcher *d, entry **batch, size_t nb)
 		wc_clear_detail();
 		wc_err err = e->src->ops->read_payload(e->src, e->tile, p);
 		if (err != WC_OK) {
-			entry_set_failed(e, err, wc_last_detail());
+			entry_set_failed(c, e, err, wc_last_detail());
 			continue;
 		}
 		wc_tile_job *job = &d->jobs[nj];
@@ -586,13 +617,13 @@ static void decode_batch(dispatcher *d, entry **batch, size_t nb)
 			wc_tile_job *job = &d->jobs[j];
 			entry *e = batch[d->job_entry[j]];
 			if (err != WC_OK)
-				entry_set_failed(e, err, "decode backend could not start");
+				entry_set_failed(c, e, err, "decode backend could not start");
 			else if (job->status != WC_OK)
-				entry_set_failed(e, job->status, job->detail);
+				entry_set_failed(c, e, job->status, job->detail);
 		}
 	}
 	if (d->payload_cap > PAYLOAD_KEEP_BYTES) {
-		munmap(d->payload, d->payload_cap);
+		big_free(c->backend, d->payload, d->payload_cap);
 		d->payload = NULL;
 		d->payload_cap = 0;
 	}
@@ -649,7 +680,7 @@ static void *dispatch_main(void *arg)
 		size_t nb = take_batch(c, d->batch, &dead);
 		pthread_mutex_unlock(&c->lock);
 		recycle_buffers(d->batch, nb, dead);
-		free_chain(dead);
+		free_chain(c, dead);
 		if (nb)
 			decode_batch(d, d->batch, nb);
 		pthread_mutex_lock(&c->lock);
@@ -657,7 +688,7 @@ static void *dispatch_main(void *arg)
 		if (nb)
 			publish_batch(c, d, d->batch, nb, &dead);
 		pthread_mutex_unlock(&c->lock);
-		free_chain(dead);
+		free_chain(c, dead);
 		for (size_t i = 0; i < nb; i++)
 			d->srcs[i]->ops->release(d->srcs[i]);
 		pthread_mutex_lock(&c->lock);
@@ -676,8 +707,7 @@ static void dispatchers_free(wc_cache *c)
 		free(d->jobs);
 		free(d->job_entry);
 		free(d->srcs);
-		if (d->payload)
-			munmap(d->payload, d->payload_cap);
+		big_free(c->backend, d->payload, d->payload_cap);
 	}
 	free(c->dispatchers);
 }
@@ -689,7 +719,7 @@ static void cache_free(wc_cache *c)
 		while (c->buckets[i])
 			entry_discard(c, c->buckets[i], &dead);
 	}
-	free_chain(dead);
+	free_chain(c, dead);
 	pool_drain(c);
 	dispatchers_free(c);
 	free(c->buckets);
@@ -768,7 +798,7 @@ void wc_cache_destroy(wc_cache *c)
 		entry_discard(c, c->prefetch.head, &dead);
 	pthread_cond_broadcast(&c->work);
 	pthread_mutex_unlock(&c->lock);
-	free_chain(dead);
+	free_chain(c, dead);
 	for (unsigned i = 0; i < c->ndispatch; i++)
 		pthread_join(c->dispatchers[i].thread, NULL);
 	cache_free(c);
@@ -836,7 +866,7 @@ wc_err wc_cache_get(wc_cache *c, wc_tile_source *src, uint32_t tile, wc_tile_ref
 	bool last = --e->refs == 0;
 	pthread_mutex_unlock(&c->lock);
 	if (last)
-		entry_free(e);
+		entry_free(c, e);
 	return wc_fail(err, "tile %" PRIu32 " of source %" PRIu64 ": %s", tile, src->id, reason);
 }
 
@@ -857,7 +887,7 @@ void wc_cache_release(wc_cache *c, wc_tile_ref *ref)
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
-	free_chain(dead);
+	free_chain(c, dead);
 }
 
 void wc_cache_release_consumed(wc_cache *c, wc_tile_ref *ref)
@@ -885,7 +915,7 @@ void wc_cache_release_consumed(wc_cache *c, wc_tile_ref *ref)
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
-	free_chain(dead);
+	free_chain(c, dead);
 }
 
 void wc_cache_prefetch(wc_cache *c, wc_tile_source *src, uint32_t first, uint32_t count)
@@ -932,7 +962,7 @@ void wc_cache_drop_source(wc_cache *c, uint64_t id)
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
-	free_chain(dead);
+	free_chain(c, dead);
 }
 
 void wc_cache_get_stats(wc_cache *c, wc_cache_stats *out)
