@@ -174,19 +174,6 @@ static void *streamer_main(void *arg)
 	return NULL;
 }
 
-static long rss_kib(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	long kib = -1;
-	while (f && fgets(line, sizeof line, f))
-		if (strncmp(line, "VmRSS:", 6) == 0)
-			kib = atol(line + 6);
-	if (f)
-		fclose(f);
-	return kib;
-}
-
 static int bench_stream(int argc, char **argv)
 {
 	uint64_t budget = (uint64_t)(argc > 0 ? atoi(argv[0]) : 256) << 20;

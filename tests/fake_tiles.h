@@ -22,6 +22,21 @@
 #define FAKE_PAYLOAD_BYTES 24u
 #define FAKE_MAGIC 0x54494c45u /* "TILE" */
 
+/* Resident set size of this process in KiB (VmRSS of /proc/self/status),
+ * or -1 if unreadable: how the cache tests and bench see freed tiles leave. */
+static inline long rss_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long kib = -1;
+	while (f && fgets(line, sizeof line, f))
+		if (strncmp(line, "VmRSS:", 6) == 0)
+			kib = atol(line + 6);
+	if (f)
+		fclose(f);
+	return kib;
+}
+
 static inline uint64_t fake_splitmix(uint64_t *s)
 {
 	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);

@@ -509,19 +509,6 @@ END_TEST
 
 /* ---- memory: freed tiles leave the RSS ------------------------------------ */
 
-static long rss_kib(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	long kib = -1;
-	while (f && fgets(line, sizeof line, f))
-		if (strncmp(line, "VmRSS:", 6) == 0)
-			kib = atol(line + 6);
-	if (f)
-		fclose(f);
-	return kib;
-}
-
 typedef struct rss_reader {
 	wc_cache *c;
 	fake_source *s;

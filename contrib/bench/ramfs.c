@@ -41,6 +41,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fuse/bdi.h" /* the same read_ahead_kb setter as wcodecfs, for a fair ceiling */
+
 #define RAMFS_FILE_INO 2
 
 struct ramfs {
@@ -61,63 +63,6 @@ struct ramfs {
 
 static struct ramfs g_fs = {.blksize = 1u << 20, .timeout = 1.0, .kernel_readahead = 1ul << 20};
 
-/* Undo mountinfo's octal escapes (\040 for a space, ...) in place. */
-static void unescape_mountinfo(char *s)
-{
-	char *w = s;
-	for (char *r = s; *r; r++) {
-		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' && r[3] >= '0' &&
-		    r[3] <= '7') {
-			*w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
-			r += 3;
-		} else {
-			*w++ = *r;
-		}
-	}
-	*w = '\0';
-}
-
-/* Write read_ahead_kb of the backing device (bdi) of our FUSE mount, found
- * as the last "fuse" line of /proc/self/mountinfo (proc(5)) whose mount
- * point is ours. Returns 0 or an errno value. */
-static int set_kernel_readahead(const char *mountpoint, unsigned long bytes)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	if (!f)
-		return errno;
-	char *line = NULL, mp[PATH_MAX];
-	size_t cap = 0;
-	unsigned maj = 0, min = 0, a, b;
-	int found = 0;
-	while (getline(&line, &cap, f) > 0) {
-		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS ... - FSTYPE SOURCE SUPEROPTS */
-		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &a, &b, mp) != 3)
-			continue;
-		const char *sep = strstr(line, " - ");
-		if (!sep || strncmp(sep + 3, "fuse", 4) != 0)
-			continue;
-		unescape_mountinfo(mp);
-		if (strcmp(mp, mountpoint) == 0) {
-			maj = a;
-			min = b;
-			found = 1;
-		}
-	}
-	free(line);
-	fclose(f);
-	if (!found)
-		return ENOENT;
-	char path[96];
-	snprintf(path, sizeof path, "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
-	FILE *w = fopen(path, "we");
-	if (!w)
-		return errno;
-	int ok = fprintf(w, "%lu\n", bytes >> 10) > 0;
-	if (fclose(w) != 0 || !ok)
-		return errno ? errno : EIO;
-	return 0;
-}
-
 /* The kernel sets the bdi's readahead from the INIT reply while processing
  * it, so a value written before that is lost: set it on the first request
  * that follows INIT, once. */
@@ -125,7 +70,7 @@ static void tune_readahead_once(void)
 {
 	if (!atomic_exchange(&g_fs.bdi_pending, 0))
 		return;
-	int err = set_kernel_readahead(g_fs.mountpoint, g_fs.kernel_readahead);
+	int err = wcfs_set_kernel_readahead(g_fs.mountpoint, g_fs.kernel_readahead);
 	if (err)
 		fprintf(stderr, "ramfs: kernel readahead stays at its default: %s\n", strerror(err));
 }
