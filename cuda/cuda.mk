@@ -11,9 +11,9 @@ if HAVE_CUDA
 # sm_90 machine code (Hopper), PTX for Hopper and later, PTX for Turing..Ada (JIT).
 NVCC_GENCODE = -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
 	-gencode arch=compute_75,code=compute_75
-CUDA_CPPFLAGS = -I$(CUDA_HOME)/include -I$(srcdir)/cuda
+CUDA_CPPFLAGS = -I$(CUDA_INCDIR) -I$(srcdir)/cuda
 # cudart linked statically: the plugin loads wherever a driver is, without a toolkit
-CUDA_STATIC_LIBS = -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -ldl -lrt -lpthread
+CUDA_STATIC_LIBS = -L$(CUDA_LIBDIR) -lcudart_static -lstdc++ -ldl -lrt -lpthread
 
 # nvcc is not a libtool compiler: compile the kernels into a PIC object and
 # write the libtool object file (.lo) that names it.
@@ -42,7 +42,7 @@ tests_test_cuda_SOURCES = tests/test_cuda.c tests/st_builder.c tests/st_builder.
 tests_test_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_cuda_CFLAGS = $(TEST_CFLAGS)
 tests_test_cuda_LDADD = $(TEST_LIBS) -lcudart -ldl
-tests_test_cuda_LDFLAGS = $(AM_LDFLAGS) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64
+tests_test_cuda_LDFLAGS = $(AM_LDFLAGS) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR)
 
 # Benchmark (docs/BENCHMARKS-GPU.md): built from the plugin's sources.
 noinst_PROGRAMS += bench/bench_cuda
