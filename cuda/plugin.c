@@ -64,10 +64,18 @@ EXPORT wc_err wcodec_cuda_backend_create(const wc_backend_opts *opts, wc_backend
 	unsigned threads = opts->threads ? opts->threads : (unsigned)(cpus > 1 ? cpus / 2 : 1);
 	if (threads > 8)
 		threads = 8;
+	/* Decode calls in flight at once (the cache's dispatcher threads): each
+	 * holds one lane while it reads its next batch's payloads, so there is
+	 * one lane more than calls. WCODEC_CUDA_CALLS=N (1..8) overrides the
+	 * default, for benchmarks (docs/BENCHMARKS-GPU.md). */
+	unsigned calls = 2;
+	const char *ev = getenv("WCODEC_CUDA_CALLS");
+	if (ev && *ev >= '1' && *ev <= '8' && ev[1] == '\0')
+		calls = (unsigned)(*ev - '0');
 	wcc_ctx_opts co = {
 		.gpu = opts->gpu,
 		.memory_limit = opts->gpu_memory_limit,
-		.lanes = 3,
+		.lanes = calls + 1,
 		/* the caller's thread works too */
 		.host_threads = threads > 1 ? threads - 1 : 1,
 	};
@@ -88,7 +96,7 @@ EXPORT wc_err wcodec_cuda_backend_create(const wc_backend_opts *opts, wc_backend
 	cb->base.ops = &cuda_ops;
 	/* two lanes' worth of 1 MiB tiles per call keeps copy and decode overlapped */
 	cb->base.max_batch = (uint32_t)(2 * mib < 16 ? 16 : 2 * mib);
-	cb->base.concurrency = 2;
+	cb->base.concurrency = calls;
 	*out = &cb->base;
 	return WC_OK;
 }

@@ -36,7 +36,8 @@ LAYERS=${LAYERS:-4}
 JOBS=${JOBS:-$(nproc)}
 PYTHON=${PYTHON:-$(command -v python3)}
 NCPU=$(nproc)
-# one mount configuration per entry: the -o options of wcodecfs
+# one mount configuration per entry: the -o options of wcodecfs, optionally
+# after VAR=VALUE@ (an environment variable for that daemon)
 CONFIGS=${CONFIGS:-"backend=cpu,threads=$NCPU backend=cuda backend=cuda,readahead=16 backend=cuda,readahead=32 backend=cuda,readahead=64 backend=cpu,threads=$NCPU,readahead=16"}
 MODEL_BACKENDS=${MODEL_BACKENDS:-"backend=cuda backend=cpu,threads=$NCPU"}
 T0=$(date +%s)
@@ -158,9 +159,11 @@ dcpu() { sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'; } # utime +
 HZ=$(getconf CLK_TCK)
 daemon=
 plugin_dir() { case $1 in bs:*) echo "$BSDIR" ;; *) echo "$WCODEC_PLUGIN_DIR" ;; esac; }
-mount_wc() { # mount_wc SRC [bs:]OPTS: fresh daemon in the foreground, pid in $daemon
+mount_wc() { # mount_wc SRC [bs:][VAR=VALUE@]OPTS: fresh daemon in the foreground, pid in $daemon
+	local o=${2#bs:} env=
+	case $o in *@*) env=${o%%@*}; o=${o#*@} ;; esac
 	echo "=== wcodecfs -f $1 $WORK/mnt -o $2" >> "$DLOG"
-	WCODEC_PLUGIN_DIR=$(plugin_dir "$2") "$WCODECFS" -f "$1" "$WORK/mnt" -o "${2#bs:}" >> "$DLOG" 2>&1 &
+	env $env WCODEC_PLUGIN_DIR=$(plugin_dir "$2") "$WCODECFS" -f "$1" "$WORK/mnt" -o "$o" >> "$DLOG" 2>&1 &
 	daemon=$!
 	for _ in $(seq 600); do
 		mountpoint -q "$WORK/mnt" && return 0
