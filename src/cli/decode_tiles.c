@@ -33,6 +33,27 @@ typedef struct batch {
 	int running;
 } batch;
 
+/* Batch buffers come from the backend's host allocator when it has one (the
+ * CUDA backend's page-locked memory, which the GPU reads payloads from and
+ * writes tiles into directly; from pageable memory every tile would be
+ * staged through the plugin's own page-locked buffers and copied again). */
+static void *buf_alloc(const wc_backend *be, size_t n)
+{
+	if (be->ops->host_alloc && be->ops->host_free)
+		return be->ops->host_alloc(n);
+	return malloc(n);
+}
+
+static void buf_free(const wc_backend *be, void *p, size_t n)
+{
+	if (!p)
+		return;
+	if (be->ops->host_alloc && be->ops->host_free)
+		be->ops->host_free(p, n);
+	else
+		free(p);
+}
+
 static void batch_free(batch *b)
 {
 	free(b->jobs);
@@ -40,8 +61,8 @@ static void batch_free(batch *b)
 	free(b->status);
 	free(b->why);
 	free(b->out_off);
-	free(b->payloads);
-	free(b->outs);
+	buf_free(b->be, b->payloads, b->pcap);
+	buf_free(b->be, b->outs, b->ocap);
 }
 
 static wc_err batch_alloc(batch *b, uint32_t cap)
@@ -56,11 +77,16 @@ static wc_err batch_alloc(batch *b, uint32_t cap)
 	return WC_OK;
 }
 
-static wc_err grow(uint8_t **p, size_t *cap, size_t need)
+/* Make *p (capacity *cap) hold at least need bytes; the old contents are not
+ * kept (a batch fills its buffers afresh). */
+static wc_err grow(const wc_backend *be, uint8_t **p, size_t *cap, size_t need)
 {
 	if (need <= *cap)
 		return WC_OK;
-	uint8_t *q = realloc(*p, need);
+	buf_free(be, *p, *cap);
+	*p = NULL;
+	*cap = 0;
+	uint8_t *q = buf_alloc(be, need);
 	if (!q)
 		return wc_fail(WC_E_NOMEM, "out of memory for %zu bytes of tiles", need);
 	*p = q;
@@ -79,7 +105,8 @@ static wc_err batch_fill(batch *b, uint32_t first, uint32_t n)
 		osum += src->ops->tile_dsize(src, first + k);
 	}
 	wc_err e;
-	if ((e = grow(&b->payloads, &b->pcap, psum ? psum : 1)) || (e = grow(&b->outs, &b->ocap, osum ? osum : 1)))
+	if ((e = grow(b->be, &b->payloads, &b->pcap, psum ? psum : 1)) ||
+	    (e = grow(b->be, &b->outs, &b->ocap, osum ? osum : 1)))
 		return e;
 	b->first = first;
 	b->n = n;
