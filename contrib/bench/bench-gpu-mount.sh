@@ -29,6 +29,12 @@
 #        cache before each wcodecfs run and wcodec cat)
 set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
+# lib.sh for wait_mount and drop_caches; BUILD keeps its meaning here (given:
+# skip the build), so lib.sh's default for it is not kept.
+build_given=${BUILD:-}
+# shellcheck source=contrib/bench/lib.sh
+. "$src/contrib/bench/lib.sh"
+BUILD=$build_given
 OUT=${OUT:-/tmp/bench-gpu-mount}
 WORK=${WORK:-/var/tmp/bgm}
 REPS=${REPS:-3}
@@ -149,7 +155,6 @@ cat "$WORK/check-cuda.txt" >> "$LOG"
 
 # ---- 3. cold sequential reads ---------------------------------------------------
 ms() { echo $((($(date +%s%N) - $1) / 1000000)); }
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 # SRCWARM=1: after the drop, read the packed file once so that its bytes are
 # in the page cache (the mount's own pages stay cold): the read then measures
 # decode + FUSE, not the disk, which otherwise bounds both backends alike.
@@ -165,23 +170,13 @@ mount_wc() { # mount_wc SRC [bs:][VAR=VALUE@]OPTS: fresh daemon in the foregroun
 	echo "=== wcodecfs -f $1 $WORK/mnt -o $2" >> "$DLOG"
 	env $env WCODEC_PLUGIN_DIR=$(plugin_dir "$2") "$WCODECFS" -f "$1" "$WORK/mnt" -o "$o" >> "$DLOG" 2>&1 &
 	daemon=$!
-	for _ in $(seq 600); do
-		mountpoint -q "$WORK/mnt" && return 0
-		kill -0 $daemon 2>/dev/null || return 1
-		sleep 0.05
-	done
-	return 1
+	wait_mount "$WORK/mnt" "$daemon" 30
 }
 mount_ramfs() {
 	echo "=== ramfs -f $big $WORK/mnt" >> "$DLOG"
 	"$RAMFS" -f "$big" "$WORK/mnt" >> "$DLOG" 2>&1 &
 	daemon=$!
-	for _ in $(seq 600); do
-		mountpoint -q "$WORK/mnt" && return 0
-		kill -0 $daemon 2>/dev/null || return 1
-		sleep 0.05
-	done
-	return 1
+	wait_mount "$WORK/mnt" "$daemon" 30
 }
 unmount() {
 	fusermount3 -u "$WORK/mnt" 2>/dev/null || umount "$WORK/mnt" 2>/dev/null || umount -l "$WORK/mnt"
@@ -210,7 +205,7 @@ run_one() {
 	ramfs) mount_ramfs || { say "ramfs mount failed"; return 1; }; f=$WORK/mnt/$(basename "$big") ;;
 	disk) f=$big ;;
 	cat) # decoding without FUSE: wcodec cat -b BACKEND to /dev/null; its own CPU time
-		drop
+		drop_caches
 		warm_src
 		b0=$(busy)
 		TIMEFORMAT='%R %U %S'
@@ -222,7 +217,7 @@ run_one() {
 		say "$key: wcodec cat -b $opts: real user sys = $t"
 		return 0 ;;
 	esac
-	drop
+	drop_caches
 	[ "$kind" = wc ] && warm_src
 	c0=0; [ -n "$daemon" ] && c0=$(dcpu $daemon)
 	b0=$(busy)

@@ -54,9 +54,10 @@ median() {
 # mb_per_s BYTES SECONDS -> decimal MB/s with no fraction
 mb_per_s() { awk -v b="$1" -v s="$2" 'BEGIN { if (s !~ /^[0-9.e+-]+$/) print "-"; else if (s + 0 > 0) printf "%.0f", b / s / 1e6; else print "inf" }'; }
 
-# wait_mount MOUNTPOINT PID: until MOUNTPOINT is a mount (10 s), or PID died.
+# wait_mount MOUNTPOINT PID [SECONDS]: until MOUNTPOINT is a mount (at most
+# SECONDS, default 10), or PID died.
 wait_mount() {
-	for _ in $(seq 200); do
+	for _ in $(seq $((${3:-10} * 20))); do
 		mountpoint -q "$1" && return 0
 		kill -0 "$2" 2>/dev/null || { echo "mount daemon $2 exited" >&2; return 1; }
 		sleep 0.05

@@ -33,27 +33,6 @@ typedef struct batch {
 	int running;
 } batch;
 
-/* Batch buffers come from the backend's host allocator when it has one (the
- * CUDA backend's page-locked memory, which the GPU reads payloads from and
- * writes tiles into directly; from pageable memory every tile would be
- * staged through the plugin's own page-locked buffers and copied again). */
-static void *buf_alloc(const wc_backend *be, size_t n)
-{
-	if (be->ops->host_alloc && be->ops->host_free)
-		return be->ops->host_alloc(n);
-	return malloc(n);
-}
-
-static void buf_free(const wc_backend *be, void *p, size_t n)
-{
-	if (!p)
-		return;
-	if (be->ops->host_alloc && be->ops->host_free)
-		be->ops->host_free(p, n);
-	else
-		free(p);
-}
-
 static void batch_free(batch *b)
 {
 	free(b->jobs);
@@ -61,8 +40,8 @@ static void batch_free(batch *b)
 	free(b->status);
 	free(b->why);
 	free(b->out_off);
-	buf_free(b->be, b->payloads, b->pcap);
-	buf_free(b->be, b->outs, b->ocap);
+	wc_backend_buf_free(b->be, b->payloads, b->pcap);
+	wc_backend_buf_free(b->be, b->outs, b->ocap);
 }
 
 static wc_err batch_alloc(batch *b, uint32_t cap)
@@ -83,10 +62,11 @@ static wc_err grow(const wc_backend *be, uint8_t **p, size_t *cap, size_t need)
 {
 	if (need <= *cap)
 		return WC_OK;
-	buf_free(be, *p, *cap);
+	wc_backend_buf_free(be, *p, *cap);
 	*p = NULL;
 	*cap = 0;
-	uint8_t *q = buf_alloc(be, need);
+	/* page-locked with cuda: the plugin DMAs straight from and into it */
+	uint8_t *q = wc_backend_buf_alloc(be, need);
 	if (!q)
 		return wc_fail(WC_E_NOMEM, "out of memory for %zu bytes of tiles", need);
 	*p = q;

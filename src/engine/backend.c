@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -235,4 +236,32 @@ void wc_backend_destroy(wc_backend *be)
 {
 	if (be)
 		be->ops->destroy(be);
+}
+
+bool wc_backend_buf_is_backend_memory(const wc_backend *be)
+{
+	return be->ops->host_alloc && be->ops->host_free;
+}
+
+static size_t page_round(size_t n) { return n ? (n + 4095) & ~(size_t)4095 : 4096; }
+
+void *wc_backend_buf_alloc(const wc_backend *be, size_t bytes)
+{
+	size_t n = page_round(bytes);
+	if (wc_backend_buf_is_backend_memory(be))
+		return be->ops->host_alloc(n);
+	/* No MAP_POPULATE: the pages fault in on the threads that first write
+	 * them (the decoding threads, in parallel). */
+	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void wc_backend_buf_free(const wc_backend *be, void *p, size_t bytes)
+{
+	if (!p)
+		return;
+	if (wc_backend_buf_is_backend_memory(be))
+		be->ops->host_free(p, page_round(bytes));
+	else
+		munmap(p, page_round(bytes));
 }

@@ -10,6 +10,7 @@
 #ifndef WC_BACKEND_H
 #define WC_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -119,6 +120,19 @@ void wc_backend_destroy(wc_backend *be);
  * job whose payload is corrupt ends with WC_E_CORRUPT from either backend.
  * Returns WC_OK (every job's status says how it ended). Thread-safe. */
 wc_err wc_backend_decode(wc_backend *be, wc_tile_job *jobs, size_t n);
+
+/* Host buffers for tile payloads and decoded tiles, `bytes` bytes (rounded
+ * up to whole 4096-byte pages here): from be's host allocator when it has
+ * one (the CUDA backend's page-locked memory, which the GPU DMAs from and
+ * into with no staging copy), else anonymous mmap() memory, which goes back
+ * to the OS at once when freed. NULL if out of memory. Free with
+ * wc_backend_buf_free() and the same `bytes`. Thread-safe. */
+void *wc_backend_buf_alloc(const wc_backend *be, size_t bytes);
+void wc_backend_buf_free(const wc_backend *be, void *p, size_t bytes);
+
+/* Whether wc_backend_buf_alloc() memory comes from be's own allocator (and
+ * so cannot be mremap()ed). */
+bool wc_backend_buf_is_backend_memory(const wc_backend *be);
 
 /* Decode one job on the calling thread with the reference CPU decoder,
  * chosen by job->kind: WC_JOB_PLANES is wc_tile_decode_dict() (tile_codec.h;

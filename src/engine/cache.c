@@ -102,7 +102,7 @@ typedef struct dispatcher {
 	wc_tile_job *jobs;    /* max_batch */
 	uint32_t *job_entry;  /* job index -> batch index */
 	wc_tile_source **srcs;
-	uint8_t *payload;     /* payload buffer (big_alloc) */
+	uint8_t *payload;     /* payload buffer (wc_backend_buf_alloc) */
 	size_t payload_cap;
 } dispatcher;
 
@@ -115,7 +115,7 @@ struct wc_cache {
 	size_t count;        /* entries in the table */
 	entry_list_head demand, prefetch, lru, cold, consumed;
 	uint64_t consumed_bytes; /* decoded bytes on the consumed FIFO */
-	struct free_buf *pool;   /* free tile buffers (big_alloc), smallest first */
+	struct free_buf *pool;   /* free tile buffers (wc_backend_buf_alloc), smallest first */
 	uint64_t pool_bytes;     /* bytes mapped in the pool; counted against the budget */
 	size_t cold_keep; /* unused prefetched entries spared while the LRU has victims */
 	uint64_t budget, bytes;
@@ -260,40 +260,10 @@ static void table_remove(wc_cache *c, entry *e)
  * buffer to any tile that fits, so its size is its page-rounded capacity. */
 static size_t page_round(size_t n) { return (n + 4095) & ~(size_t)4095; }
 
-/* A buffer of n bytes (n a multiple of 4096) for tile outputs or payloads:
- * from the backend's host allocator when it has one (the CUDA backend's
- * page-locked memory, which the GPU copies into and out of directly with no
- * staging copy), else mmap()ed. NULL if out of memory. */
-static bool backend_allocates(const wc_backend *be)
-{
-	return be->ops->host_alloc && be->ops->host_free;
-}
-
-static uint8_t *big_alloc(const wc_backend *be, size_t n)
-{
-	if (backend_allocates(be))
-		return be->ops->host_alloc(n);
-	/* No MAP_POPULATE: the pages fault in on the decoding threads, in
-	 * parallel, rather than here on the dispatcher. */
-	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
-}
-
-/* Free a big_alloc() buffer of n bytes. */
-static void big_free(const wc_backend *be, void *p, size_t n)
-{
-	if (!p)
-		return;
-	if (backend_allocates(be))
-		be->ops->host_free(p, n);
-	else
-		munmap(p, n);
-}
-
 static uint8_t *tile_alloc(const wc_backend *be, size_t n)
 {
 	if (n >= MMAP_MIN_BYTES)
-		return big_alloc(be, page_round(n));
+		return wc_backend_buf_alloc(be, page_round(n));
 	return malloc(n ? n : 1);
 }
 
@@ -302,7 +272,7 @@ static void tile_free(const wc_backend *be, uint8_t *p, size_t n)
 	if (!p)
 		return;
 	if (n >= MMAP_MIN_BYTES)
-		big_free(be, p, page_round(n));
+		wc_backend_buf_free(be, p, page_round(n));
 	else
 		free(p);
 }
@@ -342,13 +312,13 @@ static void pool_put(wc_cache *c, uint8_t **buf, size_t *cap)
 		c->pool = h->next;
 		c->pool_bytes -= h->cap;
 		if (give) /* rare: a second one to give up, unmapped here */
-			big_free(c->backend, give, give_cap);
+			wc_backend_buf_free(c->backend, give, give_cap);
 		give = (uint8_t *)h;
 		give_cap = h->cap;
 	}
 	if (c->pool_bytes + *cap > max) {
 		if (give) /* rare: a bigger one stays; both are freed */
-			big_free(c->backend, give, give_cap);
+			wc_backend_buf_free(c->backend, give, give_cap);
 		return;
 	}
 	free_buf *f = (free_buf *)(void *)*buf, **pp = &c->pool;
@@ -386,10 +356,10 @@ static uint8_t *pool_take(wc_cache *c, size_t n, size_t *cap)
 	*last = f->next;
 	c->pool_bytes -= f->cap;
 	size_t want = page_round(n);
-	if (backend_allocates(c->backend)) {
+	if (wc_backend_buf_is_backend_memory(c->backend)) {
 		/* the backend's memory cannot be mremap()ed: a new buffer */
-		big_free(c->backend, f, f->cap);
-		uint8_t *b = big_alloc(c->backend, want);
+		wc_backend_buf_free(c->backend, f, f->cap);
+		uint8_t *b = wc_backend_buf_alloc(c->backend, want);
 		if (b)
 			*cap = want;
 		return b;
@@ -411,7 +381,7 @@ static void pool_drain(wc_cache *c)
 		free_buf *f = c->pool;
 		c->pool = f->next;
 		c->pool_bytes -= f->cap;
-		big_free(c->backend, f, f->cap);
+		wc_backend_buf_free(c->backend, f, f->cap);
 	}
 }
 
@@ -536,9 +506,9 @@ static bool payload_reserve(dispatcher *d, size_t need)
 {
 	if (need <= d->payload_cap)
 		return true;
-	big_free(d->cache->backend, d->payload, d->payload_cap);
+	wc_backend_buf_free(d->cache->backend, d->payload, d->payload_cap);
 	size_t cap = need < (1u << 20) ? (1u << 20) : page_round(need);
-	d->payload = big_alloc(d->cache->backend, cap);
+	d->payload = wc_backend_buf_alloc(d->cache->backend, cap);
 	d->payload_cap = d->payload ? cap : 0;
 	return d->payload != NULL;
 }
@@ -623,7 +593,7 @@ static void decode_batch(dispatcher *d, entry **batch, size_t nb)
 		}
 	}
 	if (d->payload_cap > PAYLOAD_KEEP_BYTES) {
-		big_free(c->backend, d->payload, d->payload_cap);
+		wc_backend_buf_free(c->backend, d->payload, d->payload_cap);
 		d->payload = NULL;
 		d->payload_cap = 0;
 	}
@@ -707,7 +677,7 @@ static void dispatchers_free(wc_cache *c)
 		free(d->jobs);
 		free(d->job_entry);
 		free(d->srcs);
-		big_free(c->backend, d->payload, d->payload_cap);
+		wc_backend_buf_free(c->backend, d->payload, d->payload_cap);
 	}
 	free(c->dispatchers);
 }
