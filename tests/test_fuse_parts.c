@@ -67,7 +67,7 @@ START_TEST(options)
 	ck_assert_int_eq(parse(&o, "/", "/mnt", "-d", NULL), WCFS_EXIT_OK);
 	ck_assert_int_eq(o.foreground, 1);
 	ck_assert_uint_eq(o.cache_size, 1u << 30); /* defaults */
-	ck_assert_uint_eq(o.readahead, 4);
+	ck_assert_uint_eq(o.readahead, 8);
 	ck_assert_str_eq(o.backend, "auto");
 	wcfs_options_free(&o);
 

@@ -241,6 +241,68 @@ START_TEST(simd_and_scalar_agree)
 }
 END_TEST
 
+/* Two chunks advanced together (wc_rans_lanes_advance2, the tile decoder's
+ * pairing of planes), then finished one by one, give what each chunk gives
+ * alone: different tables and entropies, so different word cursors, and
+ * unequal targets and chunk lengths, on every decoder path. */
+START_TEST(advance2_matches_single_chunks)
+{
+	const size_t n = 5000 + 19; /* one chunk of C = 8192: 156 full rounds and a partial one */
+	const uint32_t C = 8192;
+	uint8_t *sa = malloc(n), *sb = malloc(n), *oa = malloc(n), *ob = malloc(n);
+	gen(D_BF16_EXP, sa, n, 11);
+	gen(D_UNIFORM, sb, n, 12);
+	wc_freqtab fa, fb;
+	table_for(sa, n, &fa);
+	table_for(sb, n, &fb);
+	wc_rans_dtab *da = malloc(sizeof *da), *db = malloc(sizeof *db);
+	wc_rans_dtab_build(&fa, da);
+	wc_rans_dtab_build(&fb, db);
+	size_t ca = wc_rans_bound(n, C), cb = wc_rans_bound(n, C), la, lb;
+	uint8_t *ea = malloc(ca), *eb = malloc(cb);
+	ck_assert_int_eq(wc_rans_encode(sa, n, &fa, C, ea, ca, &la), WC_OK);
+	ck_assert_int_eq(wc_rans_encode(sb, n, &fb, C, eb, cb, &lb), WC_OK);
+	wc_rans_body ba, bb;
+	ck_assert_int_eq(wc_rans_body_parse(ea, la, n, C, &ba), WC_OK);
+	/* b is decoded as a shorter chunk: its first n - 700 symbols. */
+	size_t nb = n - 700;
+	uint8_t *eb2 = malloc(cb);
+	size_t lb2;
+	ck_assert_int_eq(wc_rans_encode(sb, nb, &fb, C, eb2, cb, &lb2), WC_OK);
+	ck_assert_int_eq(wc_rans_body_parse(eb2, lb2, nb, C, &bb), WC_OK);
+	const size_t targets[][2] = {{1, 1}, {64, 64}, {64, 10}, {3, 200}, {157, 157}};
+	for (int isa = WC_RANS_ISA_SCALAR; isa <= wc_rans_cpu_isa(); isa++) {
+		wc_rans_isa_limit = isa;
+		for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++) {
+			wc_rans_lanes a, b;
+			ck_assert_int_eq(wc_rans_lanes_init(&a, &ba, 0, C, n), WC_OK);
+			ck_assert_int_eq(wc_rans_lanes_init(&b, &bb, 0, C, nb), WC_OK);
+			a.out = oa;
+			b.out = ob;
+			memset(oa, 0, n);
+			memset(ob, 0, n);
+			size_t ra = targets[t][0], rb = targets[t][1];
+			wc_rans_lanes_advance2(&a, da, ra, &b, db, rb);
+			ck_assert_uint_le(a.r, ra);
+			ck_assert_uint_le(b.r, rb);
+			ck_assert_int_eq(wc_rans_lanes_decode(&a, da, ra), WC_OK);
+			ck_assert_int_eq(wc_rans_lanes_decode(&b, db, rb), WC_OK);
+			/* then to the end, one by one */
+			ck_assert_int_eq(wc_rans_lanes_decode(&a, da, (n + 31) / 32), WC_OK);
+			ck_assert_int_eq(wc_rans_lanes_decode(&b, db, (nb + 31) / 32), WC_OK);
+			ck_assert_int_eq(wc_rans_lanes_end(&a), WC_OK);
+			ck_assert_int_eq(wc_rans_lanes_end(&b), WC_OK);
+			ck_assert_msg(memcmp(oa, sa, n) == 0, "%s path, targets %zu %zu: chunk a", wc_rans_isa_name(isa),
+				      ra, rb);
+			ck_assert_msg(memcmp(ob, sb, nb) == 0, "%s path, targets %zu %zu: chunk b", wc_rans_isa_name(isa),
+				      ra, rb);
+		}
+	}
+	wc_rans_isa_limit = 0;
+	free(sa), free(sb), free(oa), free(ob), free(da), free(db), free(ea), free(eb), free(eb2);
+}
+END_TEST
+
 START_TEST(normalize_is_valid_and_near_optimal)
 {
 	uint64_t seed = 42;
@@ -626,6 +688,7 @@ int main(void)
 	tcase_add_loop_test(tc, roundtrip_chunk_boundaries, 0, NPATHS);
 	tcase_add_test(tc, roundtrip_extreme_tables);
 	tcase_add_test(tc, simd_and_scalar_agree);
+	tcase_add_test(tc, advance2_matches_single_chunks);
 	tcase_add_test(tc, normalize_is_valid_and_near_optimal);
 	tcase_add_test(tc, normalize_rejects_single_symbol);
 	tcase_add_test(tc, validate_rejects_bad_tables);

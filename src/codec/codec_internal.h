@@ -93,6 +93,15 @@ wc_err wc_rans_lanes_init(wc_rans_lanes *c, const wc_rans_body *b, size_t k, uin
  * be partial). Errors: WC_E_CORRUPT when a lane needs a word past its chunk. */
 wc_err wc_rans_lanes_decode(wc_rans_lanes *c, const wc_rans_dtab *dt, size_t rend);
 
+/* Take two chunks (rounds decoded equal: a->r == b->r) towards rounds
+ * rend_a and rend_b together, interleaved where the CPU allows: about as
+ * fast as one chunk alone on a core that would otherwise wait on that
+ * chunk's dependency chain. Cannot fail: it stops at the first round either
+ * chunk would need bounds-checked, and wc_rans_lanes_decode() on each
+ * finishes the job. */
+void wc_rans_lanes_advance2(wc_rans_lanes *a, const wc_rans_dtab *da, size_t rend_a, wc_rans_lanes *b,
+			    const wc_rans_dtab *db, size_t rend_b);
+
 /* After the last round: every state 2^16, every word consumed (one zero pad
  * word allowed). Errors: WC_E_CORRUPT. */
 wc_err wc_rans_lanes_end(const wc_rans_lanes *c);
@@ -102,6 +111,10 @@ wc_err wc_rans_lanes_end(const wc_rans_lanes *c);
  * allows them. */
 void wc_rans_rounds_avx2(wc_rans_lanes *c, const uint32_t *tab, size_t rend);
 void wc_rans_rounds_avx512(wc_rans_lanes *c, const uint32_t *tab, size_t rend);
+/* Both chunks' full rounds together (a->r == b->r), while each has 32 words
+ * left; a->r and b->r stay equal. */
+void wc_rans_rounds2_avx512(wc_rans_lanes *a, const uint32_t *ta, wc_rans_lanes *b, const uint32_t *tb,
+			    size_t rend);
 
 /* The rANS decoder implementations, in order of speed. */
 enum { WC_RANS_ISA_SCALAR = 1, WC_RANS_ISA_AVX2 = 2, WC_RANS_ISA_AVX512 = 3 };

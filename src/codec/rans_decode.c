@@ -203,6 +203,18 @@ wc_err wc_rans_lanes_decode(wc_rans_lanes *c, const wc_rans_dtab *dt, size_t ren
 	return WC_OK;
 }
 
+void wc_rans_lanes_advance2(wc_rans_lanes *a, const wc_rans_dtab *da, size_t rend_a, wc_rans_lanes *b,
+			    const wc_rans_dtab *db, size_t rend_b)
+{
+	if (a->r != b->r || wc_rans_isa() != WC_RANS_ISA_AVX512)
+		return;
+	size_t full_a = a->m / WC_RANS_LANES, full_b = b->m / WC_RANS_LANES;
+	size_t rend = rend_a < full_a ? rend_a : full_a;
+	rend = rend < rend_b ? rend : rend_b;
+	rend = rend < full_b ? rend : full_b;
+	wc_rans_rounds2_avx512(a, da->entry, b, db->entry, rend);
+}
+
 wc_err wc_rans_lanes_end(const wc_rans_lanes *c)
 {
 	for (unsigned l = 0; l < WC_RANS_LANES; l++)

@@ -45,9 +45,49 @@ __attribute__((target("avx512f,popcnt"))) void wc_rans_rounds_avx512(wc_rans_lan
 	c->p = p;
 	c->r = r;
 }
+/* Two chunks at once (in a tile, the same chunk of two planes): four
+ * independent state vectors, with a word cursor each, keep twice as many
+ * gathers in flight as one chunk's two vectors, whose round is one long
+ * dependency chain (gather, multiply, compare, expand). */
+__attribute__((target("avx512f,popcnt"))) void wc_rans_rounds2_avx512(wc_rans_lanes *a, const uint32_t *ta,
+								    wc_rans_lanes *b, const uint32_t *tb,
+								    size_t rend)
+{
+	__m512i a0 = _mm512_loadu_si512((const void *)(a->x + 0));
+	__m512i a1 = _mm512_loadu_si512((const void *)(a->x + 16));
+	__m512i b0 = _mm512_loadu_si512((const void *)(b->x + 0));
+	__m512i b1 = _mm512_loadu_si512((const void *)(b->x + 16));
+	size_t pa = a->p, pb = b->p, r = a->r;
+	for (; r < rend && a->nw - pa >= WC_RANS_LANES && b->nw - pb >= WC_RANS_LANES; r++) {
+		__m512i sa0, sa1, sb0, sb1;
+		a0 = step16(a0, ta, a->w, &pa, &sa0);
+		b0 = step16(b0, tb, b->w, &pb, &sb0);
+		a1 = step16(a1, ta, a->w, &pa, &sa1);
+		b1 = step16(b1, tb, b->w, &pb, &sb1);
+		uint8_t *oa = a->out + (r - a->rbase) * WC_RANS_LANES;
+		uint8_t *ob = b->out + (r - b->rbase) * WC_RANS_LANES;
+		_mm_storeu_si128((__m128i *)oa, _mm512_cvtepi32_epi8(sa0));
+		_mm_storeu_si128((__m128i *)(oa + 16), _mm512_cvtepi32_epi8(sa1));
+		_mm_storeu_si128((__m128i *)ob, _mm512_cvtepi32_epi8(sb0));
+		_mm_storeu_si128((__m128i *)(ob + 16), _mm512_cvtepi32_epi8(sb1));
+	}
+	_mm512_storeu_si512((void *)(a->x + 0), a0);
+	_mm512_storeu_si512((void *)(a->x + 16), a1);
+	_mm512_storeu_si512((void *)(b->x + 0), b0);
+	_mm512_storeu_si512((void *)(b->x + 16), b1);
+	a->p = pa;
+	b->p = pb;
+	a->r = b->r = r;
+}
 #else
 void wc_rans_rounds_avx512(wc_rans_lanes *c, const uint32_t *tab, size_t rend)
 {
 	(void)c, (void)tab, (void)rend;
+}
+
+void wc_rans_rounds2_avx512(wc_rans_lanes *a, const uint32_t *ta, wc_rans_lanes *b, const uint32_t *tb,
+			    size_t rend)
+{
+	(void)a, (void)ta, (void)b, (void)tb, (void)rend;
 }
 #endif

@@ -217,7 +217,7 @@ int wcfs_options_parse(int argc, char **argv, wcfs_options *o)
 	o->threads = ncpu > 0 ? (unsigned)ncpu : 1;
 	o->fuse_threads = o->threads * 2 < 4 ? 4 : o->threads * 2;
 	o->backend = strdup("auto");
-	o->readahead = 4;
+	o->readahead = 8;
 	o->kernel_readahead = 1u << 20;
 	o->timeout = 1.0;
 	o->log_level = WC_LOG_INFO;
@@ -333,7 +333,7 @@ void wcfs_options_usage(const char *prog)
 	       "  backend=NAME        auto (default: CUDA if usable, else CPU), cpu or cuda\n"
 	       "  gpu=N               CUDA device ordinal (default 0)\n"
 	       "  gpu_memory=SIZE     device memory the CUDA backend may hold\n"
-	       "  readahead=TILES     tiles decoded ahead of a sequential reader (default 4;\n"
+	       "  readahead=TILES     tiles decoded ahead of a sequential reader (default 8;\n"
 	       "                      16 with backend cuda; 0 disables)\n"
 	       "  kernel_readahead=SIZE  the kernel's readahead on this mount, hence the\n"
 	       "                      largest read request (default 1M; 0: kernel default)\n"
