@@ -129,7 +129,11 @@ static wc_err lane_init(wcc_lane *ln, size_t bytes)
 	ln->cap_scr = bytes;
 	ln->cap_in = bytes + bytes / 4 + MIB;
 	if ((e = cudaStreamCreateWithFlags(&ln->stream, cudaStreamNonBlocking)) != cudaSuccess ||
-	    (e = cudaEventCreateWithFlags(&ln->done, cudaEventDisableTiming)) != cudaSuccess ||
+	    /* Blocking sync: the waiting dispatcher sleeps instead of spinning
+	     * on a core for the whole GPU round trip (the runtime's default
+	     * with fewer contexts than cores), which cost the daemon more CPU
+	     * than the CPU backend's decoding for a single reader. */
+	    (e = cudaEventCreateWithFlags(&ln->done, cudaEventDisableTiming | cudaEventBlockingSync)) != cudaSuccess ||
 	    (e = cudaEventCreate(&ln->k0)) != cudaSuccess || (e = cudaEventCreate(&ln->k1)) != cudaSuccess ||
 	    (e = cudaHostAlloc((void **)&ln->h_in, ln->cap_in, cudaHostAllocDefault)) != cudaSuccess ||
 	    (e = cudaHostAlloc((void **)&ln->h_out, ln->cap_out, cudaHostAllocDefault)) != cudaSuccess ||

@@ -115,8 +115,13 @@ int main(int argc, char **argv)
 		 * ahead: on an H200, +24-33% for one sequential reader with less
 		 * CPU time (docs/BENCHMARKS-GPU.md, section 5). */
 		o.readahead = 16;
-		fs.readahead = o.readahead;
+	} else if (!o.readahead_given && o.threads > o.readahead) {
+		/* Enough queued tiles for every decode thread: with 16 threads,
+		 * 4 readers went from 7004 to 8228 MB/s at readahead 16
+		 * (docs/BENCHMARKS-GPU.md, section 9). */
+		o.readahead = o.threads < 64 ? o.threads : 64;
 	}
+	fs.readahead = o.readahead;
 	wc_cache_opts co = { .budget_bytes = o.cache_size, .backend = fs.backend,
 			     .max_prefetch = o.readahead ? 2 * o.readahead : 1 };
 	e = wc_cache_create(&co, &fs.cache);

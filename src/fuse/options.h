@@ -22,8 +22,8 @@ typedef struct wcfs_options {
 	char *backend;       /* "auto" (default), "cpu", "cuda" */
 	int gpu;             /* CUDA device ordinal (default 0) */
 	uint64_t gpu_memory; /* device bytes the CUDA backend may hold; 0 = its default */
-	unsigned readahead;  /* tiles decoded ahead of a sequential reader; 0 = off (default 8, 16 on the
-	                      * cuda backend) */
+	unsigned readahead;  /* tiles decoded ahead of a sequential reader; 0 = off (default 8, or
+	                      * threads if larger; 16 on the cuda backend) */
 	int readahead_given; /* readahead= was on the command line */
 	uint64_t kernel_readahead; /* bytes: the mount's read_ahead_kb, so page-cache reads
 				    * arrive as requests this large (default 1 MiB; 0 = the
