@@ -66,9 +66,11 @@ EXPORT wc_err wcodec_cuda_backend_create(const wc_backend_opts *opts, wc_backend
 		threads = 8;
 	/* Decode calls in flight at once (the cache's dispatcher threads): each
 	 * holds one lane while it reads its next batch's payloads, so there is
-	 * one lane more than calls. WCODEC_CUDA_CALLS=N (1..8) overrides the
-	 * default, for benchmarks (docs/BENCHMARKS-GPU.md). */
-	unsigned calls = 2;
+	 * one lane more than calls. Four: on an H200 with 4 readers through
+	 * the mount, 2 calls gave 5754 MB/s, 3 gave 6903, 4 gave 7253-7481 and
+	 * 6 or 8 no more (docs/BENCHMARKS-GPU.md, section 9).
+	 * WCODEC_CUDA_CALLS=N (1..8) overrides the default, for benchmarks. */
+	unsigned calls = 4;
 	const char *ev = getenv("WCODEC_CUDA_CALLS");
 	if (ev && *ev >= '1' && *ev <= '8' && ev[1] == '\0')
 		calls = (unsigned)(*ev - '0');
