@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <xxhash.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -55,6 +56,7 @@ typedef struct wcc_lane {
 	wcc_merge_seg *segs;
 	size_t nsegs, cap_segs;
 	uint32_t *cnt;   /* counting-sort scratch, TABLE_SLOTS + 1 */
+	uint64_t t_submit, prep_ns; /* when the batch went to the GPU, host time preparing it */
 } wcc_lane;
 
 typedef struct table_entry {
@@ -81,7 +83,17 @@ struct wcc_ctx {
 	int dead;
 	int fault_inject; /* tests: WCODEC_CUDA_FAULT_INJECT=1 makes every batch fault */
 	wcc_pool *pool;
+	/* Batch timings (under mu), logged by wcc_ctx_destroy: where a decode
+	 * call's time goes, for tuning the read path. */
+	uint64_t st_batches, st_tiles, st_prep_ns, st_gpu_ns, st_wait_ns, st_check_ns;
 };
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static int is_pinned(const void *p, size_t n);
 static void stream_copy(uint8_t *d, const uint8_t *s, size_t n);
@@ -222,6 +234,14 @@ void wcc_ctx_destroy(wcc_ctx *ctx)
 {
 	if (!ctx)
 		return;
+	if (ctx->st_batches) {
+		double b = (double)ctx->st_batches;
+		wc_log(WC_LOG_DEBUG, "cuda: %llu batches of %llu tiles; per batch %.3f ms preparing on the host, "
+		       "%.3f ms from submission to completion, %.3f ms of it waited for, %.3f ms of checks",
+		       (unsigned long long)ctx->st_batches, (unsigned long long)ctx->st_tiles,
+		       1e-6 * (double)ctx->st_prep_ns / b, 1e-6 * (double)ctx->st_gpu_ns / b,
+		       1e-6 * (double)ctx->st_wait_ns / b, 1e-6 * (double)ctx->st_check_ns / b);
+	}
 	int prev = 0;
 	cudaGetDevice(&prev);
 	cudaSetDevice(ctx->gpu);
@@ -631,6 +651,7 @@ static cudaError_t download(wcc_lane *ln)
 
 static wc_err lane_submit(wcc_ctx *ctx, wcc_lane *ln)
 {
+	const uint64_t t0 = mono_ns();
 	/* descriptors after the payloads, in desc_bytes() order */
 	size_t off = ln->used_in;
 	const size_t status_off = off;
@@ -700,6 +721,8 @@ static wc_err lane_submit(wcc_ctx *ctx, wcc_lane *ln)
 		e = cudaEventRecord(ln->done, ln->stream);
 	if (e != cudaSuccess)
 		return cuda_fail(ctx, "copy from device", e);
+	ln->t_submit = mono_ns();
+	ln->prep_ns = ln->t_submit - t0;
 	return WC_OK;
 }
 
@@ -799,7 +822,9 @@ static void cpu_decode(wcc_ctx *ctx, wc_tile_job *job, uint8_t *dev_out, wc_err 
 static wc_err lane_complete(wcc_ctx *ctx, wcc_lane *ln)
 {
 	wc_err err = WC_OK;
+	const uint64_t t_wait = mono_ns();
 	cudaError_t e = cudaEventSynchronize(ln->done);
+	const uint64_t t_done = mono_ns();
 	if (e != cudaSuccess) {
 		err = cuda_fail(ctx, "decode batch", e);
 	} else {
@@ -822,9 +847,17 @@ static wc_err lane_complete(wcc_ctx *ctx, wcc_lane *ln)
 				       "decoder; the CPU's bytes are used", ctx->gpu, lj->job->out_size);
 		}
 	}
+	const uint64_t t_end = mono_ns();
+	const size_t njobs = ln->njobs;
 	lane_reset(ln);
 	pthread_mutex_lock(&ctx->mu);
 	ln->busy = 0;
+	ctx->st_batches++;
+	ctx->st_tiles += njobs;
+	ctx->st_prep_ns += ln->prep_ns;
+	ctx->st_gpu_ns += t_done - ln->t_submit;
+	ctx->st_wait_ns += t_done - t_wait;
+	ctx->st_check_ns += t_end - t_done;
 	pthread_cond_broadcast(&ctx->lane_free);
 	pthread_mutex_unlock(&ctx->mu);
 	return err;

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #define DEFAULT_BUDGET (1ull << 30)
 #define DEFAULT_MAX_PREFETCH 8u
@@ -104,6 +105,7 @@ typedef struct dispatcher {
 	wc_tile_source **srcs;
 	uint8_t *payload;     /* payload buffer (wc_backend_buf_alloc) */
 	size_t payload_cap;
+	uint64_t read_ns, decode_ns; /* the last batch's, added to the stats when it is published */
 } dispatcher;
 
 struct wc_cache {
@@ -539,6 +541,13 @@ static void recycle_buffers(entry **batch, size_t nb, entry *dead)
 	}
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* Read payloads, decode, and fill every entry's buffer, or set its err and
  * reason. No lock: nobody else touches a DECODING entry's buffer or error,
  * and its state changes only under the lock (publish_batch), since readers
@@ -551,6 +560,7 @@ static void decode_batch(dispatcher *d, entry **batch, size_t nb)
 		total += (batch[i]->csize + PAYLOAD_ALIGN - 1) & ~(size_t)(PAYLOAD_ALIGN - 1);
 	bool have_payload = payload_reserve(d, total);
 	size_t off = 0, nj = 0;
+	uint64_t t0 = mono_ns();
 	for (size_t i = 0; i < nb; i++) {
 		entry *e = batch[i];
 		if (!e->buf) {
@@ -581,8 +591,12 @@ static void decode_batch(dispatcher *d, entry **batch, size_t nb)
 		job->detail[0] = '\0';
 		d->job_entry[nj++] = (uint32_t)i;
 	}
+	uint64_t t1 = mono_ns();
+	d->read_ns = t1 - t0;
+	d->decode_ns = 0;
 	if (nj) {
 		wc_err err = wc_backend_decode(c->backend, d->jobs, nj);
+		d->decode_ns = mono_ns() - t1;
 		for (size_t j = 0; j < nj; j++) {
 			wc_tile_job *job = &d->jobs[j];
 			entry *e = batch[d->job_entry[j]];
@@ -633,6 +647,8 @@ static void publish_batch(wc_cache *c, dispatcher *d, entry **batch, size_t nb, 
 		}
 	}
 	c->st.batches++;
+	c->st.read_ns += d->read_ns;
+	c->st.decode_ns += d->decode_ns;
 	pthread_cond_broadcast(&c->done);
 }
 

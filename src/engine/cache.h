@@ -46,6 +46,8 @@ typedef struct wc_cache_stats {
 	uint64_t evictions;     /* entries dropped to stay within the budget */
 	uint64_t prefetches;    /* tiles queued by wc_cache_prefetch() */
 	uint64_t batches, batch_tiles; /* decode batches dispatched, tiles in them */
+	uint64_t read_ns, decode_ns;   /* dispatcher time in payload reads and in the
+				        * backend's decode calls, summed over dispatchers */
 	uint64_t bytes_cached;  /* decoded bytes held now (entries decoded or decoding) */
 } wc_cache_stats;
 

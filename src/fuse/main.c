@@ -36,11 +36,13 @@ static void log_stats(wc_cache *cache)
 	wc_cache_get_stats(cache, &s);
 	wc_log(WC_LOG_INFO,
 	       "cache: %llu hits, %llu misses, %llu decodes (%llu failed), %llu prefetches, "
-	       "%llu evictions, %llu batches of %llu tiles",
+	       "%llu evictions, %llu batches of %llu tiles; dispatchers spent %.1f ms reading "
+	       "payloads and %.1f ms in decode calls",
 	       (unsigned long long)s.hits, (unsigned long long)s.misses,
 	       (unsigned long long)s.decodes, (unsigned long long)s.decode_errors,
 	       (unsigned long long)s.prefetches, (unsigned long long)s.evictions,
-	       (unsigned long long)s.batches, (unsigned long long)s.batch_tiles);
+	       (unsigned long long)s.batches, (unsigned long long)s.batch_tiles, 1e-6 * (double)s.read_ns,
+	       1e-6 * (double)s.decode_ns);
 }
 
 int main(int argc, char **argv)
