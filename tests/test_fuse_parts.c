@@ -68,14 +68,7 @@ START_TEST(options)
 	ck_assert_int_eq(o.foreground, 1);
 	ck_assert_uint_eq(o.cache_size, 1u << 30); /* defaults */
 	ck_assert_uint_eq(o.readahead, 8);
-	ck_assert_uint_eq(o.readahead_step, 0); /* chosen with the backend */
 	ck_assert_str_eq(o.backend, "auto");
-	wcfs_options_free(&o);
-
-	ck_assert_int_eq(parse(&o, "/", "/mnt", "-o", "readahead_step=3"), WCFS_EXIT_OK);
-	ck_assert_uint_eq(o.readahead_step, 3);
-	wcfs_options_free(&o);
-	ck_assert_int_eq(parse(&o, "/", "/mnt", "-o", "readahead_step=0"), WCFS_EXIT_USAGE);
 	wcfs_options_free(&o);
 
 	ck_assert_int_eq(parse(&o, "/", "/mnt", "-o", "cache_size=12X"), WCFS_EXIT_USAGE);
@@ -109,26 +102,6 @@ START_TEST(readahead_sequential)
 	}
 	ck_assert_int_eq(first, 1); /* the request that completes 2 MiB */
 	ck_assert_int_eq(fired, 7);  /* tiles 1..7 */
-	wcfs_ra_destroy(&ra);
-
-	/* With a step of 4 tiles: tiles 1, 5 and 9 only; a late request into
-	 * tile 10 after the stream reached tile 12 does not fire. */
-	wcfs_ra_init(&ra);
-	int tiles[8], nt = 0;
-	for (uint64_t off = 0; off < 13 * MIB; off += 128 << 10) {
-		int st = -1;
-		if (wcfs_ra_note_stream(&ra, off, 128 << 10, off / MIB * MIB, MIB, 2 * MIB, 4 * MIB, &st)) {
-			ck_assert_int_lt(nt, 8);
-			tiles[nt++] = (int)(off / MIB);
-		}
-		ck_assert_int_eq(st, off + (128 << 10) >= 2 * MIB);
-	}
-	ck_assert_int_eq(nt, 3);
-	ck_assert_int_eq(tiles[0], 1);
-	ck_assert_int_eq(tiles[1], 5);
-	ck_assert_int_eq(tiles[2], 9);
-	ck_assert_int_eq(wcfs_ra_note_stream(&ra, 10 * MIB, 128 << 10, 10 * MIB, MIB, 2 * MIB, 4 * MIB, NULL), 0);
-	ck_assert_int_eq(wcfs_ra_note_stream(&ra, 13 * MIB, 128 << 10, 13 * MIB, MIB, 2 * MIB, 4 * MIB, NULL), 1);
 	wcfs_ra_destroy(&ra);
 }
 END_TEST

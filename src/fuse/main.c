@@ -124,14 +124,6 @@ int main(int argc, char **argv)
 		o.readahead = o.threads < 64 ? o.threads : 64;
 	}
 	fs.readahead = o.readahead;
-	/* With cuda, top the window up every readahead/2 tiles: the new tiles
-	 * reach the cache together and decode as one GPU batch, whose round
-	 * trip costs about the same for 1 tile as for 8 (one warp decodes a
-	 * whole rANS chunk: about 0.5 ms for a 65536-symbol chunk), while at
-	 * least half the window stays queued ahead of the reader. The CPU
-	 * backend's threads gain nothing from it (2-core machine: no change). */
-	fs.ra_step = o.readahead_step ? o.readahead_step
-		     : strcmp(fs.backend->ops->name, "cuda") == 0 && o.readahead / 2 ? o.readahead / 2 : 1;
 	wc_cache_opts co = { .budget_bytes = o.cache_size, .backend = fs.backend,
 			     .max_prefetch = o.readahead ? 2 * o.readahead : 1 };
 	e = wc_cache_create(&co, &fs.cache);

@@ -25,7 +25,6 @@ typedef struct wcfs_fs {
 	wc_cache *cache;
 	double timeout;       /* attribute and entry timeout, seconds */
 	unsigned readahead;   /* tiles ahead of a sequential stream; 0 = off */
-	unsigned ra_step;     /* tiles a stream advances between prefetches (>= 1) */
 	atomic_int bdi_pending; /* kernel readahead still to be raised (bdi.h) */
 } wcfs_fs;
 

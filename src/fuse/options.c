@@ -45,7 +45,7 @@ int wcfs_parse_size(const char *s, uint64_t *out)
 /* Option values as strings: parsed and checked after fuse_opt_parse. */
 struct raw_opts {
 	char *cache_size, *threads, *backend, *gpu, *gpu_memory, *readahead, *timeout;
-	char *log_level, *kernel_readahead, *readahead_step;
+	char *log_level, *kernel_readahead;
 	int rw, debug;
 };
 
@@ -59,7 +59,6 @@ static const struct fuse_opt opt_spec[] = {
 	RAW("gpu=%s", gpu),
 	RAW("gpu_memory=%s", gpu_memory),
 	RAW("readahead=%s", readahead),
-	RAW("readahead_step=%s", readahead_step),
 	RAW("timeout=%s", timeout),
 	RAW("log_level=%s", log_level),
 	RAW("kernel_readahead=%s", kernel_readahead),
@@ -172,9 +171,6 @@ static int check_values(wcfs_options *o, const struct raw_opts *r)
 	if (r->readahead && parse_uint("readahead", r->readahead, 0, 1024, &o->readahead) != 0)
 		return -1;
 	o->readahead_given = r->readahead != NULL;
-	if (r->readahead_step &&
-	    parse_uint("readahead_step", r->readahead_step, 1, 1024, &o->readahead_step) != 0)
-		return -1;
 	if (r->kernel_readahead) {
 		if (wcfs_parse_size(r->kernel_readahead, &o->kernel_readahead) != 0 ||
 		    o->kernel_readahead > (64u << 20)) {
@@ -306,7 +302,6 @@ out:
 	free(r->timeout);
 	free(r->log_level);
 	free(r->kernel_readahead);
-	free(r->readahead_step);
 	return rc;
 }
 
@@ -340,9 +335,6 @@ void wcfs_options_usage(const char *prog)
 	       "  gpu_memory=SIZE     device memory the CUDA backend may hold\n"
 	       "  readahead=TILES     tiles decoded ahead of a sequential reader (default 8,\n"
 	       "                      or threads if larger; 16 with backend cuda; 0 disables)\n"
-	       "  readahead_step=TILES  top the readahead window up every TILES tiles, so\n"
-	       "                      they decode as one batch (default 1; half the\n"
-	       "                      readahead with backend cuda)\n"
 	       "  kernel_readahead=SIZE  the kernel's readahead on this mount, hence the\n"
 	       "                      largest read request (default 1M; 0: kernel default)\n"
 	       "  timeout=SECONDS     kernel attribute and name cache timeout (default 1)\n"

@@ -25,8 +25,6 @@ typedef struct wcfs_options {
 	unsigned readahead;  /* tiles decoded ahead of a sequential reader; 0 = off (default 8, or
 	                      * threads if larger; 16 on the cuda backend) */
 	int readahead_given; /* readahead= was on the command line */
-	unsigned readahead_step; /* tiles a stream advances between window top-ups; 0 = default
-				  * (1; readahead/2 on the cuda backend) */
 	uint64_t kernel_readahead; /* bytes: the mount's read_ahead_kb, so page-cache reads
 				    * arrive as requests this large (default 1 MiB; 0 = the
 				    * kernel's 128 KiB) */

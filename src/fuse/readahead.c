@@ -14,11 +14,11 @@ void wcfs_ra_destroy(wcfs_ra *ra) { pthread_mutex_destroy(&ra->lock); }
 int wcfs_ra_note(wcfs_ra *ra, uint64_t off, uint64_t len, uint64_t last_span_off,
 		 uint64_t tolerance, uint64_t min_run)
 {
-	return wcfs_ra_note_stream(ra, off, len, last_span_off, tolerance, min_run, 1, NULL);
+	return wcfs_ra_note_stream(ra, off, len, last_span_off, tolerance, min_run, NULL);
 }
 
 int wcfs_ra_note_stream(wcfs_ra *ra, uint64_t off, uint64_t len, uint64_t last_span_off,
-			uint64_t tolerance, uint64_t min_run, uint64_t step, int *streaming)
+			uint64_t tolerance, uint64_t min_run, int *streaming)
 {
 	if (streaming)
 		*streaming = 0;
@@ -49,11 +49,7 @@ int wcfs_ra_note_stream(wcfs_ra *ra, uint64_t off, uint64_t len, uint64_t last_s
 		hit->end = end;
 	if (streaming)
 		*streaming = hit->end - hit->start >= min_run;
-	/* issued_tile is the span offset + 1 of the last issue (0: none yet):
-	 * fire again once the stream is `step` bytes past it. A request that
-	 * arrives late (behind the last issue) never fires. */
-	if (hit->end - hit->start >= min_run &&
-	    (!hit->issued_tile || last_span_off + 1 >= hit->issued_tile + (step ? step : 1))) {
+	if (hit->end - hit->start >= min_run && hit->issued_tile != last_span_off + 1) {
 		hit->issued_tile = last_span_off + 1;
 		fire = 1;
 	}

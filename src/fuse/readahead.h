@@ -37,22 +37,18 @@ void wcfs_ra_destroy(wcfs_ra *ra);
 
 /* Record a read of virtual bytes [off, off+len) whose last byte lies in the
  * span (tile) starting at virtual offset `last_span_off`. Returns 1 when the
- * read continues a stream of at least `min_run` contiguous bytes and enters
- * a tile after the one a prefetch was last issued for (the first such tile,
- * or any later one): the caller should prefetch the tiles after off+len.
- * `tolerance` is how far (bytes) a read may start before or after the
- * frontier and still join the stream. */
+ * read continues a stream of at least `min_run` contiguous bytes and no
+ * prefetch was issued yet for that tile of that stream: the caller should
+ * prefetch the tiles after off+len. `tolerance` is how far (bytes) a read may
+ * start before or after the frontier and still join the stream. */
 int wcfs_ra_note(wcfs_ra *ra, uint64_t off, uint64_t len, uint64_t last_span_off,
 		 uint64_t tolerance, uint64_t min_run);
 
-/* wcfs_ra_note(), firing only once the stream's tile is at least `step`
- * bytes past the one of the last issue (step <= 1: every tile entered), and
- * setting *streaming (if not NULL) to 1 when the read belongs to a
- * sequential stream of at least min_run bytes, else 0: the tiles it read to
- * their end can then be released as consumed (wc_cache_release_consumed).
- * A step of half the readahead window queues tiles in groups of that many,
- * which a GPU backend decodes as one batch, instead of one at a time. */
+/* wcfs_ra_note(), also setting *streaming (if not NULL) to 1 when the read
+ * belongs to a sequential stream of at least min_run bytes, else 0: the
+ * tiles it read to their end can then be released as consumed
+ * (wc_cache_release_consumed). */
 int wcfs_ra_note_stream(wcfs_ra *ra, uint64_t off, uint64_t len, uint64_t last_span_off,
-			uint64_t tolerance, uint64_t min_run, uint64_t step, int *streaming);
+			uint64_t tolerance, uint64_t min_run, int *streaming);
 
 #endif /* WCFS_READAHEAD_H */
