@@ -26,7 +26,8 @@
 #        without a GPU or torch: BUILD=<configured build dir> skips the build
 #        and make check, BIG=<file.safetensors> skips making the data,
 #        MODEL=0 skips step 4, SRCWARM=1 puts the packed file in the page
-#        cache before each wcodecfs run and wcodec cat)
+#        cache before each wcodecfs run and wcodec cat, PACK_OPTS adds
+#        options to the big file's `wcodec pack`, such as "--chunk 16384")
 set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
 # lib.sh for wait_mount and drop_caches; BUILD keeps its meaning here (given:
@@ -122,7 +123,8 @@ fi
 rm -rf "$WORK/src" "$WORK/model" "$WORK/model-src"
 mkdir -p "$WORK/src" "$WORK/mnt"
 s=$(date +%s%N)
-"$WCODEC" pack -q "$big" "$WORK/src/big.wcodec" >> "$LOG" 2>&1 || die "pack"
+# shellcheck disable=SC2086 # PACK_OPTS: extra `wcodec pack` options, split on spaces
+"$WCODEC" pack -q ${PACK_OPTS:-} "$big" "$WORK/src/big.wcodec" >> "$LOG" 2>&1 || die "pack"
 pack_ms=$((($(date +%s%N) - s) / 1000000))
 size=$(stat -c %s "$big") packed=$(stat -c %s "$WORK/src/big.wcodec")
 if [ "${MODEL:-1}" != 0 ]; then
@@ -276,7 +278,7 @@ backend_of() { # the backend the daemon logged for these options
 sum ""
 sum "## 1. Cold sequential read of one file through the mount"
 sum ""
-sum "File: $size bytes$([ -z "${BIG:-}" ] && echo " of BF16 (N(0, 0.02) by torch, $LAYERS LLaMA-7B-shaped layers + embedding + lm_head)"), packed by \`wcodec pack\` (1 MiB tiles) to $packed bytes in $pack_ms ms."
+sum "File: $size bytes$([ -z "${BIG:-}" ] && echo " of BF16 (N(0, 0.02) by torch, $LAYERS LLaMA-7B-shaped layers + embedding + lm_head)"), packed by \`wcodec pack${PACK_OPTS:+ $PACK_OPTS}\` (1 MiB tiles) to $packed bytes in $pack_ms ms."
 [ "${SRCWARM:-0}" = 1 ] && sum "**SRCWARM=1**: after each drop of the page cache the packed file was read once (\`cat big.wcodec > /dev/null\`), so the compressed bytes came from memory and the mount's pages were cold: decode + FUSE, without the disk."
 sum "Each run: fresh mount, \`echo 3 > /proc/sys/vm/drop_caches\`, then \`dd bs=1M\` of the whole file (1 reader) or 4 \`dd bs=1M\` over its 4 quarters at once (4 readers); median of $REPS. CPU seconds: the daemon's utime+stime over the read (for \`wcodec cat\`: its own user+sys); 'machine' = all CPUs' busy time (user+nice+system+irq+softirq from /proc/stat; includes dd and the kernel's FUSE work)."
 sum ""
