@@ -55,6 +55,15 @@ static const wc_backend_ops cuda_ops = {
 	.host_free = cuda_host_free,
 };
 
+/* The same without the allocator: the cache's buffers are ordinary memory
+ * and every tile is staged through the lanes' page-locked buffers.
+ * WCODEC_CUDA_PINNED=0 selects it, for benchmarks (docs/BENCHMARKS-GPU.md). */
+static const wc_backend_ops cuda_ops_pageable = {
+	.name = "cuda",
+	.decode = cuda_decode,
+	.destroy = cuda_destroy,
+};
+
 EXPORT wc_err wcodec_cuda_backend_create(const wc_backend_opts *opts, wc_backend **out)
 {
 	wc_backend_opts def = { 0 };
@@ -95,7 +104,8 @@ EXPORT wc_err wcodec_cuda_backend_create(const wc_backend_opts *opts, wc_backend
 		return e;
 	}
 	size_t mib = wcc_ctx_lane_bytes(cb->ctx) >> 20;
-	cb->base.ops = &cuda_ops;
+	const char *pinned = getenv("WCODEC_CUDA_PINNED");
+	cb->base.ops = pinned && pinned[0] == '0' && pinned[1] == '\0' ? &cuda_ops_pageable : &cuda_ops;
 	/* two lanes' worth of 1 MiB tiles per call keeps copy and decode overlapped */
 	cb->base.max_batch = (uint32_t)(2 * mib < 16 ? 16 : 2 * mib);
 	cb->base.concurrency = calls;
