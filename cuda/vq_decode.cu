@@ -8,11 +8,11 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "vq_gather.h"
 
 extern "C" {
+#include "core/hash.h"
 #include "qvq/qvq.h"
 #include "wcc_device.h"
 }
@@ -308,7 +308,7 @@ extern "C" wc_err wcc_vq_decode(wcc_vq *vq, wc_tile_job *jobs, size_t n)
 				if (cpu[a])
 					continue;
 				const uint8_t *rgb = s->h_buf + rgb_off[a];
-				if (h_status[a] || XXH3_64bits(rgb, j->out_size) != j->dhash) {
+				if (h_status[a] || wc_xxh3_64(rgb, j->out_size) != j->dhash) {
 					cpu[a] = 1; /* the CPU decides: corrupt or a GPU fault */
 					continue;
 				}

@@ -15,6 +15,7 @@
 #endif
 
 #include "codec/tile_codec.h"
+#include "core/hash.h"
 #include "wcc_kernels.h"
 #include "wcc_pool.h"
 
@@ -763,7 +764,7 @@ static uint64_t copy_and_hash(uint8_t *dst, const uint8_t *src, size_t n)
 	if (!st || XXH3_64bits_reset(st) != XXH_OK) {
 		XXH3_freeState(st);
 		memcpy(dst, src, n);
-		return XXH3_64bits(dst, n);
+		return wc_xxh3_64(dst, n);
 	}
 	for (size_t o = 0; o < n; o += BLOCK) {
 		size_t k = n - o < BLOCK ? n - o : BLOCK;
@@ -785,7 +786,7 @@ static void finish_job(void *arg, size_t i)
 		return;
 	}
 	if (ln->host_target) {
-		uint64_t h = lj->pin_out ? XXH3_64bits(job->out, job->out_size)
+		uint64_t h = lj->pin_out ? wc_xxh3_64(job->out, job->out_size)
 					 : copy_and_hash(job->out, ln->h_out + lj->out_off, job->out_size);
 		if (h != job->dhash) {
 			lj->recheck = 1;

@@ -19,6 +19,7 @@
 #include "codec/tile_codec.h"
 #include "container/format.h"
 #include "container/safetensors.h"
+#include "core/hash.h"
 
 struct wc_container {
 	wc_tile_source src; /* first: wc_container_source() hands out &src */
@@ -594,7 +595,7 @@ wc_err wc_container_read_payload(const wc_container *c, uint32_t i, uint8_t *buf
 	wc_err e = pread_full(c->fd, buf, t->csize, t->coff, what);
 	if (e)
 		return e;
-	uint64_t h = XXH3_64bits(buf, t->csize);
+	uint64_t h = wc_xxh3_64(buf, t->csize);
 	if (h != t->chash)
 		return wc_fail(WC_E_CORRUPT, "tile %u: payload checksum mismatch (%016llx != %016llx)", i,
 			       (unsigned long long)h, (unsigned long long)t->chash);
@@ -614,7 +615,7 @@ wc_err wc_container_decode_tile(const wc_container *c, uint32_t i, const uint8_t
 		snprintf(why, sizeof why, "%s", wc_last_detail());
 		return wc_fail(e == WC_E_NOMEM ? e : WC_E_CORRUPT, "tile %u: %s", i, why);
 	}
-	uint64_t h = XXH3_64bits(out, t->dsize);
+	uint64_t h = wc_xxh3_64(out, t->dsize);
 	if (h != t->dhash)
 		return wc_fail(WC_E_CORRUPT, "tile %u: decoded checksum mismatch (%016llx != %016llx)", i,
 			       (unsigned long long)h, (unsigned long long)t->dhash);

@@ -36,6 +36,7 @@
 #include "config.h"
 #include "container/format.h"
 #include "container/safetensors.h"
+#include "core/hash.h"
 
 typedef struct tensor_plan {
 	const wc_st_tensor *st;
@@ -474,8 +475,8 @@ static void *encode_worker(void *arg)
 		if (s->err) {
 			snprintf(s->why, sizeof s->why, "tile %u of tensor \"%s\": %s", i, t->st->name, wc_last_detail());
 		} else {
-			s->chash = XXH3_64bits(s->buf, s->len);
-			s->dhash = XXH3_64bits(src, tp->dsize);
+			s->chash = wc_xxh3_64(s->buf, s->len);
+			s->dhash = wc_xxh3_64(src, tp->dsize);
 		}
 		pthread_mutex_lock(&pk->lock);
 		s->ready = 1;

@@ -14,9 +14,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "codec/tile_codec.h"
+#include "core/hash.h"
 #include "qvq/qvq.h"
 
 #ifndef WC_PLUGIN_DIR
@@ -42,7 +42,7 @@ static wc_err decode_planes(wc_tile_job *job)
 				       job->chunk_symbols, job->dict, job->dict_entries, job->out, job->out_size);
 	if (e != WC_OK)
 		return wc_job_fail(job, e, "%s", *wc_last_detail() ? wc_last_detail() : wc_strerror(e));
-	uint64_t h = XXH3_64bits(job->out, job->out_size);
+	uint64_t h = wc_xxh3_64(job->out, job->out_size);
 	if (h != job->dhash)
 		return wc_job_fail(job, WC_E_CORRUPT,
 				   "decoded %u bytes hash to %016llx, the index says %016llx",

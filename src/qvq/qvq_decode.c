@@ -5,9 +5,9 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "codec/tile_codec.h"
+#include "core/hash.h"
 #include "qvq/qvq.h"
 
 /* The common shape, 2x2 patches of RGB: two rows of 6 bytes per entry.
@@ -145,7 +145,7 @@ wc_err wc_qvq_decode_job(wc_tile_job *job)
 		ip += wc_qvq_patches(w, h, pw, ph) * ib;
 		op += (size_t)w * h * ch;
 	}
-	if (!e && XXH3_64bits(job->out, job->out_size) != job->dhash)
+	if (!e && wc_xxh3_64(job->out, job->out_size) != job->dhash)
 		e = wc_fail(WC_E_CORRUPT, "qvq: decoded image tile fails its checksum");
 out:
 	free(idx);

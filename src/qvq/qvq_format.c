@@ -4,9 +4,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "codec/rans.h"
+#include "core/hash.h"
 
 /* Field offsets in the 192-byte header. */
 enum {
@@ -50,7 +50,7 @@ void wc_qvq_header_write(const wc_qvq_header *h, uint8_t out[WC_QVQ_HEADER_BYTES
 	wc_put_u64(out + O_IMAGES_HASH, h->images_hash);
 	wc_put_u64(out + O_TILES_HASH, h->tiles_hash);
 	wc_put_u64(out + O_STRINGS_HASH, h->strings_hash);
-	wc_put_u64(out + O_HEADER_HASH, XXH3_64bits(out, O_HEADER_HASH));
+	wc_put_u64(out + O_HEADER_HASH, wc_xxh3_64(out, O_HEADER_HASH));
 }
 
 /* Check that section [off, off + len) lies inside [header_size, file_size). */
@@ -75,7 +75,7 @@ wc_err wc_qvq_header_parse(const uint8_t in[WC_QVQ_HEADER_BYTES], uint64_t file_
 	if (h->version != WC_QVQ_VERSION)
 		return wc_fail(WC_E_UNSUPPORTED, "qvq: format version %u (this reader knows %u)",
 			       h->version, WC_QVQ_VERSION);
-	if (XXH3_64bits(in, O_HEADER_HASH) != wc_get_u64(in + O_HEADER_HASH))
+	if (wc_xxh3_64(in, O_HEADER_HASH) != wc_get_u64(in + O_HEADER_HASH))
 		return wc_fail(WC_E_CORRUPT, "qvq: header checksum mismatch");
 	h->header_size = wc_get_u32(in + O_HSIZE);
 	if (h->header_size != WC_QVQ_HEADER_BYTES)

@@ -15,9 +15,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "codec/tile_codec.h"
+#include "core/hash.h"
 #include "qvq/qvq.h"
 #include "qvq/qvq_internal.h"
 #include "qvq/qvq_names.h"
@@ -51,7 +51,7 @@ static wc_err read_section(wc_qvq *q, const char *what, uint64_t off, uint64_t l
 		return wc_fail(WC_E_NOMEM, "qvq: no memory for the %s (%llu bytes)", what,
 			       (unsigned long long)len);
 	wc_err e = pread_all(q->fd, buf, len, off, what);
-	if (!e && XXH3_64bits(buf, len) != hash)
+	if (!e && wc_xxh3_64(buf, len) != hash)
 		e = wc_fail(WC_E_CORRUPT, "qvq: %s checksum mismatch", what);
 	if (e) {
 		free(buf);
@@ -389,7 +389,7 @@ wc_err wc_qvq_read_payload(const wc_qvq *q, uint32_t t, uint8_t *buf)
 	wc_err e = pread_all(q->fd, buf, tl->csize, tl->coff, "tile payload");
 	if (e)
 		return wc_qvq_wrap(e, "tile %u", t);
-	if (XXH3_64bits(buf, tl->csize) != tl->chash)
+	if (wc_xxh3_64(buf, tl->csize) != tl->chash)
 		return wc_fail(WC_E_CORRUPT, "qvq: tile %u payload checksum mismatch", t);
 	return WC_OK;
 }

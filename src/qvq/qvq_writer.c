@@ -8,9 +8,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "codec/tile_codec.h"
+#include "core/hash.h"
 #include "qvq/qvq.h"
 #include "qvq/qvq_names.h"
 #include "qvq/qvq_parallel.h"
@@ -65,7 +65,7 @@ static void encode_tile(encode_ctx *c, tile_plan *tp)
 		goto out;
 	}
 	tp->csize = len;
-	tp->chash = XXH3_64bits(tp->payload, len);
+	tp->chash = wc_xxh3_64(tp->payload, len);
 	const uint8_t *ip = idx;
 	uint8_t *op = rgb;
 	for (uint32_t i = tp->first; i < tp->first + tp->count; i++) {
@@ -79,7 +79,7 @@ static void encode_tile(encode_ctx *c, tile_plan *tp)
 		ip += wc_qvq_patches(w, h, in->patch_w, in->patch_h) * ib;
 		op += (size_t)w * h * 3;
 	}
-	tp->dhash = XXH3_64bits(rgb, tp->dsize);
+	tp->dhash = wc_xxh3_64(rgb, tp->dsize);
 out:
 	free(idx);
 	free(rgb);
@@ -372,7 +372,7 @@ wc_err wc_qvq_write(const char *path, const wc_qvq_write_input *in, wc_qvq_write
 	};
 	for (size_t s = 0; s < sizeof sec / sizeof sec[0] && !e; s++) {
 		*sec[s].off = off;
-		*sec[s].hash = XXH3_64bits(sec[s].data, sec[s].len);
+		*sec[s].hash = wc_xxh3_64(sec[s].data, sec[s].len);
 		e = write_all(fd, sec[s].data, sec[s].len, off);
 		off += sec[s].len;
 	}
