@@ -74,9 +74,7 @@ START_TEST(log_sink_and_level)
 }
 END_TEST
 
-int main(void)
-{
-	/* The dispatched XXH3-64 (AVX2 where the CPU has it) equals the linked
+/* The dispatched XXH3-64 (AVX2 where the CPU has it) equals the linked
  * libxxhash's on every length class of the algorithm (0, 1-3, 4-8, 9-16,
  * 17-128, 129-240, long inputs over one and several stripes and blocks)
  * and at unaligned starts; and the known value of empty input. */
@@ -105,7 +103,9 @@ START_TEST(xxh3_matches_library)
 }
 END_TEST
 
-Suite *s = suite_create("error");
+int main(void)
+{
+	Suite *s = suite_create("error");
 	TCase *tc = tcase_create("core");
 	tcase_add_test(tc, descriptions_cover_every_code);
 	tcase_add_test(tc, errno_mapping);
