@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "check_run.h"
 #include "codec/tile_codec.h"
 #include "codec_testutil.h"
 #include "engine/backend.h"
@@ -515,9 +516,5 @@ int main(void)
 	tcase_add_test(tc, cuda_plugin_is_loaded_and_used);
 #endif
 	suite_add_tcase(su, tc);
-	SRunner *sr = srunner_create(su);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(su);
 }

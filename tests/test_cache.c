@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_run.h"
 #include "engine/cache.h"
 #include "fake_tiles.h"
 
@@ -659,9 +660,5 @@ int main(void)
 	tcase_add_test(tc, consumed_tiles_recycle_their_buffers);
 	tcase_add_test(tc, create_rejects_missing_backend);
 	suite_add_tcase(su, tc);
-	SRunner *sr = srunner_create(su);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(su);
 }

@@ -11,6 +11,7 @@
 #include <xxhash.h>
 #include <zstd.h>
 
+#include "check_run.h"
 #include "codec/tile_codec.h"
 #include "container/container.h"
 #include "container/format.h"
@@ -838,9 +839,5 @@ int main(void)
 	tcase_add_test(tc, dict_tensors_round_trip);
 	tcase_add_test(tc, damaged_dictionaries_rejected);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_run.h"
 #include "core/hash.h"
 #include "core/wc_error.h"
 
@@ -113,9 +114,5 @@ int main(void)
 	tcase_add_test(tc, xxh3_matches_library);
 	tcase_add_test(tc, log_sink_and_level);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s);
 }

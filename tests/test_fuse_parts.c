@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_run.h"
 #include "fuse/inode.h"
 #include "fuse/options.h"
 #include "fuse/readahead.h"
@@ -214,9 +215,5 @@ int main(void)
 	tcase_add_test(tc, readahead_random_never_fires);
 	tcase_add_test(tc, inode_table_lifetimes);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s);
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_run.h"
 #include "codec/planes.h"
 #include "codec_testutil.h"
 
@@ -172,9 +173,5 @@ int main(void)
 	tcase_add_test(tc, known_values);
 	tcase_add_test(tc, histogram_counts_each_plane);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s);
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "check_run.h"
 #include "qvq/image_io.h"
 #include "qvq/kmeans.h"
 #include "qvq/qvq.h"
@@ -577,9 +578,5 @@ int main(void)
 	tcase_add_test(tc, damaged_payload_is_an_error);
 	tcase_add_test(tc, gather_generic_matches_definition);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s);
 }

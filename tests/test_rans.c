@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_run.h"
 #include "codec/codec_internal.h" /* wc_rans_isa_limit */
 #include "codec/rans.h"
 #include "codec_testutil.h"
@@ -702,9 +703,5 @@ int main(void)
 	tcase_add_test(tc, entropy_values);
 	tcase_add_test(tc, compression_close_to_entropy);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_run.h"
 #include "container/safetensors.h"
 
 /* A file image: u64 length, the JSON, data_len bytes of data. */
@@ -208,9 +209,5 @@ int main(void)
 	tcase_add_test(tc, rejects_bad_length);
 	tcase_add_test(tc, mutations_never_crash);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s);
 }

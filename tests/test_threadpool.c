@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "check_run.h"
 #include "engine/threadpool.h"
 
 typedef struct counts {
@@ -72,9 +73,5 @@ int main(void)
 	tcase_add_test(tc, each_iteration_runs_once);
 	tcase_add_test(tc, several_callers_at_once);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s);
 }

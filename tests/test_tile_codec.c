@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_run.h"
 #include "codec/codec_internal.h" /* wc_rans_isa_limit */
 #include "codec/tile_codec.h"
 #include "codec_testutil.h"
@@ -476,9 +477,5 @@ int main(void)
 	tcase_add_test(tc, dtab_cache_follows_tables);
 	tcase_add_test(tc, concurrent_decoders);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s);
 }
