@@ -326,6 +326,42 @@ START_TEST(errors_reach_every_waiter_and_are_not_cached)
 }
 END_TEST
 
+/* With read threads, a batch's payloads are read in parallel: every tile
+ * still has its own bytes, and a read failure on a pool thread reaches the
+ * reader with its reason and is retried on the next get. */
+START_TEST(parallel_payload_reads)
+{
+	fake_backend fb;
+	fake_backend_init(&fb, 32, 1); /* batches of up to 32 tiles, one dispatcher */
+	fake_source s;
+	fake_source_init(&s, 4, 44, 40, 64 * KIB, 96 * KIB);
+	wc_cache_opts o = { .budget_bytes = 64ull << 20, .backend = &fb.base, .max_prefetch = 64,
+			    .read_threads = 3 };
+	wc_cache *c = NULL;
+	ck_assert_int_eq(wc_cache_create(&o, &c), WC_OK);
+	s.fail_read_tile = 5;
+	log_errors = 0;
+	wc_log_set_sink(capture, NULL);
+	wc_cache_prefetch(c, &s.base, 0, 40);
+	wc_tile_ref *r = NULL;
+	ck_assert_int_eq(wc_cache_get(c, &s.base, 5, &r), WC_E_IO);
+	ck_assert_ptr_null(r);
+	ck_assert_msg(strstr(wc_last_detail(), "injected read error"), "%s", wc_last_detail());
+	for (uint32_t t = 0; t < 40; t++)
+		if (t != 5)
+			get_check(c, &s, t);
+	wc_log_set_sink(NULL, NULL);
+	ck_assert_int_ge(log_errors, 1);
+	wc_cache_stats st;
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_lt(st.batches, st.batch_tiles); /* some batches held several tiles */
+	s.fail_read_tile = -1;
+	get_check(c, &s, 5);
+	wc_cache_destroy(c);
+	ck_assert_int_eq(atomic_load(&s.refs), 1);
+}
+END_TEST
+
 START_TEST(prefetch_is_bounded_and_changes_no_bytes)
 {
 	fake_backend fb;
@@ -651,6 +687,7 @@ int main(void)
 	tcase_add_test(tc, budget_holds_under_concurrent_load);
 	tcase_add_test(tc, referenced_entries_survive_eviction);
 	tcase_add_test(tc, errors_reach_every_waiter_and_are_not_cached);
+	tcase_add_test(tc, parallel_payload_reads);
 	tcase_add_test(tc, prefetch_is_bounded_and_changes_no_bytes);
 	tcase_add_test(tc, prefetch_never_evicts_referenced_entries);
 	tcase_add_test(tc, unused_prefetches_are_cold_but_survive_streaming);

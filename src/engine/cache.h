@@ -36,6 +36,9 @@ typedef struct wc_cache_opts {
 	uint64_t budget_bytes;  /* decoded bytes kept; 0 = 1 GiB */
 	wc_backend *backend;    /* not owned */
 	uint32_t max_prefetch;  /* prefetched tiles in flight at most; 0 = 8 */
+	uint32_t read_threads;  /* threads that read a batch's payloads together with its
+				 * dispatcher (pread of the packed file); 0 = the
+				 * dispatcher reads them one after another */
 } wc_cache_opts;
 
 typedef struct wc_cache_stats {

@@ -125,7 +125,11 @@ int main(int argc, char **argv)
 	}
 	fs.readahead = o.readahead;
 	wc_cache_opts co = { .budget_bytes = o.cache_size, .backend = fs.backend,
-			     .max_prefetch = o.readahead ? 2 * o.readahead : 1 };
+			     .max_prefetch = o.readahead ? 2 * o.readahead : 1,
+			     /* as many payload readers as dispatchers: the CPU
+			      * backend read 4 streams 14% faster on 16 cores
+			      * (docs/BENCHMARKS-GPU.md, section 9.3) */
+			     .read_threads = fs.backend->concurrency };
 	e = wc_cache_create(&co, &fs.cache);
 	if (e != WC_OK) {
 		wcfs_daemon_fail(rc, "tile cache of %llu bytes: %s%s%s",
