@@ -174,6 +174,26 @@ static void *streamer_main(void *arg)
 	return NULL;
 }
 
+/* Stream src with nreaders threads, each starting at its own fraction of
+ * the tiles; returns the bytes read and sets *secs to the wall time. */
+static uint64_t run_streamers(wc_cache *c, wc_tile_source *src, uint32_t ntiles, int nreaders, double *secs)
+{
+	streamer st[64];
+	pthread_t th[64];
+	double t0 = now_s();
+	for (int i = 0; i < nreaders; i++) {
+		st[i] = (streamer){ .c = c, .s = src, .first = (uint32_t)((uint64_t)ntiles * i / nreaders) };
+		pthread_create(&th[i], NULL, streamer_main, &st[i]);
+	}
+	uint64_t bytes = 0;
+	for (int i = 0; i < nreaders; i++) {
+		pthread_join(th[i], NULL);
+		bytes += st[i].bytes;
+	}
+	*secs = now_s() - t0;
+	return bytes;
+}
+
 static int bench_stream(int argc, char **argv)
 {
 	uint64_t budget = (uint64_t)(argc > 0 ? atoi(argv[0]) : 256) << 20;
@@ -190,19 +210,8 @@ static int bench_stream(int argc, char **argv)
 	if (wc_cache_create(&o, &c) != WC_OK)
 		return 1;
 	long rss0 = rss_kib();
-	streamer st[64];
-	pthread_t th[64];
-	double t0 = now_s();
-	for (int i = 0; i < nreaders; i++) {
-		st[i] = (streamer){ .c = c, .s = &s.base, .first = (uint32_t)((uint64_t)ntiles * i / nreaders) };
-		pthread_create(&th[i], NULL, streamer_main, &st[i]);
-	}
-	uint64_t bytes = 0;
-	for (int i = 0; i < nreaders; i++) {
-		pthread_join(th[i], NULL);
-		bytes += st[i].bytes;
-	}
-	double dt = now_s() - t0;
+	double dt;
+	uint64_t bytes = run_streamers(c, &s.base, ntiles, nreaders, &dt);
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
 	wc_cache_stats cs;
@@ -328,19 +337,8 @@ static int bench_cpu(int argc, char **argv)
 	wc_cache *c;
 	if (wc_cache_create(&o, &c) != WC_OK)
 		return 1;
-	streamer st[64];
-	pthread_t th[64];
-	t0 = now_s();
-	for (int i = 0; i < nreaders; i++) {
-		st[i] = (streamer){ .c = c, .s = &rt.base, .first = (uint32_t)((uint64_t)ntiles * i / nreaders) };
-		pthread_create(&th[i], NULL, streamer_main, &st[i]);
-	}
-	uint64_t bytes = 0;
-	for (int i = 0; i < nreaders; i++) {
-		pthread_join(th[i], NULL);
-		bytes += st[i].bytes;
-	}
-	double dt = now_s() - t0;
+	double dt;
+	uint64_t bytes = run_streamers(c, &rt.base, ntiles, nreaders, &dt);
 	wc_cache_stats cs;
 	wc_cache_get_stats(c, &cs);
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);

@@ -8,13 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <xxhash.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
 
 #include "codec/tile_codec.h"
+#include "core/clock.h"
 #include "core/hash.h"
 #include "wcc_kernels.h"
 #include "wcc_pool.h"
@@ -88,13 +88,6 @@ struct wcc_ctx {
 	 * call's time goes, for tuning the read path. */
 	uint64_t st_batches, st_tiles, st_prep_ns, st_gpu_ns, st_wait_ns, st_check_ns;
 };
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static int is_pinned(const void *p, size_t n);
 static void stream_copy(uint8_t *d, const uint8_t *s, size_t n);
@@ -652,7 +645,7 @@ static cudaError_t download(wcc_lane *ln)
 
 static wc_err lane_submit(wcc_ctx *ctx, wcc_lane *ln)
 {
-	const uint64_t t0 = mono_ns();
+	const uint64_t t0 = wc_mono_ns();
 	/* descriptors after the payloads, in desc_bytes() order */
 	size_t off = ln->used_in;
 	const size_t status_off = off;
@@ -722,7 +715,7 @@ static wc_err lane_submit(wcc_ctx *ctx, wcc_lane *ln)
 		e = cudaEventRecord(ln->done, ln->stream);
 	if (e != cudaSuccess)
 		return cuda_fail(ctx, "copy from device", e);
-	ln->t_submit = mono_ns();
+	ln->t_submit = wc_mono_ns();
 	ln->prep_ns = ln->t_submit - t0;
 	return WC_OK;
 }
@@ -823,9 +816,9 @@ static void cpu_decode(wcc_ctx *ctx, wc_tile_job *job, uint8_t *dev_out, wc_err 
 static wc_err lane_complete(wcc_ctx *ctx, wcc_lane *ln)
 {
 	wc_err err = WC_OK;
-	const uint64_t t_wait = mono_ns();
+	const uint64_t t_wait = wc_mono_ns();
 	cudaError_t e = cudaEventSynchronize(ln->done);
-	const uint64_t t_done = mono_ns();
+	const uint64_t t_done = wc_mono_ns();
 	if (e != cudaSuccess) {
 		err = cuda_fail(ctx, "decode batch", e);
 	} else {
@@ -848,7 +841,7 @@ static wc_err lane_complete(wcc_ctx *ctx, wcc_lane *ln)
 				       "decoder; the CPU's bytes are used", ctx->gpu, lj->job->out_size);
 		}
 	}
-	const uint64_t t_end = mono_ns();
+	const uint64_t t_end = wc_mono_ns();
 	const size_t njobs = ln->njobs;
 	lane_reset(ln);
 	pthread_mutex_lock(&ctx->mu);

@@ -11,8 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "core/clock.h"
 
 int cli_error(wc_err e, const char *context)
 {
@@ -77,18 +78,11 @@ const char *cli_human_bytes(uint64_t n, char buf[32])
 	return buf;
 }
 
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 void cli_progress_init(cli_progress *p, const char *label, int quiet)
 {
 	p->label = label;
 	p->enabled = !quiet && isatty(STDERR_FILENO);
-	p->start = now();
+	p->start = wc_mono_s();
 	p->last = 0;
 }
 
@@ -96,7 +90,7 @@ void cli_progress_update(cli_progress *p, uint64_t done, uint64_t total)
 {
 	if (!p->enabled)
 		return;
-	double t = now();
+	double t = wc_mono_s();
 	if (t - p->last < 0.1 && done < total)
 		return;
 	p->last = t;

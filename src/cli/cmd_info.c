@@ -33,6 +33,21 @@ typedef struct tensor_sum {
 	uint64_t dict_bytes;
 } tensor_sum;
 
+/* Whole-file facts both reports print. */
+typedef struct file_facts {
+	uint64_t vsize, fsize; /* the virtual .safetensors, the .wcodec file (bytes) */
+	uint32_t ntables;      /* frequency tables */
+	size_t plen;           /* safetensors header bytes stored verbatim */
+} file_facts;
+
+static file_facts facts_of(const wc_container *c)
+{
+	file_facts f = { wc_container_virtual_size(c), wc_container_file_size(c), 0, 0 };
+	wc_container_tables(c, &f.ntables);
+	wc_container_prefix(c, &f.plen);
+	return f;
+}
+
 typedef struct dtype_sum {
 	const char *dtype;
 	uint32_t tensors;
@@ -97,21 +112,17 @@ static void summarise(const wc_container *c, dtype_sum *dts, uint32_t *ndts, ten
 static int info_text(const char *path, const wc_container *c, const dtype_sum *dts, uint32_t ndts,
 		     const tensor_sum *total)
 {
-	uint64_t vsize = wc_container_virtual_size(c), fsize = wc_container_file_size(c);
-	uint32_t ntables;
-	wc_container_tables(c, &ntables);
-	size_t plen;
-	wc_container_prefix(c, &plen);
+	const file_facts f = facts_of(c);
 	char a[32], b[32];
 	printf("file:           %s\n", path);
 	printf("format:         wcodec %u, tiles of %s, rANS chunks of %u symbols\n", WC_FORMAT_VERSION,
 	       cli_human_bytes(wc_container_tile_size(c), a), wc_container_chunk_symbols(c));
 	printf("contents:       %u tensors, %u tiles, %u frequency tables\n", wc_container_ntensors(c),
-	       wc_container_ntiles(c), ntables);
-	printf("original size:  %llu bytes (%s), safetensors header %zu bytes\n", (unsigned long long)vsize,
-	       cli_human_bytes(vsize, a), plen);
-	printf("file size:      %llu bytes (%s): ratio %.3fx, %.2f%% of the original\n", (unsigned long long)fsize,
-	       cli_human_bytes(fsize, b), ratio(vsize, fsize), 100.0 * ratio(fsize, vsize));
+	       wc_container_ntiles(c), f.ntables);
+	printf("original size:  %llu bytes (%s), safetensors header %zu bytes\n", (unsigned long long)f.vsize,
+	       cli_human_bytes(f.vsize, a), f.plen);
+	printf("file size:      %llu bytes (%s): ratio %.3fx, %.2f%% of the original\n", (unsigned long long)f.fsize,
+	       cli_human_bytes(f.fsize, b), ratio(f.vsize, f.fsize), 100.0 * ratio(f.fsize, f.vsize));
 	printf("data section:   %llu -> %llu bytes, ratio %.3fx\n", (unsigned long long)total->bytes,
 	       (unsigned long long)total->coded, ratio(total->bytes, total->coded));
 	printf("entropy bound:  %.0f bytes (order-0 entropy of every tensor-plane coded, index planes and "
@@ -123,7 +134,7 @@ static int info_text(const char *path, const wc_container *c, const dtype_sum *d
 	if (total->dict_bytes)
 		printf("dictionaries:   %llu bytes (part of the coded data)\n", (unsigned long long)total->dict_bytes);
 	printf("overhead:       %llu bytes (fixed header, frequency tables, tile index, metadata)\n",
-	       (unsigned long long)(fsize - total->coded - plen));
+	       (unsigned long long)(f.fsize - total->coded - f.plen));
 	printf("\n%-10s %8s %16s %16s %9s %9s\n", "dtype", "tensors", "bytes", "coded", "ratio", "vs bound");
 	for (uint32_t k = 0; k < ndts; k++)
 		printf("%-10s %8u %16llu %16llu %8.3fx %8.2f%%\n", dts[k].dtype, dts[k].tensors,
@@ -150,11 +161,7 @@ static int info_text(const char *path, const wc_container *c, const dtype_sum *d
 static int info_json(const char *path, const wc_container *c, const dtype_sum *dts, uint32_t ndts,
 		     const tensor_sum *total)
 {
-	uint64_t vsize = wc_container_virtual_size(c), fsize = wc_container_file_size(c);
-	uint32_t ntables;
-	wc_container_tables(c, &ntables);
-	size_t plen;
-	wc_container_prefix(c, &plen);
+	const file_facts f = facts_of(c);
 	json_t *dtypes = json_object(), *tensors = json_array();
 	for (uint32_t k = 0; k < ndts; k++)
 		json_object_set_new(dtypes, dts[k].dtype,
@@ -189,8 +196,8 @@ static int info_json(const char *path, const wc_container *c, const dtype_sum *d
 		"{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:f, s:I, s:I, s:f, s:f, s:o, s:o}", "file", path,
 		"format", "wcodec", "version", (int)WC_FORMAT_VERSION, "tile_size", (int)wc_container_tile_size(c),
 		"chunk_symbols", (int)wc_container_chunk_symbols(c), "ntensors", (int)wc_container_ntensors(c), "ntiles",
-		(int)wc_container_ntiles(c), "ntables", (int)ntables, "virtual_size", (json_int_t)vsize, "file_size",
-		(json_int_t)fsize, "prefix_bytes", (json_int_t)plen, "ratio", ratio(vsize, fsize), "data_bytes",
+		(int)wc_container_ntiles(c), "ntables", (int)f.ntables, "virtual_size", (json_int_t)f.vsize, "file_size",
+		(json_int_t)f.fsize, "prefix_bytes", (json_int_t)f.plen, "ratio", ratio(f.vsize, f.fsize), "data_bytes",
 		(json_int_t)total->bytes, "coded_data_bytes", (json_int_t)total->coded, "entropy_bound_bytes",
 		total->bound, "coded_over_bound", total->bound > 0 ? (double)total->coded / total->bound : 0.0,
 		"dtypes", dtypes, "tensors", tensors);

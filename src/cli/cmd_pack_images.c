@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/clock.h"
 #include "qvq/qvq_cli.h"
 #include "qvq/qvq_format.h"
 #include "qvq/qvq_pack.h"
@@ -125,15 +125,13 @@ int cmd_pack_images(int argc, char **argv)
 	o.progress_ctx = &b;
 	o.tmp_path = cli_tmp_watch_path; /* Ctrl-C removes a half-written archive */
 	wc_qvq_pack_stats st;
-	struct timespec t0, t1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	double t0 = wc_mono_s();
 	wc_err e = wc_qvq_pack_dir(argv[optind], argv[optind + 1], &o, &st);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double secs = wc_mono_s() - t0;
 	if (b.stage)
 		cli_progress_done(&b.p);
 	if (e)
 		return cli_error(e, cmd);
-	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
 	char hb[32];
 	printf("%s: %u images, %" PRIu64 " pixels, codebook %u x 2x2x3, %u tiles, %u labels\n",
 	       argv[optind + 1], st.nimages, st.pixels, st.entries, st.ntiles, st.nlabels);

@@ -1,6 +1,7 @@
 /* rans_decode.c - decoding table and the validating chunked rANS decoder
  * (docs/FORMAT.md section 4). */
 #include "codec/codec_internal.h"
+#include "core/cpu.h"
 
 void wc_rans_dtab_build(const wc_freqtab *ft, wc_rans_dtab *out)
 {
@@ -105,20 +106,10 @@ int wc_rans_isa_limit;
 
 int wc_rans_cpu_isa(void)
 {
-	static int isa; /* 0 until known; racing first calls store the same value */
-	int v = __atomic_load_n(&isa, __ATOMIC_RELAXED);
-	if (!v) {
-		v = WC_RANS_ISA_SCALAR;
-#if defined(__x86_64__) && defined(__GNUC__)
-		__builtin_cpu_init();
-		if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt"))
-			v = WC_RANS_ISA_AVX2;
-		if (v == WC_RANS_ISA_AVX2 && __builtin_cpu_supports("avx512f"))
-			v = WC_RANS_ISA_AVX512;
-#endif
-		__atomic_store_n(&isa, v, __ATOMIC_RELAXED);
-	}
-	return v;
+	unsigned f = wc_cpu_features();
+	if (!(f & WC_CPU_AVX2))
+		return WC_RANS_ISA_SCALAR;
+	return f & WC_CPU_AVX512F ? WC_RANS_ISA_AVX512 : WC_RANS_ISA_AVX2;
 }
 
 int wc_rans_isa(void)

@@ -34,8 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "engine/threadpool.h"
 
 #define DEFAULT_BUDGET (1ull << 30)
@@ -109,7 +109,6 @@ typedef struct dispatcher {
 	size_t payload_cap;
 	uint64_t read_ns, decode_ns; /* the last batch's, added to the stats when it is published */
 	size_t *payload_off;  /* max_batch: where entry i's payload goes in the buffer */
-	bool *read_ok;        /* max_batch: entry i's payload was read */
 } dispatcher;
 
 struct wc_cache {
@@ -546,13 +545,6 @@ static void recycle_buffers(entry **batch, size_t nb, entry *dead)
 	}
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Read entry i's payload into its place in the batch buffer (a parallel
  * loop body: the entry and its slice of the buffer are this call's alone;
  * a failure is recorded on the entry, with the reading thread's reason). */
@@ -560,15 +552,12 @@ static void read_one(void *arg, size_t i)
 {
 	dispatcher *d = arg;
 	entry *e = d->batch[i];
-	d->read_ok[i] = false;
-	if (d->payload_off[i] == SIZE_MAX)
-		return; /* failed already */
+	if (e->err != WC_OK)
+		return; /* no buffers */
 	wc_clear_detail();
 	wc_err err = e->src->ops->read_payload(e->src, e->tile, d->payload + d->payload_off[i]);
 	if (err != WC_OK)
 		entry_set_failed(d->cache, e, err, wc_last_detail());
-	else
-		d->read_ok[i] = true;
 }
 
 /* Read payloads, decode, and fill every entry's buffer, or set its err and
@@ -585,10 +574,9 @@ static void decode_batch(dispatcher *d, entry **batch, size_t nb)
 		total += (batch[i]->csize + PAYLOAD_ALIGN - 1) & ~(size_t)(PAYLOAD_ALIGN - 1);
 	bool have_payload = payload_reserve(d, total);
 	size_t off = 0, nj = 0;
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = wc_mono_ns();
 	for (size_t i = 0; i < nb; i++) {
 		entry *e = batch[i];
-		d->payload_off[i] = SIZE_MAX;
 		if (!e->buf) {
 			e->buf = tile_alloc(c->backend, e->ref.size);
 			e->buf_cap = e->ref.size >= MMAP_MIN_BYTES ? page_round(e->ref.size) : e->ref.size;
@@ -607,9 +595,9 @@ static void decode_batch(dispatcher *d, entry **batch, size_t nb)
 		for (size_t i = 0; i < nb; i++)
 			read_one(d, i);
 	for (size_t i = 0; i < nb; i++) {
-		if (!d->read_ok[i])
-			continue;
 		entry *e = batch[i];
+		if (e->err != WC_OK) /* failed: no buffers, or the read */
+			continue;
 		wc_tile_job *job = &d->jobs[nj];
 		memset(job, 0, sizeof *job);
 		e->src->ops->describe_job(e->src, e->tile, job);
@@ -621,12 +609,12 @@ static void decode_batch(dispatcher *d, entry **batch, size_t nb)
 		job->detail[0] = '\0';
 		d->job_entry[nj++] = (uint32_t)i;
 	}
-	uint64_t t1 = mono_ns();
+	uint64_t t1 = wc_mono_ns();
 	d->read_ns = t1 - t0;
 	d->decode_ns = 0;
 	if (nj) {
 		wc_err err = wc_backend_decode(c->backend, d->jobs, nj);
-		d->decode_ns = mono_ns() - t1;
+		d->decode_ns = wc_mono_ns() - t1;
 		for (size_t j = 0; j < nj; j++) {
 			wc_tile_job *job = &d->jobs[j];
 			entry *e = batch[d->job_entry[j]];
@@ -724,7 +712,6 @@ static void dispatchers_free(wc_cache *c)
 		free(d->job_entry);
 		free(d->srcs);
 		free(d->payload_off);
-		free(d->read_ok);
 		wc_backend_buf_free(c->backend, d->payload, d->payload_cap);
 	}
 	free(c->dispatchers);
@@ -783,8 +770,7 @@ wc_err wc_cache_create(const wc_cache_opts *opts, wc_cache **out)
 		d->job_entry = calloc(c->max_batch, sizeof *d->job_entry);
 		d->srcs = calloc(c->max_batch, sizeof *d->srcs);
 		d->payload_off = calloc(c->max_batch, sizeof *d->payload_off);
-		d->read_ok = calloc(c->max_batch, sizeof *d->read_ok);
-		if (!d->batch || !d->jobs || !d->job_entry || !d->srcs || !d->payload_off || !d->read_ok) {
+		if (!d->batch || !d->jobs || !d->job_entry || !d->srcs || !d->payload_off) {
 			cache_free(c);
 			return wc_fail(WC_E_NOMEM, "tile cache dispatcher");
 		}

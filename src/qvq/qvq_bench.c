@@ -10,17 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "codec/tile_codec.h"
+#include "core/clock.h"
 #include "qvq/qvq.h"
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv)
 {
@@ -52,7 +45,7 @@ int main(int argc, char **argv)
 	uint8_t *out = malloc(maxd);
 	double best = 1e30;
 	for (int r = 0; r < repeat; r++) {
-		double t0 = now();
+		double t0 = wc_mono_s();
 		for (uint32_t t = 0; t < nt; t++) {
 			const wc_qvq_tile *tl = wc_qvq_tile_at(q, t);
 			wc_tile_job job;
@@ -67,7 +60,7 @@ int main(int argc, char **argv)
 				return 1;
 			}
 		}
-		double dt = now() - t0;
+		double dt = wc_mono_s() - t0;
 		best = dt < best ? dt : best;
 	}
 	printf("cpu decode (1 thread, tile codec + gather + XXH3 check): %u images, %.1f MB, "
@@ -91,7 +84,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "tile %u: %s\n", t, wc_last_detail());
 			return 1;
 		}
-		double t0 = now();
+		double t0 = wc_mono_s();
 		for (int r = 0; r < repeat; r++) {
 			const uint8_t *ip = idx;
 			uint8_t *op = out;
@@ -104,7 +97,7 @@ int main(int argc, char **argv)
 				op += (size_t)im->width * im->height * 3;
 			}
 		}
-		gsum += (now() - t0) / repeat;
+		gsum += (wc_mono_s() - t0) / repeat;
 	}
 	printf("cpu gather only (1 thread): %.3f s, %.0f images/s, %.0f MB/s\n", gsum, ni / gsum,
 	       bytes / gsum / 1e6);
