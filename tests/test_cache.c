@@ -669,6 +669,39 @@ START_TEST(consumed_tiles_recycle_their_buffers)
 }
 END_TEST
 
+/* Two FUSE threads hold one tile (two requests of one stream); the one that
+ * read the tile's end releases it as consumed first, the other lets go of it
+ * last with a plain release: the tile is still filed as consumed, so the
+ * stream's tiles do not pile up on the LRU (they did: every fresh mount
+ * faulted in cache_size bytes of buffers). */
+START_TEST(consumed_hint_survives_a_later_plain_release)
+{
+	fake_backend fb;
+	fake_backend_init(&fb, 4, 2);
+	fake_source s;
+	fake_source_init(&s, 1, 5, 64, 256 * KIB, 100 * KIB);
+	wc_cache *c = make_cache(&fb, 64ull << 20, 0);
+	for (uint32_t t = 0; t < s.ntiles; t++) {
+		wc_tile_ref *a = NULL, *b = NULL;
+		ck_assert_int_eq(wc_cache_get(c, &s.base, t, &a), WC_OK);
+		ck_assert_int_eq(wc_cache_get(c, &s.base, t, &b), WC_OK);
+		ck_assert_ptr_eq(a, b);
+		ck_assert_uint_eq(fake_tile_check(s.seed, t, a->data, a->size), 0);
+		wc_cache_release_consumed(c, a);
+		wc_cache_release(c, b);
+	}
+	wc_cache_stats st;
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.decodes, 64);
+	ck_assert_uint_le(st.bytes_cached, 4u << 20); /* 16 MiB went through */
+	get_check(c, &s, 0); /* dropped: decoded again */
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.decodes, 65);
+	wc_cache_destroy(c);
+	ck_assert_int_eq(atomic_load(&s.refs), 1);
+}
+END_TEST
+
 START_TEST(create_rejects_missing_backend)
 {
 	wc_cache_opts o = { 0 };
@@ -695,6 +728,7 @@ int main(void)
 	tcase_add_test(tc, destroy_with_work_queued_releases_everything);
 	tcase_add_test(tc, rss_stays_within_budget_while_streaming);
 	tcase_add_test(tc, consumed_tiles_recycle_their_buffers);
+	tcase_add_test(tc, consumed_hint_survives_a_later_plain_release);
 	tcase_add_test(tc, create_rejects_missing_backend);
 	suite_add_tcase(su, tc);
 	return check_run(su);

@@ -74,6 +74,7 @@ typedef struct entry {
 	bool prefetch_in_flight;  /* counts in cache->prefetch_in_flight */
 	bool in_table;
 	bool dropped;             /* its source was dropped while it was decoding */
+	bool consumed;            /* a sequential reader read it to its end */
 	uint32_t refs;            /* readers holding or waiting */
 	uint64_t charge;          /* bytes counted in cache->bytes */
 	uint32_t csize;           /* payload bytes */
@@ -884,22 +885,46 @@ wc_err wc_cache_get(wc_cache *c, wc_tile_source *src, uint32_t tile, wc_tile_ref
 	return wc_fail(err, "tile %" PRIu32 " of source %" PRIu64 ": %s", tile, src->id, reason);
 }
 
+/* Drop a reader's reference; the last one files the entry: on the consumed
+ * FIFO if any reader released it as consumed (requests of one stream run on
+ * several FUSE threads, so the one that read the tile's end may not be the
+ * last to let go of it), else at the LRU's hot end. Lock held. */
+static void release_locked(wc_cache *c, entry *e, bool consumed, entry **dead)
+{
+	if (consumed)
+		e->consumed = true;
+	if (--e->refs != 0)
+		return;
+	if (!e->in_table) {
+		e->hnext = *dead;
+		*dead = e;
+		return;
+	}
+	if (!e->consumed) {
+		list_push_head(c, e, ON_LRU);
+		make_room(c, 0, dead); /* over budget while readers held more */
+		return;
+	}
+	list_push_head(c, e, ON_CONSUMED);
+	c->consumed_bytes += e->ref.size;
+	/* Past the reordering window: drop the oldest, its buffer to the pool
+	 * for the stream's next tiles. */
+	while (c->consumed_bytes > CONSUMED_KEEP_BYTES && c->consumed.n > 1) {
+		entry *v = c->consumed.tail;
+		entry_discard(c, v, dead);
+		if (v->buf)
+			pool_put(c, &v->buf, &v->buf_cap);
+	}
+	make_room(c, 0, dead);
+}
+
 void wc_cache_release(wc_cache *c, wc_tile_ref *ref)
 {
 	if (!ref)
 		return;
-	entry *e = (entry *)ref;
 	entry *dead = NULL;
 	pthread_mutex_lock(&c->lock);
-	if (--e->refs == 0) {
-		if (e->in_table) {
-			list_push_head(c, e, ON_LRU);
-			make_room(c, 0, &dead); /* over budget while readers held more */
-		} else {
-			e->hnext = dead;
-			dead = e;
-		}
-	}
+	release_locked(c, (entry *)ref, false, &dead);
 	pthread_mutex_unlock(&c->lock);
 	free_chain(c, dead);
 }
@@ -908,26 +933,9 @@ void wc_cache_release_consumed(wc_cache *c, wc_tile_ref *ref)
 {
 	if (!ref)
 		return;
-	entry *e = (entry *)ref;
 	entry *dead = NULL;
 	pthread_mutex_lock(&c->lock);
-	if (--e->refs == 0) {
-		if (e->in_table) {
-			list_push_head(c, e, ON_CONSUMED);
-			c->consumed_bytes += e->ref.size;
-			/* Past the reordering window: drop the oldest, its buffer to
-			 * the pool for the stream's next tiles. */
-			while (c->consumed_bytes > CONSUMED_KEEP_BYTES && c->consumed.n > 1) {
-				entry *v = c->consumed.tail;
-				entry_discard(c, v, &dead);
-				if (v->buf)
-					pool_put(c, &v->buf, &v->buf_cap);
-			}
-		} else {
-			e->hnext = dead;
-			dead = e;
-		}
-	}
+	release_locked(c, (entry *)ref, true, &dead);
 	pthread_mutex_unlock(&c->lock);
 	free_chain(c, dead);
 }

@@ -71,7 +71,9 @@ void wc_cache_release(wc_cache *cache, wc_tile_ref *ref);
  * requests that arrive out of order), are evicted before any other, and the
  * buffers of older ones are reused for the next tiles decoded, so streaming
  * decodes into memory already faulted in. A get of such a tile still hits
- * while it is kept. */
+ * while it is kept. The hint sticks to the tile: it is filed as consumed
+ * when its last reference goes, even if that one is a plain release (two
+ * requests of one stream, on two FUSE threads, may share a tile). */
 void wc_cache_release_consumed(wc_cache *cache, wc_tile_ref *ref);
 
 /* Queue decodes of tiles [first, first+count) not cached or in flight, up to
