@@ -40,6 +40,15 @@ grep -qs " $M fuse" /proc/mounts && fail "a bad mount option left a mount"
 
 mount_fs "$S" "$M"
 [ "$(cat "$M/hello.txt")" = hello ] || fail "not serving right after wcodecfs returned"
+# The connection's async request limit (max_background, default 64), where
+# the fuse control filesystem shows it; the kernel lowers it for non-root
+# mounts above max_user_bgreq.
+dev=$(stat -c %d "$M") # st_dev encoding of a major-0 device: the minor is split
+conn=/sys/fs/fuse/connections/$(((dev & 0xff) | ((dev >> 12) & 0xfff00)))
+if [ "$(id -u)" = 0 ] && [ -r "$conn/max_background" ]; then
+	[ "$(cat "$conn/max_background")" = 64 ] ||
+		fail "max_background is $(cat "$conn/max_background"), expected 64"
+fi
 
 # SIGTERM and SIGINT unmount cleanly and end the daemon.
 for sig in TERM INT; do

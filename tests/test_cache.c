@@ -75,10 +75,13 @@ START_TEST(hits_and_misses_give_the_right_bytes)
 	ck_assert_uint_eq(st.hits, 0);
 	ck_assert_uint_eq(st.decodes, 12);
 	ck_assert_uint_eq(st.bytes_cached, 11 * 70 * KIB + 100);
+	ck_assert_uint_gt(st.wait_ns, 0); /* every miss waited for its decode */
+	const uint64_t waited = st.wait_ns;
 	for (uint32_t t = 0; t < s.ntiles; t++)
 		get_check(c, &s, s.ntiles - 1 - t);
 	wc_cache_get_stats(c, &st);
 	ck_assert_uint_eq(st.hits, 12);
+	ck_assert_uint_eq(st.wait_ns, waited); /* hits do not wait */
 	ck_assert_uint_eq(atomic_load(&fb.decodes), 12);
 	ck_assert_uint_eq(atomic_load(&s.reads), 12);
 	/* Out of range. */

@@ -46,8 +46,10 @@ static int parse(wcfs_options *o, const char *a1, const char *a2, const char *a3
 START_TEST(options)
 {
 	wcfs_options o;
-	ck_assert_int_eq(parse(&o, "/", "/mnt", "-o", "cache_size=4M,threads=3,readahead=0,backend=cpu"),
+	ck_assert_int_eq(parse(&o, "/", "/mnt", "-o",
+			       "cache_size=4M,threads=3,readahead=0,backend=cpu,max_background=0"),
 			 WCFS_EXIT_OK);
+	ck_assert_uint_eq(o.max_background, 0);
 	ck_assert_uint_eq(o.cache_size, 4u << 20);
 	ck_assert_uint_eq(o.threads, 3);
 	ck_assert_uint_eq(o.fuse_threads, 6);
@@ -69,6 +71,7 @@ START_TEST(options)
 	ck_assert_int_eq(o.foreground, 1);
 	ck_assert_uint_eq(o.cache_size, 1u << 30); /* defaults */
 	ck_assert_uint_eq(o.readahead, 8);
+	ck_assert_uint_eq(o.max_background, 64);
 	ck_assert_str_eq(o.backend, "auto");
 	wcfs_options_free(&o);
 
@@ -77,6 +80,8 @@ START_TEST(options)
 	ck_assert_int_eq(parse(&o, "/", "/mnt", "-o", "backend=tpu"), WCFS_EXIT_USAGE);
 	wcfs_options_free(&o);
 	ck_assert_int_eq(parse(&o, "/", "/mnt", "-o", "timeout=-1"), WCFS_EXIT_USAGE);
+	wcfs_options_free(&o);
+	ck_assert_int_eq(parse(&o, "/", "/mnt", "-o", "max_background=many"), WCFS_EXIT_USAGE);
 	wcfs_options_free(&o);
 	ck_assert_int_eq(parse(&o, "/", NULL, NULL, NULL), WCFS_EXIT_USAGE);
 	wcfs_options_free(&o);

@@ -868,8 +868,10 @@ wc_err wc_cache_get(wc_cache *c, wc_tile_source *src, uint32_t tile, wc_tile_ref
 		list_push_tail(c, e, ON_DEMAND);
 	}
 	e->refs++;
+	const uint64_t t0 = wc_mono_ns();
 	while (e->state == E_QUEUED || e->state == E_DECODING)
 		pthread_cond_wait(&c->done, &c->lock);
+	c->st.wait_ns += wc_mono_ns() - t0;
 	if (e->state == E_READY) {
 		pthread_mutex_unlock(&c->lock);
 		*out = &e->ref;

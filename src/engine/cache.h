@@ -44,6 +44,7 @@ typedef struct wc_cache_opts {
 typedef struct wc_cache_stats {
 	uint64_t hits;          /* gets served from a decoded entry at once */
 	uint64_t misses;        /* gets that waited for a decode (queued or joined) */
+	uint64_t wait_ns;       /* time those gets waited, summed over readers */
 	uint64_t decodes;       /* tiles decoded successfully */
 	uint64_t decode_errors; /* tiles whose payload read or decode failed */
 	uint64_t evictions;     /* entries dropped to stay within the budget */

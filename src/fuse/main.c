@@ -35,10 +35,10 @@ static void log_stats(wc_cache *cache)
 	wc_cache_stats s;
 	wc_cache_get_stats(cache, &s);
 	wc_log(WC_LOG_INFO,
-	       "cache: %llu hits, %llu misses, %llu decodes (%llu failed), %llu prefetches, "
-	       "%llu evictions, %llu batches of %llu tiles; dispatchers spent %.1f ms reading "
-	       "payloads and %.1f ms in decode calls",
-	       (unsigned long long)s.hits, (unsigned long long)s.misses,
+	       "cache: %llu hits, %llu misses (readers waited %.1f ms), %llu decodes (%llu failed), "
+	       "%llu prefetches, %llu evictions, %llu batches of %llu tiles; dispatchers spent "
+	       "%.1f ms reading payloads and %.1f ms in decode calls",
+	       (unsigned long long)s.hits, (unsigned long long)s.misses, 1e-6 * (double)s.wait_ns,
 	       (unsigned long long)s.decodes, (unsigned long long)s.decode_errors,
 	       (unsigned long long)s.prefetches, (unsigned long long)s.evictions,
 	       (unsigned long long)s.batches, (unsigned long long)s.batch_tiles, 1e-6 * (double)s.read_ns,

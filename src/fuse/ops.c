@@ -58,7 +58,13 @@ static void tune_once(wcfs_fs *fs)
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	const wcfs_fs *fs = userdata;
+	/* Readahead requests are async: the kernel keeps at most max_background
+	 * of them in flight per connection, across every reader of the mount. */
+	if (fs->opt->max_background) {
+		conn->max_background = fs->opt->max_background;
+		conn->congestion_threshold = fs->opt->max_background * 3 / 4;
+	}
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE; /* passthrough reads: fd -> /dev/fuse */
 	if (conn->capable & FUSE_CAP_ASYNC_READ)

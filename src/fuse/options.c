@@ -45,7 +45,7 @@ int wcfs_parse_size(const char *s, uint64_t *out)
 /* Option values as strings: parsed and checked after fuse_opt_parse. */
 struct raw_opts {
 	char *cache_size, *threads, *backend, *gpu, *gpu_memory, *readahead, *timeout;
-	char *log_level, *kernel_readahead;
+	char *log_level, *kernel_readahead, *max_background;
 	int rw, debug;
 };
 
@@ -62,6 +62,7 @@ static const struct fuse_opt opt_spec[] = {
 	RAW("timeout=%s", timeout),
 	RAW("log_level=%s", log_level),
 	RAW("kernel_readahead=%s", kernel_readahead),
+	RAW("max_background=%s", max_background),
 	{ "rw", offsetof(struct raw_opts, rw), 1 },
 	FUSE_OPT_KEY("rw", FUSE_OPT_KEY_DISCARD),
 	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_DISCARD), /* always added unless rw */
@@ -179,6 +180,9 @@ static int check_values(wcfs_options *o, const struct raw_opts *r)
 			return -1;
 		}
 	}
+	if (r->max_background &&
+	    parse_uint("max_background", r->max_background, 0, 65535, &o->max_background) != 0)
+		return -1;
 	if (r->timeout) {
 		char *end;
 		errno = 0;
@@ -219,6 +223,10 @@ int wcfs_options_parse(int argc, char **argv, wcfs_options *o)
 	o->backend = strdup("auto");
 	o->readahead = 8;
 	o->kernel_readahead = 1u << 20;
+	/* The kernel's 12 async requests are shared by every reader: on the
+	 * 16-core GPU machine 64 read four streams 3% (cpu) and 8% (cuda)
+	 * faster (docs/BENCHMARKS-GPU.md, section 10). */
+	o->max_background = 64;
 	o->timeout = 1.0;
 	o->log_level = WC_LOG_INFO;
 
@@ -302,6 +310,7 @@ out:
 	free(r->timeout);
 	free(r->log_level);
 	free(r->kernel_readahead);
+	free(r->max_background);
 	return rc;
 }
 
@@ -337,6 +346,8 @@ void wcfs_options_usage(const char *prog)
 	       "                      or threads if larger; 16 with backend cuda; 0 disables)\n"
 	       "  kernel_readahead=SIZE  the kernel's readahead on this mount, hence the\n"
 	       "                      largest read request (default 1M; 0: kernel default)\n"
+	       "  max_background=N    async (readahead) requests the kernel keeps in flight\n"
+	       "                      on this mount (default 64; 0: the kernel's 12)\n"
 	       "  timeout=SECONDS     kernel attribute and name cache timeout (default 1)\n"
 	       "  log_level=LEVEL     error, warning, info (default) or debug\n"
 	       "  rw                  do not pass 'ro' to the kernel (writes still fail\n"

@@ -28,6 +28,8 @@ typedef struct wcfs_options {
 	uint64_t kernel_readahead; /* bytes: the mount's read_ahead_kb, so page-cache reads
 				    * arrive as requests this large (default 1 MiB; 0 = the
 				    * kernel's 128 KiB) */
+	unsigned max_background; /* the kernel's limit on this connection's async requests
+				  * (readahead reads); default 64; 0 = the kernel's 12 */
 	double timeout;      /* kernel attribute/entry cache timeout, seconds (default 1) */
 	int log_level;       /* WC_LOG_ERR..WC_LOG_DEBUG (default info) */
 	int foreground;      /* -f */
