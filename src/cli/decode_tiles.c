@@ -57,7 +57,10 @@ static wc_err batch_alloc(batch *b, uint32_t cap)
 }
 
 /* Make *p (capacity *cap) hold at least need bytes; the old contents are not
- * kept (a batch fills its buffers afresh). */
+ * kept (a batch fills its buffers afresh). cli_decode_tiles() sizes both
+ * batches for the largest one first: with cuda every new buffer is
+ * page-locked by the driver (and the old one unlocked), which costs more
+ * than decoding a batch. */
 static wc_err grow(const wc_backend *be, uint8_t **p, size_t *cap, size_t need)
 {
 	if (need <= *cap)
@@ -195,7 +198,24 @@ wc_err cli_decode_tiles(wc_container *c, const cli_decode_opts *o, cli_tile_sink
 	wc_container_prefix(c, &plen);
 	uint64_t done = plen, total = wc_container_virtual_size(c);
 	int stop = 0;
-	if ((e = batch_alloc(cur, per)) || (e = batch_alloc(next, per)) || (e = batch_fill(cur, 0, per)))
+	/* the largest batch's payload and decoded bytes, so that the buffers
+	 * are allocated once */
+	wc_tile_source *src = wc_container_source(c);
+	size_t pmax = 1, omax = 1;
+	for (uint32_t first = 0; first < ntiles; first += per) {
+		size_t ps = 0, os = 0;
+		for (uint32_t t = first; t < ntiles && t < first + per; t++) {
+			ps += src->ops->tile_csize(src, t);
+			os += src->ops->tile_dsize(src, t);
+		}
+		pmax = ps > pmax ? ps : pmax;
+		omax = os > omax ? os : omax;
+	}
+	for (int i = 0; i < 2; i++)
+		if ((e = batch_alloc(&bufs[i], per)) || (e = grow(be, &bufs[i].payloads, &bufs[i].pcap, pmax)) ||
+		    (e = grow(be, &bufs[i].outs, &bufs[i].ocap, omax)))
+			goto out;
+	if ((e = batch_fill(cur, 0, per)))
 		goto out;
 	batch_start(cur);
 	for (uint32_t first = per;; first += per) {
