@@ -225,7 +225,8 @@ int wcfs_options_parse(int argc, char **argv, wcfs_options *o)
 	o->kernel_readahead = 1u << 20;
 	/* The kernel's 12 async requests are shared by every reader: on the
 	 * 16-core GPU machine 64 read four streams 3% (cpu) and 8% (cuda)
-	 * faster (docs/BENCHMARKS-GPU.md, section 10). */
+	 * faster side by side in one call, less than the spread between calls
+	 * (docs/BENCHMARKS-GPU.md, section 10); one reader is unchanged. */
 	o->max_background = 64;
 	o->timeout = 1.0;
 	o->log_level = WC_LOG_INFO;
