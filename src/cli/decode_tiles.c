@@ -5,7 +5,7 @@
  * the calling thread hands the previous batch to the sink (which writes it)
  * and reads the next batch's payloads, so reading, decoding and writing
  * overlap. Memory: two batches of at most BATCH_BYTES decoded bytes plus
- * their payloads. */
+ * their payloads, allocated once. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,41 +56,26 @@ static wc_err batch_alloc(batch *b, uint32_t cap)
 	return WC_OK;
 }
 
-/* Make *p (capacity *cap) hold at least need bytes; the old contents are not
- * kept (a batch fills its buffers afresh). cli_decode_tiles() sizes both
- * batches for the largest one first: with cuda every new buffer is
- * page-locked by the driver (and the old one unlocked), which costs more
- * than decoding a batch. */
-static wc_err grow(const wc_backend *be, uint8_t **p, size_t *cap, size_t need)
+/* Page-locked with cuda (the plugin DMAs straight from and into them):
+ * allocated once, by cli_decode_tiles() for its largest batch, since the
+ * driver pins and unpins every such buffer at a cost above a batch's decode. */
+static wc_err batch_buffers(batch *b, size_t pbytes, size_t obytes)
 {
-	if (need <= *cap)
-		return WC_OK;
-	wc_backend_buf_free(be, *p, *cap);
-	*p = NULL;
-	*cap = 0;
-	/* page-locked with cuda: the plugin DMAs straight from and into it */
-	uint8_t *q = wc_backend_buf_alloc(be, need);
-	if (!q)
-		return wc_fail(WC_E_NOMEM, "out of memory for %zu bytes of tiles", need);
-	*p = q;
-	*cap = need;
+	b->payloads = wc_backend_buf_alloc(b->be, pbytes);
+	b->pcap = b->payloads ? pbytes : 0;
+	b->outs = wc_backend_buf_alloc(b->be, obytes);
+	b->ocap = b->outs ? obytes : 0;
+	if (!b->payloads || !b->outs)
+		return wc_fail(WC_E_NOMEM, "out of memory for %zu bytes of tiles", pbytes + obytes);
 	return WC_OK;
 }
 
-/* Read tiles [first, first+n): payloads (hash-checked) and jobs. A tile whose
- * payload cannot be read gets its status here and no job. */
+/* Read tiles [first, first+n): payloads (hash-checked) and jobs, into
+ * buffers batch_buffers() sized for any batch. A tile whose payload cannot
+ * be read gets its status here and no job. */
 static wc_err batch_fill(batch *b, uint32_t first, uint32_t n)
 {
 	wc_tile_source *src = wc_container_source((wc_container *)b->c);
-	size_t psum = 0, osum = 0;
-	for (uint32_t k = 0; k < n; k++) {
-		psum += src->ops->tile_csize(src, first + k);
-		osum += src->ops->tile_dsize(src, first + k);
-	}
-	wc_err e;
-	if ((e = grow(b->be, &b->payloads, &b->pcap, psum ? psum : 1)) ||
-	    (e = grow(b->be, &b->outs, &b->ocap, osum ? osum : 1)))
-		return e;
 	b->first = first;
 	b->n = n;
 	b->njobs = 0;
@@ -212,8 +197,7 @@ wc_err cli_decode_tiles(wc_container *c, const cli_decode_opts *o, cli_tile_sink
 		omax = os > omax ? os : omax;
 	}
 	for (int i = 0; i < 2; i++)
-		if ((e = batch_alloc(&bufs[i], per)) || (e = grow(be, &bufs[i].payloads, &bufs[i].pcap, pmax)) ||
-		    (e = grow(be, &bufs[i].outs, &bufs[i].ocap, omax)))
+		if ((e = batch_alloc(&bufs[i], per)) || (e = batch_buffers(&bufs[i], pmax, omax)))
 			goto out;
 	if ((e = batch_fill(cur, 0, per)))
 		goto out;
