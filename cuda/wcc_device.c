@@ -162,6 +162,12 @@ static wc_err lane_init(wcc_lane *ln, size_t bytes)
 
 wc_err wcc_ctx_create(const wcc_ctx_opts *opts, wcc_ctx **out)
 {
+	/* Load every kernel when the context is created, not at its first
+	 * launch (CUDA 12's default is lazy): through the mount the first
+	 * batches took 18-26 ms each, while readers waited, and loading holds
+	 * a lock the other lanes' launches wait on. The user's own setting
+	 * wins; it must be in place before the runtime's first call. */
+	setenv("CUDA_MODULE_LOADING", "EAGER", 0);
 	int count = 0;
 	cudaError_t e = cudaGetDeviceCount(&count);
 	if (e != cudaSuccess)

@@ -174,7 +174,12 @@ typedef struct fake_backend {
 	uint32_t fail_tile;      /* this tile fails fail_times times; UINT32_MAX none */
 	atomic_int fail_times;
 	int whole_fails;         /* decode() scribbles over outputs, returns WC_E_BACKEND */
+	atomic_uint max_batch_seen; /* most jobs in one decode() call */
+	atomic_uint nlog;        /* tiles logged in decode order, up to FAKE_LOG */
+	uint64_t log_src[256];   /* their payloads' seeds and tile numbers */
+	uint32_t log_tile[256];
 } fake_backend;
+#define FAKE_LOG 256u
 
 static wc_err fake_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
 {
@@ -183,6 +188,9 @@ static wc_err fake_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
 	unsigned now = atomic_fetch_add(&fb->in_flight, (unsigned)n) + (unsigned)n;
 	unsigned m = atomic_load(&fb->max_in_flight);
 	while (now > m && !atomic_compare_exchange_weak(&fb->max_in_flight, &m, now))
+		;
+	unsigned mb = atomic_load(&fb->max_batch_seen);
+	while (n > mb && !atomic_compare_exchange_weak(&fb->max_batch_seen, &mb, (unsigned)n))
 		;
 	while (atomic_load(&fb->gate))
 		usleep(200);
@@ -219,6 +227,11 @@ static wc_err fake_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
 		}
 		fake_tile_bytes(seed, tile, j->out, j->out_size);
 		j->status = WC_OK;
+		unsigned k = atomic_fetch_add(&fb->nlog, 1);
+		if (k < FAKE_LOG) {
+			fb->log_src[k] = seed;
+			fb->log_tile[k] = tile;
+		}
 	}
 	atomic_fetch_sub(&fb->in_flight, (unsigned)n);
 	return ret;

@@ -418,6 +418,34 @@ START_TEST(failed_backend_falls_back_to_cpu)
 }
 END_TEST
 
+/* The warm-up decodes its synthetic tile through `calls` calls at once and
+ * reports a backend that cannot decode it. */
+START_TEST(warm_up_runs_every_call_and_reports_failures)
+{
+	wc_backend *be = NULL;
+	ck_assert_int_eq(wc_backend_cpu_create(2, &be), WC_OK);
+	ck_assert_msg(wc_backend_warm_up(be, 4) == WC_OK, "%s", wc_last_detail());
+	wc_backend_destroy(be);
+
+	/* The fake backend rejects real payloads as corrupt: the warm-up
+	 * says so, after running its three calls side by side. */
+	fake_backend fb;
+	fake_backend_init(&fb, 8, 3);
+	atomic_store(&fb.delay_us, 20000);
+	ck_assert_int_eq(wc_backend_warm_up(&fb.base, 3), WC_E_CORRUPT);
+	ck_assert_msg(strstr(wc_last_detail(), "warm-up") && strstr(wc_last_detail(), "payload of"),
+		      "%s", wc_last_detail());
+	ck_assert_uint_eq(atomic_load(&fb.calls), 3);
+	ck_assert_uint_eq(atomic_load(&fb.max_in_flight), 3);
+
+	/* A device that fails as a whole. */
+	fake_backend_init(&fb, 8, 1);
+	fb.whole_fails = 1;
+	ck_assert_int_eq(wc_backend_warm_up(&fb.base, 1), WC_E_BACKEND);
+	ck_assert_uint_eq(atomic_load(&fb.calls), 1);
+}
+END_TEST
+
 /* ---- the cache over the CPU backend, on real payloads --------------------- */
 
 typedef struct real_source {
@@ -511,6 +539,7 @@ int main(void)
 	tcase_add_test(tc, cpu_decode_from_several_threads);
 	tcase_add_test(tc, cuda_without_plugin_fails_cleanly_and_auto_uses_cpu);
 	tcase_add_test(tc, failed_backend_falls_back_to_cpu);
+	tcase_add_test(tc, warm_up_runs_every_call_and_reports_failures);
 	tcase_add_test(tc, cache_over_cpu_backend_decodes_real_tiles);
 #ifdef FAKE_PLUGIN_DIR
 	tcase_add_test(tc, cuda_plugin_is_loaded_and_used);

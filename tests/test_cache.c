@@ -705,6 +705,146 @@ START_TEST(consumed_hint_survives_a_later_plain_release)
 }
 END_TEST
 
+/* Wait until the fake backend has n jobs inside decode(). */
+static void wait_in_flight(fake_backend *fb, unsigned n)
+{
+	for (int i = 0; i < 5000 && atomic_load(&fb->in_flight) < n; i++)
+		usleep(1000);
+	ck_assert_uint_eq(atomic_load(&fb->in_flight), n);
+}
+
+/* Position of (seed, tile) in the fake backend's decode log; -1 if absent. */
+static int decoded_at(fake_backend *fb, const fake_source *s, uint32_t tile)
+{
+	unsigned n = atomic_load(&fb->nlog);
+	for (unsigned i = 0; i < n && i < FAKE_LOG; i++)
+		if (fb->log_src[i] == s->seed && fb->log_tile[i] == tile)
+			return (int)i;
+	return -1;
+}
+
+/* Two streams' readahead queued one after the other: their near tiles are
+ * decoded before either stream's far ones. */
+START_TEST(prefetch_queue_puts_near_tiles_first)
+{
+	fake_backend fb;
+	fake_backend_init(&fb, 1, 1);
+	fake_source a, b;
+	fake_source_init(&a, 1, 101, 16, 64 * KIB, 64 * KIB);
+	fake_source_init(&b, 2, 202, 16, 64 * KIB, 64 * KIB);
+	wc_cache *c = make_cache(&fb, 64u << 20, 32);
+	atomic_store(&fb.gate, 1);
+	wc_cache_prefetch(c, &a.base, 0, 1); /* holds the one dispatcher at the gate */
+	wait_in_flight(&fb, 1);
+	wc_cache_prefetch(c, &a.base, 1, 8);
+	wc_cache_prefetch(c, &b.base, 1, 8);
+	atomic_store(&fb.gate, 0);
+	wait_decodes(c, 17);
+	/* Queued by due time: b's tile 1 was asked for a moment after a's
+	 * tile 1 and is due long before a's tile 4 (1.5 ms later). */
+	int a1 = decoded_at(&fb, &a, 1), b1 = decoded_at(&fb, &b, 1), a4 = decoded_at(&fb, &a, 4);
+	ck_assert_int_eq(a1, 1);
+	ck_assert_msg(b1 >= 0 && b1 < a4, "b's tile 1 decoded at %d, a's tile 4 at %d", b1, a4);
+	ck_assert_int_lt(decoded_at(&fb, &b, 2), decoded_at(&fb, &a, 8));
+	for (uint32_t t = 0; t < 9; t++)
+		get_check(c, &a, t);
+	for (uint32_t t = 1; t < 9; t++)
+		get_check(c, &b, t);
+	wc_cache_destroy(c);
+}
+END_TEST
+
+/* A dispatcher takes at most its share of the queue: the others get the
+ * rest rather than idle while its batch holds every queued tile. */
+START_TEST(dispatchers_share_the_queue)
+{
+	fake_backend fb;
+	fake_backend_init(&fb, 16, 2);
+	fake_source s;
+	fake_source_init(&s, 3, 303, 32, 64 * KIB, 64 * KIB);
+	wc_cache *c = make_cache(&fb, 64u << 20, 32);
+	atomic_store(&fb.gate, 1);
+	wc_cache_prefetch(c, &s.base, 0, 1);
+	wait_in_flight(&fb, 1);
+	wc_cache_prefetch(c, &s.base, 1, 1);
+	wait_in_flight(&fb, 2); /* both dispatchers busy */
+	wc_cache_prefetch(c, &s.base, 2, 8);
+	atomic_store(&fb.gate, 0);
+	wait_decodes(c, 10);
+	ck_assert_uint_eq(atomic_load(&fb.max_batch_seen), 4); /* 8 queued, 2 dispatchers */
+	for (uint32_t t = 0; t < 10; t++)
+		get_check(c, &s, t);
+	wc_cache_destroy(c);
+}
+END_TEST
+
+/* A backend with its own host allocator: page-aligned heap memory here,
+ * counted, standing in for the CUDA backend's page-locked buffers. */
+static atomic_uint host_allocs;
+static void *counting_host_alloc(size_t bytes)
+{
+	void *p = NULL;
+	atomic_fetch_add(&host_allocs, 1);
+	return posix_memalign(&p, 4096, bytes) == 0 ? p : NULL;
+}
+static void counting_host_free(void *p, size_t bytes)
+{
+	(void)bytes;
+	free(p);
+}
+
+/* prefill_tile_bytes: the pool is filled before the first read, and the
+ * first tiles decode into those buffers without allocating any. */
+START_TEST(prefill_gives_the_first_tiles_their_buffers)
+{
+	fake_backend fb;
+	fake_backend_init(&fb, 4, 1);
+	wc_backend_ops ops = *fb.base.ops;
+	ops.host_alloc = counting_host_alloc;
+	ops.host_free = counting_host_free;
+	fb.base.ops = &ops;
+	atomic_store(&host_allocs, 0);
+	fake_source s;
+	fake_source_init(&s, 4, 404, 64, 256 * KIB, 256 * KIB);
+	/* budget 16 MiB: a pool of budget / 8 = 2 MiB, eight 256 KiB buffers */
+	wc_cache_opts o = { .budget_bytes = 16u << 20, .backend = &fb.base, .max_prefetch = 8,
+			    .prefill_tile_bytes = 256 * KIB };
+	wc_cache *c = NULL;
+	ck_assert_int_eq(wc_cache_create(&o, &c), WC_OK);
+	wc_cache_stats st;
+	for (int i = 0; i < 5000; i++) {
+		wc_cache_get_stats(c, &st);
+		if (st.buf_allocs >= 8)
+			break;
+		usleep(1000);
+	}
+	usleep(20000); /* the prefill would have gone on by now */
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.buf_allocs, 8);
+	ck_assert_uint_eq(st.buf_frees, 0);
+	const unsigned before = atomic_load(&host_allocs);
+	/* Eight tiles held at once: each takes a pooled buffer. The batch's
+	 * payload buffer is the one backend allocation the reads add. */
+	wc_tile_ref *refs[8];
+	for (uint32_t t = 0; t < 8; t++) {
+		ck_assert_int_eq(wc_cache_get(c, &s.base, t, &refs[t]), WC_OK);
+		ck_assert_uint_eq(fake_tile_check(s.seed, t, refs[t]->data, refs[t]->size), 0);
+	}
+	ck_assert_uint_le(atomic_load(&host_allocs) - before, 1);
+	for (uint32_t t = 0; t < 8; t++)
+		wc_cache_release(c, refs[t]);
+	wc_cache_destroy(c);
+
+	/* Without a host allocator there is nothing to prefill. */
+	fake_backend_init(&fb, 4, 1);
+	ck_assert_int_eq(wc_cache_create(&o, &c), WC_OK);
+	usleep(20000);
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.buf_allocs, 0);
+	wc_cache_destroy(c);
+}
+END_TEST
+
 START_TEST(create_rejects_missing_backend)
 {
 	wc_cache_opts o = { 0 };
@@ -732,6 +872,9 @@ int main(void)
 	tcase_add_test(tc, rss_stays_within_budget_while_streaming);
 	tcase_add_test(tc, consumed_tiles_recycle_their_buffers);
 	tcase_add_test(tc, consumed_hint_survives_a_later_plain_release);
+	tcase_add_test(tc, prefetch_queue_puts_near_tiles_first);
+	tcase_add_test(tc, dispatchers_share_the_queue);
+	tcase_add_test(tc, prefill_gives_the_first_tiles_their_buffers);
 	tcase_add_test(tc, create_rejects_missing_backend);
 	suite_add_tcase(su, tc);
 	return check_run(su);

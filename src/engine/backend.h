@@ -143,6 +143,17 @@ bool wc_backend_buf_is_backend_memory(const wc_backend *be);
  * (unknown kind), WC_E_NOMEM. Thread-safe. */
 wc_err wc_decode_job_cpu(wc_tile_job *job);
 
+/* Decode one synthetic BF16 tile (128 KiB, both planes rANS-coded, its
+ * frequency tables under table_key UINT64_MAX) in `calls` decode calls at
+ * once (1..64; be->concurrency uses every CUDA lane), each from a thread of
+ * its own, and check the bytes: a fresh backend's first calls pay one-time
+ * costs (the CUDA context's first launches and copies on each stream took
+ * 13-26 ms) that would otherwise fall on the first reads. Errors: the
+ * decode's (the job's status and reason), WC_E_CORRUPT (wrong bytes),
+ * WC_E_NOMEM. A failure does not make the backend unusable: callers log it.
+ * (backend_warm.c) */
+wc_err wc_backend_warm_up(wc_backend *be, unsigned calls);
+
 /* The CPU backend directly: `threads` decoding threads per decode call (0 =
  * online CPUs): threads - 1 pool workers plus the calling thread. Prefers
  * batches of 2 * threads tiles and 2 concurrent callers. Errors: WC_E_RANGE

@@ -29,6 +29,7 @@
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +62,17 @@
  * faulting (and zeroing) a fresh mapping for every tile. */
 #define CONSUMED_KEEP_BYTES (4u << 20)
 #define POOL_MAX_BYTES (48u << 20)
+/* The pool's limit when the backend allocates the buffers (page-locked
+ * memory: allocating and freeing it costs about 1.2 ms per MiB, and
+ * freeing may wait for the device): room for every buffer four streams
+ * keep in flight, so a steady read allocates and frees none. */
+#define POOL_MAX_BACKEND_BYTES (128u << 20)
+/* A prefetched tile t tiles past the first one asked for is due this much
+ * later per tile (about the time a 2 GB/s stream takes to read 1 MiB): it
+ * orders the prefetch queue across streams, it is no deadline. */
+#define PREFETCH_STEP_NS 500000u
+/* Waits and batches longer than this are traced at WC_LOG_DEBUG. */
+#define SLOW_NS 2000000u
 
 enum entry_state { E_QUEUED, E_DECODING, E_READY, E_FAILED };
 enum entry_list { ON_NONE, ON_DEMAND, ON_PREFETCH, ON_LRU, ON_COLD, ON_CONSUMED };
@@ -75,6 +87,7 @@ typedef struct entry {
 	bool in_table;
 	bool dropped;             /* its source was dropped while it was decoding */
 	bool consumed;            /* a sequential reader read it to its end */
+	uint64_t due;             /* prefetch queue order: when its reader should want it (ns) */
 	uint32_t refs;            /* readers holding or waiting */
 	uint64_t charge;          /* bytes counted in cache->bytes */
 	uint32_t csize;           /* payload bytes */
@@ -132,6 +145,12 @@ struct wc_cache {
 	unsigned ndispatch;
 	dispatcher *dispatchers;
 	wc_threadpool *readers; /* payload reads of a batch in parallel; NULL: serial */
+	uint32_t ndecoding;     /* entries DECODING now (in dispatchers' batches) */
+	uint32_t prefill_bytes; /* wc_cache_opts.prefill_tile_bytes, page-rounded; 0: none */
+	pthread_t prefill;      /* fills the pool (pool_prefill_main); joined by destroy */
+	bool prefilling;        /* the prefill thread was started */
+	uint64_t t_created;     /* wc_mono_ns() at creation, for the debug trace */
+	_Atomic uint64_t buf_allocs, buf_frees, buf_ns; /* buf_alloc/buf_free, stats */
 	wc_cache_stats st;
 };
 
@@ -180,6 +199,28 @@ static void list_push_tail(wc_cache *c, entry *e, int which)
 	else
 		l->head = e;
 	l->tail = e;
+}
+
+/* Insert e into queue `which` after every entry due no later (FIFO among
+ * equals); new entries are mostly due last, so the walk starts at the tail. */
+static void list_insert_by_due(wc_cache *c, entry *e, int which)
+{
+	entry_list_head *l = list_of(c, which);
+	entry *p = l->tail;
+	while (p && p->due > e->due)
+		p = p->prev;
+	l->n++;
+	e->list = (uint8_t)which;
+	e->prev = p;
+	e->next = p ? p->next : l->head;
+	if (e->next)
+		e->next->prev = e;
+	else
+		l->tail = e;
+	if (p)
+		p->next = e;
+	else
+		l->head = e;
 }
 
 static void list_push_head(wc_cache *c, entry *e, int which)
@@ -267,19 +308,41 @@ static void table_remove(wc_cache *c, entry *e)
  * buffer to any tile that fits, so its size is its page-rounded capacity. */
 static size_t page_round(size_t n) { return (n + 4095) & ~(size_t)4095; }
 
-static uint8_t *tile_alloc(const wc_backend *be, size_t n)
+/* Backend buffers, counted with the time they took (wc_cache_stats): the
+ * CUDA backend's are page-locked, and pinning or unpinning memory is slow
+ * and may wait for the device. */
+static void *buf_alloc(wc_cache *c, size_t bytes)
+{
+	uint64_t t0 = wc_mono_ns();
+	void *p = wc_backend_buf_alloc(c->backend, bytes);
+	atomic_fetch_add_explicit(&c->buf_allocs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->buf_ns, wc_mono_ns() - t0, memory_order_relaxed);
+	return p;
+}
+
+static void buf_free(wc_cache *c, void *p, size_t bytes)
+{
+	if (!p)
+		return;
+	uint64_t t0 = wc_mono_ns();
+	wc_backend_buf_free(c->backend, p, bytes);
+	atomic_fetch_add_explicit(&c->buf_frees, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->buf_ns, wc_mono_ns() - t0, memory_order_relaxed);
+}
+
+static uint8_t *tile_alloc(wc_cache *c, size_t n)
 {
 	if (n >= MMAP_MIN_BYTES)
-		return wc_backend_buf_alloc(be, page_round(n));
+		return buf_alloc(c, page_round(n));
 	return malloc(n ? n : 1);
 }
 
-static void tile_free(const wc_backend *be, uint8_t *p, size_t n)
+static void tile_free(wc_cache *c, uint8_t *p, size_t n)
 {
 	if (!p)
 		return;
 	if (n >= MMAP_MIN_BYTES)
-		wc_backend_buf_free(be, p, page_round(n));
+		buf_free(c, p, page_round(n));
 	else
 		free(p);
 }
@@ -296,7 +359,8 @@ static bool buf_fits(size_t cap, size_t n)
  * its room to decoded tiles. */
 static uint64_t pool_max(const wc_cache *c)
 {
-	return c->budget / 8 < POOL_MAX_BYTES ? c->budget / 8 : POOL_MAX_BYTES;
+	uint64_t max = wc_backend_buf_is_backend_memory(c->backend) ? POOL_MAX_BACKEND_BYTES : POOL_MAX_BYTES;
+	return c->budget / 8 < max ? c->budget / 8 : max;
 }
 
 /* Put the free mmap()ed buffer *buf of *cap bytes in the pool (kept sorted
@@ -319,13 +383,13 @@ static void pool_put(wc_cache *c, uint8_t **buf, size_t *cap)
 		c->pool = h->next;
 		c->pool_bytes -= h->cap;
 		if (give) /* rare: a second one to give up, unmapped here */
-			wc_backend_buf_free(c->backend, give, give_cap);
+			buf_free(c, give, give_cap);
 		give = (uint8_t *)h;
 		give_cap = h->cap;
 	}
 	if (c->pool_bytes + *cap > max) {
 		if (give) /* rare: a bigger one stays; both are freed */
-			wc_backend_buf_free(c->backend, give, give_cap);
+			buf_free(c, give, give_cap);
 		return;
 	}
 	free_buf *f = (free_buf *)(void *)*buf, **pp = &c->pool;
@@ -365,8 +429,8 @@ static uint8_t *pool_take(wc_cache *c, size_t n, size_t *cap)
 	size_t want = page_round(n);
 	if (wc_backend_buf_is_backend_memory(c->backend)) {
 		/* the backend's memory cannot be mremap()ed: a new buffer */
-		wc_backend_buf_free(c->backend, f, f->cap);
-		uint8_t *b = wc_backend_buf_alloc(c->backend, want);
+		buf_free(c, f, f->cap);
+		uint8_t *b = buf_alloc(c, want);
 		if (b)
 			*cap = want;
 		return b;
@@ -388,22 +452,22 @@ static void pool_drain(wc_cache *c)
 		free_buf *f = c->pool;
 		c->pool = f->next;
 		c->pool_bytes -= f->cap;
-		wc_backend_buf_free(c->backend, f, f->cap);
+		buf_free(c, f, f->cap);
 	}
 }
 
 /* Free an entry already out of the table and off every list, without the
  * lock (it may munmap and release a source). */
-static void entry_free(const wc_cache *c, entry *e)
+static void entry_free(wc_cache *c, entry *e)
 {
 	if (e->src)
 		e->src->ops->release(e->src);
-	tile_free(c->backend, e->buf, e->buf_cap);
+	tile_free(c, e->buf, e->buf_cap);
 	free(e->reason);
 	free(e);
 }
 
-static void free_chain(const wc_cache *c, entry *e)
+static void free_chain(wc_cache *c, entry *e)
 {
 	for (entry *next; e; e = next) {
 		next = e->hnext;
@@ -465,7 +529,14 @@ static size_t take_batch(wc_cache *c, entry **batch, entry **dead)
 {
 	size_t nb = 0;
 	uint64_t payload = 0;
-	while (nb < c->max_batch) {
+	/* Share the queue among the dispatchers: one taking all of it would
+	 * keep every queued tile waiting for its whole batch (on a GPU, 16
+	 * tiles took 5-6 ms against 1-2 ms for 4) while the others idle. */
+	size_t queued = c->demand.n + c->prefetch.n;
+	size_t limit = (queued + c->ndispatch - 1) / c->ndispatch;
+	if (limit > c->max_batch)
+		limit = c->max_batch;
+	while (nb < limit) {
 		entry *e = c->demand.head ? c->demand.head : c->prefetch.head;
 		if (!e || (nb && payload + e->csize > BATCH_PAYLOAD_MAX))
 			break;
@@ -490,6 +561,7 @@ static size_t take_batch(wc_cache *c, entry **batch, entry **dead)
 		}
 		payload += e->csize;
 		e->state = E_DECODING;
+		c->ndecoding++;
 		batch[nb++] = e;
 	}
 	return nb;
@@ -497,9 +569,9 @@ static size_t take_batch(wc_cache *c, entry **batch, entry **dead)
 
 /* Record a failed decode, log it (once: this is its only report besides
  * the error every waiting reader gets), and free its buffer. No lock. */
-static void entry_set_failed(const wc_cache *c, entry *e, wc_err err, const char *reason)
+static void entry_set_failed(wc_cache *c, entry *e, wc_err err, const char *reason)
 {
-	tile_free(c->backend, e->buf, e->buf_cap);
+	tile_free(c, e->buf, e->buf_cap);
 	e->buf = NULL;
 	e->buf_cap = 0;
 	e->ref.data = NULL;
@@ -513,9 +585,9 @@ static bool payload_reserve(dispatcher *d, size_t need)
 {
 	if (need <= d->payload_cap)
 		return true;
-	wc_backend_buf_free(d->cache->backend, d->payload, d->payload_cap);
+	buf_free(d->cache, d->payload, d->payload_cap);
 	size_t cap = need < (1u << 20) ? (1u << 20) : page_round(need);
-	d->payload = wc_backend_buf_alloc(d->cache->backend, cap);
+	d->payload = buf_alloc(d->cache, cap);
 	d->payload_cap = d->payload ? cap : 0;
 	return d->payload != NULL;
 }
@@ -579,7 +651,7 @@ static void decode_batch(dispatcher *d, entry **batch, size_t nb)
 	for (size_t i = 0; i < nb; i++) {
 		entry *e = batch[i];
 		if (!e->buf) {
-			e->buf = tile_alloc(c->backend, e->ref.size);
+			e->buf = tile_alloc(c, e->ref.size);
 			e->buf_cap = e->ref.size >= MMAP_MIN_BYTES ? page_round(e->ref.size) : e->ref.size;
 		}
 		if (!e->buf || !have_payload) {
@@ -626,7 +698,7 @@ static void decode_batch(dispatcher *d, entry **batch, size_t nb)
 		}
 	}
 	if (d->payload_cap > PAYLOAD_KEEP_BYTES) {
-		wc_backend_buf_free(c->backend, d->payload, d->payload_cap);
+		buf_free(c, d->payload, d->payload_cap);
 		d->payload = NULL;
 		d->payload_cap = 0;
 	}
@@ -645,6 +717,7 @@ static void publish_batch(wc_cache *c, dispatcher *d, entry **batch, size_t nb, 
 			c->prefetch_in_flight--;
 		}
 		c->st.batch_tiles++;
+		c->ndecoding--;
 		e->state = e->err == WC_OK ? E_READY : E_FAILED;
 		if (e->state == E_READY) {
 			c->st.decodes++;
@@ -666,9 +739,43 @@ static void publish_batch(wc_cache *c, dispatcher *d, entry **batch, size_t nb, 
 		}
 	}
 	c->st.batches++;
+	if (d->read_ns + d->decode_ns > SLOW_NS)
+		wc_log(WC_LOG_DEBUG, "cache: at %.3f ms a batch of %zu tiles took %.3f ms (reads %.3f, decode %.3f)",
+		       1e-6 * (double)(wc_mono_ns() - c->t_created), nb,
+		       1e-6 * (double)(d->read_ns + d->decode_ns), 1e-6 * (double)d->read_ns,
+		       1e-6 * (double)d->decode_ns);
 	c->st.read_ns += d->read_ns;
 	c->st.decode_ns += d->decode_ns;
 	pthread_cond_broadcast(&c->done);
+}
+
+/* Fill the free-buffer pool with buffers of prefill_bytes up to its limit
+ * (wc_cache_opts.prefill_tile_bytes), one allocation at a time without the
+ * lock, so readers and dispatchers go on meanwhile; stops early when the
+ * cache stops or the pool has no room left (the budget's room shrinks as
+ * tiles are decoded). */
+static void *pool_prefill_main(void *arg)
+{
+	wc_cache *c = arg;
+	const size_t cap = c->prefill_bytes;
+	pthread_mutex_lock(&c->lock);
+	while (!c->stop && c->pool_bytes + cap <= pool_max(c) && c->bytes + pool_max(c) <= c->budget) {
+		pthread_mutex_unlock(&c->lock);
+		uint8_t *buf = buf_alloc(c, cap);
+		pthread_mutex_lock(&c->lock);
+		if (!buf)
+			break;
+		size_t bcap = cap;
+		pool_put(c, &buf, &bcap);
+		if (buf) { /* no room after all */
+			pthread_mutex_unlock(&c->lock);
+			buf_free(c, buf, bcap);
+			pthread_mutex_lock(&c->lock);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
 }
 
 static void *dispatch_main(void *arg)
@@ -713,7 +820,7 @@ static void dispatchers_free(wc_cache *c)
 		free(d->job_entry);
 		free(d->srcs);
 		free(d->payload_off);
-		wc_backend_buf_free(c->backend, d->payload, d->payload_cap);
+		buf_free(c, d->payload, d->payload_cap);
 	}
 	free(c->dispatchers);
 }
@@ -753,6 +860,7 @@ wc_err wc_cache_create(const wc_cache_opts *opts, wc_cache **out)
 	/* Room for several readers' readahead windows of max_prefetch tiles. */
 	c->cold_keep = 4 * (size_t)c->max_prefetch;
 	c->backend = be;
+	c->t_created = wc_mono_ns();
 	c->max_batch = be->max_batch < 1 ? 1 : be->max_batch > 4096 ? 4096 : be->max_batch;
 	unsigned nd = be->concurrency < 1 ? 1 : be->concurrency > 64 ? 64 : be->concurrency;
 	c->nbuckets = 1024;
@@ -797,6 +905,11 @@ wc_err wc_cache_create(const wc_cache_opts *opts, wc_cache **out)
 			return wc_fail(WC_E_IO, "starting tile dispatch thread: %s", strerror(rc));
 		}
 	}
+	if (opts->prefill_tile_bytes >= MMAP_MIN_BYTES && wc_backend_buf_is_backend_memory(be)) {
+		c->prefill_bytes = (uint32_t)page_round(opts->prefill_tile_bytes);
+		/* no prefill if the thread cannot start: buffers come as needed */
+		c->prefilling = pthread_create(&c->prefill, NULL, pool_prefill_main, c) == 0;
+	}
 	*out = c;
 	return WC_OK;
 }
@@ -816,12 +929,15 @@ void wc_cache_destroy(wc_cache *c)
 	free_chain(c, dead);
 	for (unsigned i = 0; i < c->ndispatch; i++)
 		pthread_join(c->dispatchers[i].thread, NULL);
+	if (c->prefilling)
+		pthread_join(c->prefill, NULL);
 	cache_free(c);
 }
 
-/* A new QUEUED entry for (src, tile), in the table and on queue `which`.
+/* A new QUEUED entry for (src, tile), in the table and on queue `which`
+ * (the prefetch queue in order of `due`, the demand queue at its tail).
  * Lock held. NULL if out of memory. */
-static entry *entry_new(wc_cache *c, wc_tile_source *src, uint32_t tile, int which)
+static entry *entry_new(wc_cache *c, wc_tile_source *src, uint32_t tile, int which, uint64_t due)
 {
 	entry *e = calloc(1, sizeof *e);
 	if (!e)
@@ -834,7 +950,11 @@ static entry *entry_new(wc_cache *c, wc_tile_source *src, uint32_t tile, int whi
 	e->src = src;
 	src->ops->retain(src);
 	table_insert(c, e);
-	list_push_tail(c, e, which);
+	e->due = due;
+	if (which == ON_PREFETCH)
+		list_insert_by_due(c, e, which);
+	else
+		list_push_tail(c, e, which);
 	pthread_cond_signal(&c->work);
 	return e;
 }
@@ -857,8 +977,13 @@ wc_err wc_cache_get(wc_cache *c, wc_tile_source *src, uint32_t tile, wc_tile_ref
 		return WC_OK;
 	}
 	c->st.misses++;
+	/* what the reader found, for the debug trace of slow waits */
+	const char *found = !e ? "nothing" : e->list == ON_PREFETCH ? "a queued prefetch"
+			    : e->list == ON_DEMAND ? "a queued demand" : "a tile decoding";
+	const size_t q_demand = c->demand.n, q_prefetch = c->prefetch.n;
+	const uint32_t n_decoding = c->ndecoding;
 	if (!e) {
-		e = entry_new(c, src, tile, ON_DEMAND);
+		e = entry_new(c, src, tile, ON_DEMAND, 0);
 		if (!e) {
 			pthread_mutex_unlock(&c->lock);
 			return wc_fail(WC_E_NOMEM, "tile cache entry");
@@ -871,7 +996,13 @@ wc_err wc_cache_get(wc_cache *c, wc_tile_source *src, uint32_t tile, wc_tile_ref
 	const uint64_t t0 = wc_mono_ns();
 	while (e->state == E_QUEUED || e->state == E_DECODING)
 		pthread_cond_wait(&c->done, &c->lock);
-	c->st.wait_ns += wc_mono_ns() - t0;
+	const uint64_t waited = wc_mono_ns() - t0;
+	c->st.wait_ns += waited;
+	if (waited > SLOW_NS)
+		wc_log(WC_LOG_DEBUG, "cache: at %.3f ms tile %" PRIu32 " of source %" PRIu64 " waited %.3f ms; "
+		       "the reader found %s, with %zu demands and %zu prefetches queued and %" PRIu32 " tiles decoding",
+		       1e-6 * (double)(t0 - c->t_created), tile, src->id, 1e-6 * (double)waited, found,
+		       q_demand, q_prefetch, n_decoding);
 	if (e->state == E_READY) {
 		pthread_mutex_unlock(&c->lock);
 		*out = &e->ref;
@@ -949,13 +1080,17 @@ void wc_cache_prefetch(wc_cache *c, wc_tile_source *src, uint32_t first, uint32_
 		return;
 	if (count > n - first)
 		count = n - first;
+	const uint64_t now = wc_mono_ns();
 	pthread_mutex_lock(&c->lock);
 	for (uint32_t t = first; t < first + count; t++) {
 		if (c->stop || c->prefetch_in_flight >= c->max_prefetch)
 			break;
 		if (table_find(c, src->id, t))
 			continue;
-		entry *e = entry_new(c, src, t, ON_PREFETCH);
+		/* Queued by when the stream will want it, so that several
+		 * streams' near tiles go before any stream's far ones (four
+		 * readers starting at once queue 16 tiles each). */
+		entry *e = entry_new(c, src, t, ON_PREFETCH, now + (uint64_t)(t - first) * PREFETCH_STEP_NS);
 		if (!e)
 			break;
 		e->prefetch_in_flight = true;
@@ -994,5 +1129,8 @@ void wc_cache_get_stats(wc_cache *c, wc_cache_stats *out)
 	pthread_mutex_lock(&c->lock);
 	*out = c->st;
 	out->bytes_cached = c->bytes;
+	out->buf_allocs = atomic_load(&c->buf_allocs);
+	out->buf_frees = atomic_load(&c->buf_frees);
+	out->buf_ns = atomic_load(&c->buf_ns);
 	pthread_mutex_unlock(&c->lock);
 }

@@ -39,6 +39,12 @@ typedef struct wc_cache_opts {
 	uint32_t read_threads;  /* threads that read a batch's payloads together with its
 				 * dispatcher (pread of the packed file); 0 = the
 				 * dispatcher reads them one after another */
+	uint32_t prefill_tile_bytes; /* if the backend has its own host allocator (the
+				 * CUDA backend's page-locked memory, slow to allocate:
+				 * about 1.2 ms per MiB), a thread fills the free-buffer
+				 * pool with buffers of this many bytes right after
+				 * creation, so the first tiles read do not wait for
+				 * them; 0 = no prefill */
 } wc_cache_opts;
 
 typedef struct wc_cache_stats {
@@ -53,6 +59,8 @@ typedef struct wc_cache_stats {
 	uint64_t read_ns, decode_ns;   /* dispatcher time in payload reads and in the
 				        * backend's decode calls, summed over dispatchers */
 	uint64_t bytes_cached;  /* decoded bytes held now (entries decoded or decoding) */
+	uint64_t buf_allocs, buf_frees; /* backend buffers (tile and payload) allocated, freed */
+	uint64_t buf_ns;        /* time spent allocating and freeing them */
 } wc_cache_stats;
 
 wc_err wc_cache_create(const wc_cache_opts *opts, wc_cache **out);

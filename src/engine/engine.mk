@@ -3,6 +3,7 @@
 libwcodec_la_SOURCES += \
 	src/engine/backend.c \
 	src/engine/backend_cpu.c \
+	src/engine/backend_warm.c \
 	src/engine/threadpool.c \
 	src/engine/cache.c \
 	src/engine/tile_source.c

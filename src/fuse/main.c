@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "container/container.h"
 #include "fuse/daemon.h"
 #include "fuse/ops.h"
 #include "fuse/options.h"
@@ -37,12 +38,14 @@ static void log_stats(wc_cache *cache)
 	wc_log(WC_LOG_INFO,
 	       "cache: %llu hits, %llu misses (readers waited %.1f ms), %llu decodes (%llu failed), "
 	       "%llu prefetches, %llu evictions, %llu batches of %llu tiles; dispatchers spent "
-	       "%.1f ms reading payloads and %.1f ms in decode calls",
+	       "%.1f ms reading payloads and %.1f ms in decode calls; %llu buffers allocated and %llu "
+	       "freed in %.1f ms",
 	       (unsigned long long)s.hits, (unsigned long long)s.misses, 1e-6 * (double)s.wait_ns,
 	       (unsigned long long)s.decodes, (unsigned long long)s.decode_errors,
 	       (unsigned long long)s.prefetches, (unsigned long long)s.evictions,
 	       (unsigned long long)s.batches, (unsigned long long)s.batch_tiles, 1e-6 * (double)s.read_ns,
-	       1e-6 * (double)s.decode_ns);
+	       1e-6 * (double)s.decode_ns, (unsigned long long)s.buf_allocs,
+	       (unsigned long long)s.buf_frees, 1e-6 * (double)s.buf_ns);
 }
 
 int main(int argc, char **argv)
@@ -112,6 +115,10 @@ int main(int argc, char **argv)
 				 *wc_last_detail() ? ": " : "", wc_last_detail());
 		goto out;
 	}
+	/* One-time costs of the backend's first decode calls, paid now rather
+	 * than by the first reads (backend.h). */
+	if (wc_backend_warm_up(fs.backend, fs.backend->concurrency) != WC_OK)
+		wc_log(WC_LOG_WARN, "%s backend: %s", fs.backend->ops->name, wc_last_detail());
 	if (!o.readahead_given && strcmp(fs.backend->ops->name, "cuda") == 0) {
 		/* A GPU decodes fast only in batches of many tiles, so read further
 		 * ahead: on an H200, +24-33% for one sequential reader with less
@@ -129,7 +136,10 @@ int main(int argc, char **argv)
 			     /* as many payload readers as dispatchers: the CPU
 			      * backend read 4 streams 14% faster on 16 cores
 			      * (docs/BENCHMARKS-GPU.md, section 9.3) */
-			     .read_threads = fs.backend->concurrency };
+			     .read_threads = fs.backend->concurrency,
+			     /* page-locked buffers for the default tile size, made
+			      * before the first read rather than during it */
+			     .prefill_tile_bytes = WC_TILE_SIZE_DEFAULT };
 	e = wc_cache_create(&co, &fs.cache);
 	if (e != WC_OK) {
 		wcfs_daemon_fail(rc, "tile cache of %llu bytes: %s%s%s",
