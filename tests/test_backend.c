@@ -530,6 +530,59 @@ START_TEST(cache_over_cpu_backend_decodes_real_tiles)
 }
 END_TEST
 
+/* decode_misses_on_caller: a reader's miss that no dispatcher has taken is
+ * decoded on the reader's thread, while the backend is stuck; prefetches
+ * still go to the backend, and a damaged tile is still an error. */
+START_TEST(cache_decodes_untaken_misses_on_the_caller)
+{
+	tile_case tc[NCASES];
+	make_cases(tc);
+	real_source src = { .base = { &real_ops, 6 }, .tc = tc };
+	atomic_init(&src.refs, 1);
+	fake_backend fb; /* real payloads would be "corrupt" to it: it must not see these */
+	fake_backend_init(&fb, 4, 1);
+	atomic_store(&fb.gate, 1); /* the backend's one dispatcher never comes back */
+	wc_cache *c = NULL;
+	ck_assert_int_eq(wc_cache_create(&(wc_cache_opts){ .budget_bytes = 1u << 20, .backend = &fb.base,
+							   .decode_misses_on_caller = true },
+					 &c), WC_OK);
+	/* tile 0 goes to the dispatcher, which blocks; tile 1 waits in the
+	 * prefetch queue behind it */
+	wc_cache_prefetch(c, &src.base, 0, 1);
+	for (int i = 0; i < 5000 && atomic_load(&fb.in_flight) < 1; i++)
+		usleep(1000);
+	ck_assert_uint_eq(atomic_load(&fb.in_flight), 1);
+	wc_cache_prefetch(c, &src.base, 1, 1);
+	for (uint32_t t = 1; t < NCASES; t++) { /* queued (1) and new (2..) misses */
+		wc_tile_ref *r = NULL;
+		ck_assert_msg(wc_cache_get(c, &src.base, t, &r) == WC_OK, "%s", wc_last_detail());
+		ck_assert_uint_eq(r->size, tc[t].nbytes);
+		ck_assert(memcmp(r->data, tc[t].data, tc[t].nbytes) == 0);
+		wc_cache_release(c, r);
+	}
+	wc_cache_stats st;
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.caller_decodes, NCASES - 1);
+	ck_assert_uint_eq(st.decodes, NCASES - 1);
+	ck_assert_uint_eq(atomic_load(&fb.calls), 1);
+	/* A damaged payload: the error and its reason reach the caller. */
+	wc_cache_drop_source(c, 6);
+	tc[1].payload[tc[1].len - 5] ^= 0x01;
+	wc_tile_ref *r = NULL;
+	capture_start();
+	ck_assert_int_eq(wc_cache_get(c, &src.base, 1, &r), WC_E_CORRUPT);
+	wc_log_set_sink(NULL, NULL);
+	ck_assert_ptr_null(r);
+	ck_assert_msg(strstr(wc_last_detail(), "tile 1 of source 6"), "%s", wc_last_detail());
+	tc[1].payload[tc[1].len - 5] ^= 0x01;
+	atomic_store(&fb.gate, 0); /* tile 0 fails in the fake backend: not our concern */
+	wc_cache_destroy(c);
+	ck_assert_int_eq(atomic_load(&src.refs), 1);
+	for (int i = 0; i < NCASES; i++)
+		tile_case_free(&tc[i]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("backend");
@@ -541,6 +594,7 @@ int main(void)
 	tcase_add_test(tc, failed_backend_falls_back_to_cpu);
 	tcase_add_test(tc, warm_up_runs_every_call_and_reports_failures);
 	tcase_add_test(tc, cache_over_cpu_backend_decodes_real_tiles);
+	tcase_add_test(tc, cache_decodes_untaken_misses_on_the_caller);
 #ifdef FAKE_PLUGIN_DIR
 	tcase_add_test(tc, cuda_plugin_is_loaded_and_used);
 #endif

@@ -149,6 +149,7 @@ struct wc_cache {
 	uint32_t prefill_bytes; /* wc_cache_opts.prefill_tile_bytes, page-rounded; 0: none */
 	pthread_t prefill;      /* fills the pool (pool_prefill_main); joined by destroy */
 	bool prefilling;        /* the prefill thread was started */
+	bool caller_decodes;    /* wc_cache_opts.decode_misses_on_caller */
 	uint64_t t_created;     /* wc_mono_ns() at creation, for the debug trace */
 	_Atomic uint64_t buf_allocs, buf_frees, buf_ns; /* buf_alloc/buf_free, stats */
 	wc_cache_stats st;
@@ -523,6 +524,27 @@ static void make_room(wc_cache *c, uint64_t need, entry **dead)
 
 /* ---- dispatch ------------------------------------------------------------ */
 
+/* Charge a QUEUED entry, already off its queue, to the budget (room was
+ * made for it), give it a pooled buffer if one fits, and mark it DECODING.
+ * Lock held. */
+static void start_decode(wc_cache *c, entry *e, entry **dead)
+{
+	c->bytes += e->ref.size;
+	e->charge = e->ref.size;
+	if (!e->buf && e->ref.size >= MMAP_MIN_BYTES) {
+		e->buf = pool_take(c, e->ref.size, &e->buf_cap);
+		/* A pooled buffer may be bigger than the tile, with pages of
+		 * its earlier tile still resident: charge all of it. */
+		if (e->buf) {
+			c->bytes += e->buf_cap - e->ref.size;
+			e->charge = e->buf_cap;
+			make_room(c, 0, dead);
+		}
+	}
+	e->state = E_DECODING;
+	c->ndecoding++;
+}
+
 /* Take up to max_batch queued entries, readers' first, charge them to the
  * budget and mark them DECODING. Lock held. Returns how many. */
 static size_t take_batch(wc_cache *c, entry **batch, entry **dead)
@@ -547,21 +569,8 @@ static size_t take_batch(wc_cache *c, entry **batch, entry **dead)
 			entry_discard(c, e, dead);
 			continue;
 		}
-		c->bytes += e->ref.size;
-		e->charge = e->ref.size;
-		if (!e->buf && e->ref.size >= MMAP_MIN_BYTES) {
-			e->buf = pool_take(c, e->ref.size, &e->buf_cap);
-			/* A pooled buffer may be bigger than the tile, with pages
-			 * of its earlier tile still resident: charge all of it. */
-			if (e->buf) {
-				c->bytes += e->buf_cap - e->ref.size;
-				e->charge = e->buf_cap;
-				make_room(c, 0, dead);
-			}
-		}
+		start_decode(c, e, dead);
 		payload += e->csize;
-		e->state = E_DECODING;
-		c->ndecoding++;
 		batch[nb++] = e;
 	}
 	return nb;
@@ -704,39 +713,45 @@ static void decode_batch(dispatcher *d, entry **batch, size_t nb)
 	}
 }
 
+/* Make a DECODING entry READY or FAILED (its err set) and file it; its
+ * source has been taken off it. The caller wakes the readers. Lock held. */
+static void publish_entry(wc_cache *c, entry *e, entry **dead)
+{
+	if (e->prefetch_in_flight) {
+		e->prefetch_in_flight = false;
+		c->prefetch_in_flight--;
+	}
+	c->ndecoding--;
+	e->state = e->err == WC_OK ? E_READY : E_FAILED;
+	if (e->state == E_READY) {
+		c->st.decodes++;
+		if (e->refs == 0 && e->dropped) /* nobody will ask for it */
+			entry_discard(c, e, dead);
+		else if (e->refs == 0) /* prefetched, no reader yet: cold end */
+			list_push_head(c, e, ON_COLD);
+		return;
+	}
+	/* Failed: out of the table now, so the next get retries; the readers
+	 * waiting for it take the error and free it. */
+	c->st.decode_errors++;
+	table_remove(c, e);
+	c->bytes -= e->charge;
+	e->charge = 0;
+	if (e->refs == 0) {
+		e->hnext = *dead;
+		*dead = e;
+	}
+}
+
 /* Make a decoded batch visible and wake its readers. Lock held. The sources
  * the batch retained go to d->srcs, to be released without the lock. */
 static void publish_batch(wc_cache *c, dispatcher *d, entry **batch, size_t nb, entry **dead)
 {
 	for (size_t i = 0; i < nb; i++) {
-		entry *e = batch[i];
-		d->srcs[i] = e->src;
-		e->src = NULL;
-		if (e->prefetch_in_flight) {
-			e->prefetch_in_flight = false;
-			c->prefetch_in_flight--;
-		}
+		d->srcs[i] = batch[i]->src;
+		batch[i]->src = NULL;
 		c->st.batch_tiles++;
-		c->ndecoding--;
-		e->state = e->err == WC_OK ? E_READY : E_FAILED;
-		if (e->state == E_READY) {
-			c->st.decodes++;
-			if (e->refs == 0 && e->dropped) /* nobody will ask for it */
-				entry_discard(c, e, dead);
-			else if (e->refs == 0) /* prefetched, no reader yet: cold end */
-				list_push_head(c, e, ON_COLD);
-			continue;
-		}
-		/* Failed: out of the table now, so the next get retries; the
-		 * readers waiting for it take the error and free it. */
-		c->st.decode_errors++;
-		table_remove(c, e);
-		c->bytes -= e->charge;
-		e->charge = 0;
-		if (e->refs == 0) {
-			e->hnext = *dead;
-			*dead = e;
-		}
+		publish_entry(c, batch[i], dead);
 	}
 	c->st.batches++;
 	if (d->read_ns + d->decode_ns > SLOW_NS)
@@ -861,6 +876,7 @@ wc_err wc_cache_create(const wc_cache_opts *opts, wc_cache **out)
 	c->cold_keep = 4 * (size_t)c->max_prefetch;
 	c->backend = be;
 	c->t_created = wc_mono_ns();
+	c->caller_decodes = opts->decode_misses_on_caller;
 	c->max_batch = be->max_batch < 1 ? 1 : be->max_batch > 4096 ? 4096 : be->max_batch;
 	unsigned nd = be->concurrency < 1 ? 1 : be->concurrency > 64 ? 64 : be->concurrency;
 	c->nbuckets = 1024;
@@ -959,6 +975,41 @@ static entry *entry_new(wc_cache *c, wc_tile_source *src, uint32_t tile, int whi
 	return e;
 }
 
+/* Decode a DECODING entry on the calling thread with the reference CPU
+ * decoder (wc_decode_job_cpu), or set its err and reason. No lock, as in
+ * decode_batch: nobody else touches a DECODING entry's buffer or error. */
+static void decode_on_caller(wc_cache *c, entry *e)
+{
+	if (!e->buf) {
+		e->buf = tile_alloc(c, e->ref.size);
+		e->buf_cap = e->ref.size >= MMAP_MIN_BYTES ? page_round(e->ref.size) : e->ref.size;
+	}
+	uint8_t *payload = malloc(e->csize ? e->csize : 1);
+	if (!e->buf || !payload) {
+		free(payload);
+		entry_set_failed(c, e, WC_E_NOMEM, "no memory for the tile's buffers");
+		return;
+	}
+	e->ref.data = e->buf;
+	wc_clear_detail();
+	wc_err err = e->src->ops->read_payload(e->src, e->tile, payload);
+	if (err != WC_OK) {
+		entry_set_failed(c, e, err, wc_last_detail());
+		free(payload);
+		return;
+	}
+	wc_tile_job job;
+	memset(&job, 0, sizeof job);
+	e->src->ops->describe_job(e->src, e->tile, &job);
+	job.payload = payload;
+	job.payload_size = e->csize;
+	job.out = e->buf;
+	job.out_size = e->ref.size;
+	if (wc_decode_job_cpu(&job) != WC_OK)
+		entry_set_failed(c, e, job.status, job.detail);
+	free(payload);
+}
+
 wc_err wc_cache_get(wc_cache *c, wc_tile_source *src, uint32_t tile, wc_tile_ref **out)
 {
 	*out = NULL;
@@ -994,6 +1045,28 @@ wc_err wc_cache_get(wc_cache *c, wc_tile_source *src, uint32_t tile, wc_tile_ref
 	}
 	e->refs++;
 	const uint64_t t0 = wc_mono_ns();
+	if (c->caller_decodes && e->state == E_QUEUED) {
+		/* No dispatcher has taken it: decode it here rather than wait
+		 * behind other streams' prefetches and a GPU round trip. */
+		entry *dead = NULL;
+		list_unlink(c, e);
+		make_room(c, e->ref.size, &dead);
+		start_decode(c, e, &dead);
+		pthread_mutex_unlock(&c->lock);
+		free_chain(c, dead);
+		decode_on_caller(c, e);
+		pthread_mutex_lock(&c->lock);
+		wc_tile_source *done_src = e->src; /* released without the lock */
+		e->src = NULL;
+		c->st.caller_decodes++;
+		dead = NULL;
+		publish_entry(c, e, &dead); /* refs > 0: e is not among the dead */
+		pthread_cond_broadcast(&c->done);
+		pthread_mutex_unlock(&c->lock);
+		free_chain(c, dead);
+		done_src->ops->release(done_src);
+		pthread_mutex_lock(&c->lock);
+	}
 	while (e->state == E_QUEUED || e->state == E_DECODING)
 		pthread_cond_wait(&c->done, &c->lock);
 	const uint64_t waited = wc_mono_ns() - t0;

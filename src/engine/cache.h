@@ -17,6 +17,7 @@
 #ifndef WC_CACHE_H
 #define WC_CACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +46,13 @@ typedef struct wc_cache_opts {
 				 * pool with buffers of this many bytes right after
 				 * creation, so the first tiles read do not wait for
 				 * them; 0 = no prefill */
+	bool decode_misses_on_caller; /* a get of a tile no dispatcher has taken yet
+				 * decodes it on the calling thread with the reference
+				 * CPU decoder (wc_decode_job_cpu) instead of waiting:
+				 * for a backend whose calls have a long round trip
+				 * (a GPU's 0.65 ms or more), so a reader's miss costs
+				 * one CPU decode of its tile, not a place in the
+				 * queue behind other streams' prefetches */
 } wc_cache_opts;
 
 typedef struct wc_cache_stats {
@@ -61,6 +69,8 @@ typedef struct wc_cache_stats {
 	uint64_t bytes_cached;  /* decoded bytes held now (entries decoded or decoding) */
 	uint64_t buf_allocs, buf_frees; /* backend buffers (tile and payload) allocated, freed */
 	uint64_t buf_ns;        /* time spent allocating and freeing them */
+	uint64_t caller_decodes; /* misses decoded on the reader's thread
+				  * (decode_misses_on_caller), also counted in decodes */
 } wc_cache_stats;
 
 wc_err wc_cache_create(const wc_cache_opts *opts, wc_cache **out);

@@ -39,13 +39,14 @@ static void log_stats(wc_cache *cache)
 	       "cache: %llu hits, %llu misses (readers waited %.1f ms), %llu decodes (%llu failed), "
 	       "%llu prefetches, %llu evictions, %llu batches of %llu tiles; dispatchers spent "
 	       "%.1f ms reading payloads and %.1f ms in decode calls; %llu buffers allocated and %llu "
-	       "freed in %.1f ms",
+	       "freed in %.1f ms; %llu misses decoded by readers",
 	       (unsigned long long)s.hits, (unsigned long long)s.misses, 1e-6 * (double)s.wait_ns,
 	       (unsigned long long)s.decodes, (unsigned long long)s.decode_errors,
 	       (unsigned long long)s.prefetches, (unsigned long long)s.evictions,
 	       (unsigned long long)s.batches, (unsigned long long)s.batch_tiles, 1e-6 * (double)s.read_ns,
 	       1e-6 * (double)s.decode_ns, (unsigned long long)s.buf_allocs,
-	       (unsigned long long)s.buf_frees, 1e-6 * (double)s.buf_ns);
+	       (unsigned long long)s.buf_frees, 1e-6 * (double)s.buf_ns,
+	       (unsigned long long)s.caller_decodes);
 }
 
 int main(int argc, char **argv)
@@ -139,7 +140,10 @@ int main(int argc, char **argv)
 			     .read_threads = fs.backend->concurrency,
 			     /* page-locked buffers for the default tile size, made
 			      * before the first read rather than during it */
-			     .prefill_tile_bytes = WC_TILE_SIZE_DEFAULT };
+			     .prefill_tile_bytes = WC_TILE_SIZE_DEFAULT,
+			     /* a GPU round trip is longer than one CPU decode
+			      * of the tile a reader waits for */
+			     .decode_misses_on_caller = strcmp(fs.backend->ops->name, "cpu") != 0 };
 	e = wc_cache_create(&co, &fs.cache);
 	if (e != WC_OK) {
 		wcfs_daemon_fail(rc, "tile cache of %llu bytes: %s%s%s",
