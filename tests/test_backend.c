@@ -487,6 +487,26 @@ static const wc_tile_source_ops real_ops = {
 	real_ntiles, real_dsize, real_csize, real_read, real_describe, real_retain, real_release,
 };
 
+/* Drop src's tiles, flip a bit of tile t's payload, check that a get of it
+ * fails as corrupt with a reason naming the tile and logs one error, then
+ * mend the payload. */
+static void get_damaged_tile(wc_cache *c, real_source *src, uint32_t t)
+{
+	tile_case *tc = &src->tc[t];
+	wc_cache_drop_source(c, src->base.id);
+	tc->payload[tc->len - 5] ^= 0x01;
+	wc_tile_ref *r = NULL;
+	capture_start();
+	ck_assert_int_eq(wc_cache_get(c, &src->base, t, &r), WC_E_CORRUPT);
+	wc_log_set_sink(NULL, NULL);
+	ck_assert_ptr_null(r);
+	char want[64];
+	snprintf(want, sizeof want, "tile %u of source %llu", t, (unsigned long long)src->base.id);
+	ck_assert_msg(strstr(wc_last_detail(), want), "%s", wc_last_detail());
+	ck_assert_int_eq(log_lines[WC_LOG_ERR], 1);
+	tc->payload[tc->len - 5] ^= 0x01;
+}
+
 START_TEST(cache_over_cpu_backend_decodes_real_tiles)
 {
 	tile_case tc[NCASES];
@@ -509,16 +529,8 @@ START_TEST(cache_over_cpu_backend_decodes_real_tiles)
 		}
 	}
 	/* A damaged payload is an error with a reason, and is not cached. */
-	wc_cache_drop_source(c, 5);
-	tc[1].payload[tc[1].len - 5] ^= 0x01;
+	get_damaged_tile(c, &src, 1);
 	wc_tile_ref *r = NULL;
-	capture_start();
-	ck_assert_int_eq(wc_cache_get(c, &src.base, 1, &r), WC_E_CORRUPT);
-	wc_log_set_sink(NULL, NULL);
-	ck_assert_ptr_null(r);
-	ck_assert_msg(strstr(wc_last_detail(), "tile 1 of source 5"), "%s", wc_last_detail());
-	ck_assert_int_eq(log_lines[WC_LOG_ERR], 1);
-	tc[1].payload[tc[1].len - 5] ^= 0x01;
 	ck_assert_int_eq(wc_cache_get(c, &src.base, 1, &r), WC_OK);
 	ck_assert(memcmp(r->data, tc[1].data, tc[1].nbytes) == 0);
 	wc_cache_release(c, r);
@@ -566,15 +578,7 @@ START_TEST(cache_decodes_untaken_misses_on_the_caller)
 	ck_assert_uint_eq(st.decodes, NCASES - 1);
 	ck_assert_uint_eq(atomic_load(&fb.calls), 1);
 	/* A damaged payload: the error and its reason reach the caller. */
-	wc_cache_drop_source(c, 6);
-	tc[1].payload[tc[1].len - 5] ^= 0x01;
-	wc_tile_ref *r = NULL;
-	capture_start();
-	ck_assert_int_eq(wc_cache_get(c, &src.base, 1, &r), WC_E_CORRUPT);
-	wc_log_set_sink(NULL, NULL);
-	ck_assert_ptr_null(r);
-	ck_assert_msg(strstr(wc_last_detail(), "tile 1 of source 6"), "%s", wc_last_detail());
-	tc[1].payload[tc[1].len - 5] ^= 0x01;
+	get_damaged_tile(c, &src, 1);
 	atomic_store(&fb.gate, 0); /* tile 0 fails in the fake backend: not our concern */
 	wc_cache_destroy(c);
 	ck_assert_int_eq(atomic_load(&src.refs), 1);
