@@ -60,6 +60,16 @@ static void capture(int level, const char *msg, void *ctx)
 	strncpy(captured, msg, sizeof captured - 1);
 }
 
+START_TEST(fail_context_prefixes_the_reason)
+{
+	wc_fail(WC_E_CORRUPT, "checksum mismatch");
+	ck_assert_int_eq(wc_fail_context(WC_E_CORRUPT, "tile %u", 7u), WC_E_CORRUPT);
+	ck_assert_str_eq(wc_last_detail(), "tile 7: checksum mismatch");
+	wc_fail_context(WC_E_FORMAT, "file %s", "a.wcodec");
+	ck_assert_str_eq(wc_last_detail(), "file a.wcodec: tile 7: checksum mismatch");
+}
+END_TEST
+
 START_TEST(log_sink_and_level)
 {
 	wc_log_set_sink(capture, NULL);
@@ -113,6 +123,7 @@ int main(void)
 	tcase_add_test(tc, detail_is_per_thread);
 	tcase_add_test(tc, xxh3_matches_library);
 	tcase_add_test(tc, log_sink_and_level);
+	tcase_add_test(tc, fail_context_prefixes_the_reason);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }

@@ -126,9 +126,6 @@ int wc_rans_isa(void);
 extern int wc_rans_isa_limit;
 const char *wc_rans_isa_name(int isa);
 
-/* Re-record the calling thread's failure reason prefixed with a formatted
- * context ("plane 1: <reason>"); returns e. */
-wc_err wc_fail_context(wc_err e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Per-thread scratch buffer number `slot` of at least `bytes` bytes, kept
  * between calls (freed at thread exit); NULL if out of memory. */

@@ -1,23 +1,11 @@
 /* codec_scratch.c - per-thread memory of the decoder (plane scratch,
  * decoding tables, zstd context) and error-context chaining. */
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <zstd.h>
 
 #include "codec/codec_internal.h"
-
-wc_err wc_fail_context(wc_err e, const char *fmt, ...)
-{
-	char saved[512], ctx[256];
-	snprintf(saved, sizeof saved, "%s", wc_last_detail());
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(ctx, sizeof ctx, fmt, ap);
-	va_end(ap);
-	return wc_fail(e, "%s: %s", ctx, saved);
-}
 
 /* Everything a decoding thread keeps between tiles; freed at thread exit by
  * the key's destructor, so pool threads never leak it. */

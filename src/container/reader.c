@@ -19,6 +19,7 @@
 #include "codec/tile_codec.h"
 #include "container/format.h"
 #include "container/safetensors.h"
+#include "core/fileio.h"
 #include "core/hash.h"
 
 struct wc_container {
@@ -36,27 +37,6 @@ struct wc_container {
 };
 
 /* ---- reading helpers ------------------------------------------------ */
-
-static wc_err pread_full(int fd, void *buf, size_t len, uint64_t off, const char *what)
-{
-	uint8_t *p = buf;
-	while (len) {
-		ssize_t n = pread(fd, p, len, (off_t)off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return wc_fail(WC_E_IO, "reading %s at offset %llu: %s", what, (unsigned long long)off,
-				       strerror(errno));
-		}
-		if (n == 0)
-			return wc_fail(WC_E_IO, "reading %s at offset %llu: unexpected end of file", what,
-				       (unsigned long long)off);
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return WC_OK;
-}
 
 static void free_tensors(wc_container *c)
 {
@@ -417,7 +397,7 @@ static wc_err load(wc_container *c, const char *path)
 		return wc_fail(WC_E_FORMAT, "%s: %llu bytes is shorter than the %u-byte header", path,
 			       (unsigned long long)size, WC_HEADER_BYTES);
 	uint8_t hdr[WC_HEADER_BYTES];
-	wc_err e = pread_full(c->fd, hdr, sizeof hdr, 0, "header");
+	wc_err e = wc_pread_full(c->fd, hdr, sizeof hdr, 0, "header");
 	if (e || (e = wc_header_decode(hdr, size, &c->h)))
 		return e;
 
@@ -434,11 +414,11 @@ static wc_err load(wc_container *c, const char *path)
 		e = wc_fail(WC_E_NOMEM, "out of memory reading the index of %s", path);
 		goto out;
 	}
-	if ((e = pread_full(c->fd, c->prefix, c->h.prefix_len, c->h.prefix_off, "prefix")) ||
-	    (e = pread_full(c->fd, tables, c->h.tables_len, c->h.tables_off, "frequency tables")) ||
-	    (e = pread_full(c->fd, c->dicts, c->h.dicts_len, c->h.dicts_off, "dictionaries")) ||
-	    (e = pread_full(c->fd, index, c->h.index_len, c->h.index_off, "tile index")) ||
-	    (e = pread_full(c->fd, meta, c->h.meta_len, c->h.meta_off, "metadata")))
+	if ((e = wc_pread_full(c->fd, c->prefix, c->h.prefix_len, c->h.prefix_off, "prefix")) ||
+	    (e = wc_pread_full(c->fd, tables, c->h.tables_len, c->h.tables_off, "frequency tables")) ||
+	    (e = wc_pread_full(c->fd, c->dicts, c->h.dicts_len, c->h.dicts_off, "dictionaries")) ||
+	    (e = wc_pread_full(c->fd, index, c->h.index_len, c->h.index_off, "tile index")) ||
+	    (e = wc_pread_full(c->fd, meta, c->h.meta_len, c->h.meta_off, "metadata")))
 		goto out;
 
 	XXH3_state_t *hs = XXH3_createState();
@@ -592,7 +572,7 @@ wc_err wc_container_read_payload(const wc_container *c, uint32_t i, uint8_t *buf
 	const wc_tile_info *t = &c->tiles[i];
 	char what[32];
 	snprintf(what, sizeof what, "tile %u", i);
-	wc_err e = pread_full(c->fd, buf, t->csize, t->coff, what);
+	wc_err e = wc_pread_full(c->fd, buf, t->csize, t->coff, what);
 	if (e)
 		return e;
 	uint64_t h = wc_xxh3_64(buf, t->csize);

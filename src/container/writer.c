@@ -36,6 +36,7 @@
 #include "config.h"
 #include "container/format.h"
 #include "container/safetensors.h"
+#include "core/fileio.h"
 #include "core/hash.h"
 
 typedef struct tensor_plan {
@@ -121,23 +122,6 @@ static void report(packer *pk, uint64_t pass_bytes)
 }
 
 /* ---- small helpers -------------------------------------------------- */
-
-static wc_err write_all(int fd, const void *buf, size_t len, uint64_t off, const char *path)
-{
-	const uint8_t *p = buf;
-	while (len) {
-		ssize_t n = pwrite(fd, p, len, (off_t)off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return wc_fail(WC_E_IO, "writing %s: %s", path, strerror(errno));
-		}
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return WC_OK;
-}
 
 static void record_failure(packer *pk, wc_err e)
 {
@@ -519,7 +503,7 @@ static wc_err write_payloads(packer *pk, int fd, const char *path, uint64_t off,
 		} else if (s->len > UINT32_MAX) {
 			e = wc_fail(WC_E_RANGE, "tile %u: payload too large", i);
 		} else {
-			e = write_all(fd, s->buf, s->len, off, path);
+			e = wc_pwrite_full(fd, s->buf, s->len, off, path);
 			wc_tile_info *x = &index[i];
 			x->voff = prefix_len + t->st->begin + tp->offset;
 			x->coff = off;
@@ -774,7 +758,7 @@ static wc_err pack_into(packer *pk, int fd, const char *tmp, wc_pack_stats *stat
 	h.prefix_len = prefix_len;
 	h.payload_off = h.prefix_off + prefix_len;
 	uint8_t hdr[WC_HEADER_BYTES] = {0};
-	if ((e = write_all(fd, hdr, sizeof hdr, 0, tmp)) || (e = write_all(fd, pk->in, prefix_len, h.prefix_off, tmp)))
+	if ((e = wc_pwrite_full(fd, hdr, sizeof hdr, 0, tmp)) || (e = wc_pwrite_full(fd, pk->in, prefix_len, h.prefix_off, tmp)))
 		return e;
 
 	wc_tile_info *index = calloc(pk->ntiles ? pk->ntiles : 1, sizeof *index);
@@ -859,10 +843,10 @@ static wc_err pack_into(packer *pk, int fd, const char *tmp, wc_pack_stats *stat
 	XXH3_64bits_update(hs, meta, meta_len);
 	h.check = XXH3_64bits_digest(hs);
 	wc_header_encode(&h, hdr);
-	if ((e = write_all(fd, tables, tables_len, h.tables_off, tmp)) ||
-	    (e = write_all(fd, dicts, pk->dicts_len, h.tables_off + tables_len, tmp)) ||
-	    (e = write_all(fd, index_bytes, h.index_len, h.index_off, tmp)) ||
-	    (e = write_all(fd, meta, meta_len, h.meta_off, tmp)) || (e = write_all(fd, hdr, sizeof hdr, 0, tmp)))
+	if ((e = wc_pwrite_full(fd, tables, tables_len, h.tables_off, tmp)) ||
+	    (e = wc_pwrite_full(fd, dicts, pk->dicts_len, h.tables_off + tables_len, tmp)) ||
+	    (e = wc_pwrite_full(fd, index_bytes, h.index_len, h.index_off, tmp)) ||
+	    (e = wc_pwrite_full(fd, meta, meta_len, h.meta_off, tmp)) || (e = wc_pwrite_full(fd, hdr, sizeof hdr, 0, tmp)))
 		goto out;
 	if (fsync(fd) != 0) {
 		e = wc_fail(WC_E_IO, "fsync %s: %s", tmp, strerror(errno));

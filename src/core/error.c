@@ -52,6 +52,17 @@ wc_err wc_fail(wc_err e, const char *fmt, ...)
 const char *wc_last_detail(void) { return detail; }
 void wc_clear_detail(void) { detail[0] = '\0'; }
 
+wc_err wc_fail_context(wc_err e, const char *fmt, ...)
+{
+	char saved[512], ctx[256];
+	snprintf(saved, sizeof saved, "%s", detail);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(ctx, sizeof ctx, fmt, ap);
+	va_end(ap);
+	return wc_fail(e, "%s: %s", ctx, saved);
+}
+
 static const char *level_name(int level)
 {
 	switch (level) {

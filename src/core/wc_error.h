@@ -46,6 +46,11 @@ wc_err wc_fail(wc_err e, const char *fmt, ...) __attribute__((format(printf, 2, 
 const char *wc_last_detail(void);
 void wc_clear_detail(void);
 
+/* Re-record the calling thread's failure reason prefixed with a formatted
+ * context, "<context>: <previous reason>" (e.g. "plane 1: ..."); returns e.
+ * Each part is truncated as wc_fail() truncates. */
+wc_err wc_fail_context(wc_err e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Logging. Levels follow syslog's order. The default sink writes
  * "wcodec: LEVEL: message\n" to stderr for levels <= the threshold
  * (default WC_LOG_INFO). The daemon installs a syslog sink once it detaches. */

@@ -1,7 +1,6 @@
 /* qvq_format.c - the fixed header of .qvq archives (docs/FORMAT.md 6.1). */
 #include "qvq/qvq_format.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -159,13 +158,3 @@ wc_err wc_qvq_header_parse(const uint8_t in[WC_QVQ_HEADER_BYTES], uint64_t file_
 	return WC_OK;
 }
 
-wc_err wc_qvq_wrap(wc_err e, const char *fmt, ...)
-{
-	char prev[512], ctx[256];
-	snprintf(prev, sizeof prev, "%s", wc_last_detail());
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(ctx, sizeof ctx, fmt, ap);
-	va_end(ap);
-	return wc_fail(e, "%s: %s", ctx, prev);
-}

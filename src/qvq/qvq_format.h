@@ -67,9 +67,6 @@ void wc_qvq_header_write(const wc_qvq_header *h, uint8_t out[WC_QVQ_HEADER_BYTES
 wc_err wc_qvq_header_parse(const uint8_t in[WC_QVQ_HEADER_BYTES], uint64_t file_size,
 			   wc_qvq_header *h);
 
-/* Add context to the calling thread's failure reason: the reason becomes
- * "<fmt...>: <previous reason>". Returns e. */
-wc_err wc_qvq_wrap(wc_err e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 
 #endif /* WC_QVQ_FORMAT_H */

@@ -17,29 +17,13 @@
 #include <unistd.h>
 
 #include "codec/tile_codec.h"
+#include "core/fileio.h"
 #include "core/hash.h"
 #include "qvq/qvq.h"
 #include "qvq/qvq_internal.h"
 #include "qvq/qvq_names.h"
 
 
-
-static wc_err pread_all(int fd, void *buf, size_t len, uint64_t off, const char *what)
-{
-	uint8_t *p = buf;
-	while (len) {
-		ssize_t r = pread(fd, p, len, (off_t)off);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return wc_fail(WC_E_IO, "qvq: reading %s: %s", what, strerror(errno));
-		}
-		if (r == 0)
-			return wc_fail(WC_E_IO, "qvq: reading %s: unexpected end of file", what);
-		p += r; len -= (size_t)r; off += (uint64_t)r;
-	}
-	return WC_OK;
-}
 
 /* Read a section into a fresh buffer (len + 1 bytes, NUL-terminated) and
  * check its hash. */
@@ -50,7 +34,7 @@ static wc_err read_section(wc_qvq *q, const char *what, uint64_t off, uint64_t l
 	if (!buf)
 		return wc_fail(WC_E_NOMEM, "qvq: no memory for the %s (%llu bytes)", what,
 			       (unsigned long long)len);
-	wc_err e = pread_all(q->fd, buf, len, off, what);
+	wc_err e = wc_pread_full(q->fd, buf, len, off, what);
 	if (!e && wc_xxh3_64(buf, len) != hash)
 		e = wc_fail(WC_E_CORRUPT, "qvq: %s checksum mismatch", what);
 	if (e) {
@@ -140,7 +124,7 @@ static wc_err parse_images(wc_qvq *q, const uint8_t *rec, const uint8_t *pool)
 				       "pool (%u bytes)", i, noff, nlen, q->h.strings_len);
 		wc_err e = wc_qvq_name_check((const char *)pool + noff, nlen);
 		if (e)
-			return wc_qvq_wrap(e, "image %u", i);
+			return wc_fail_context(e, "image %u", i);
 		memcpy(np, pool + noff, nlen);
 		np[nlen] = 0;
 		im->name = np;
@@ -292,7 +276,7 @@ wc_err wc_qvq_open(const char *path, wc_qvq **out)
 		goto fail;
 	}
 	uint8_t hdr[WC_QVQ_HEADER_BYTES];
-	if ((e = pread_all(q->fd, hdr, sizeof hdr, 0, "header")) ||
+	if ((e = wc_pread_full(q->fd, hdr, sizeof hdr, 0, "header")) ||
 	    (e = wc_qvq_header_parse(hdr, (uint64_t)st.st_size, &q->h)))
 		goto fail;
 	q->layout = q->h.index_bytes == 1 ? (wc_layout){WC_LAYOUT_BYTES, 1, 1}
@@ -312,7 +296,7 @@ wc_err wc_qvq_open(const char *path, wc_qvq **out)
 		for (unsigned s = 0; s < 256; s++)
 			q->tables[t].freq[s] = wc_get_u16(pool + t * WC_QVQ_FREQTAB_BYTES + 2 * s);
 		if ((e = wc_freq_validate(&q->tables[t]))) {
-			e = wc_qvq_wrap(e, "qvq: frequency table %u", t);
+			e = wc_fail_context(e, "qvq: frequency table %u", t);
 			goto fail;
 		}
 	}
@@ -386,9 +370,9 @@ wc_err wc_qvq_read_payload(const wc_qvq *q, uint32_t t, uint8_t *buf)
 	if (t >= q->h.ntiles)
 		return wc_fail(WC_E_RANGE, "qvq: tile %u of %u", t, q->h.ntiles);
 	const wc_qvq_tile *tl = &q->tiles[t];
-	wc_err e = pread_all(q->fd, buf, tl->csize, tl->coff, "tile payload");
+	wc_err e = wc_pread_full(q->fd, buf, tl->csize, tl->coff, "tile payload");
 	if (e)
-		return wc_qvq_wrap(e, "tile %u", t);
+		return wc_fail_context(e, "tile %u", t);
 	if (wc_xxh3_64(buf, tl->csize) != tl->chash)
 		return wc_fail(WC_E_CORRUPT, "qvq: tile %u payload checksum mismatch", t);
 	return WC_OK;
@@ -435,7 +419,7 @@ wc_err wc_qvq_decode_tile(const wc_qvq *q, uint32_t t, uint8_t *out)
 		job.out_size = tl->dsize;
 		e = wc_qvq_decode_job(&job);
 		if (e)
-			e = wc_qvq_wrap(e, "tile %u", t);
+			e = wc_fail_context(e, "tile %u", t);
 	}
 	free(payload);
 	return e;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "codec/tile_codec.h"
+#include "core/fileio.h"
 #include "core/hash.h"
 #include "qvq/qvq.h"
 #include "qvq/qvq_names.h"
@@ -93,21 +94,6 @@ static void encode_slice(void *ctx, unsigned slice, size_t begin, size_t end)
 		encode_tile(c, &c->tiles[t]);
 }
 
-static wc_err write_all(int fd, const void *buf, size_t len, uint64_t off)
-{
-	const uint8_t *p = buf;
-	while (len) {
-		ssize_t w = pwrite(fd, p, len, (off_t)off);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return wc_fail(WC_E_IO, "qvq: write: %s", strerror(errno));
-		}
-		p += w; len -= (size_t)w; off += (uint64_t)w;
-	}
-	return WC_OK;
-}
-
 /* Check names, geometry and indices before anything is written. */
 static wc_err check_input(const wc_qvq_write_input *in, uint64_t *nidx_total)
 {
@@ -130,7 +116,7 @@ static wc_err check_input(const wc_qvq_write_input *in, uint64_t *nidx_total)
 	for (uint32_t i = 0; i < in->nimages; i++) {
 		wc_err e = wc_qvq_name_check(in->names[i], strlen(in->names[i]));
 		if (e)
-			return wc_qvq_wrap(WC_E_INVAL, "qvq: cannot store image %u", i);
+			return wc_fail_context(WC_E_INVAL, "qvq: cannot store image %u", i);
 		if (i > 0 && strcmp(in->names[i - 1], in->names[i]) >= 0)
 			return wc_fail(WC_E_INVAL, "qvq: image names not strictly sorted at \"%s\"",
 				       in->names[i]);
@@ -156,7 +142,7 @@ static wc_err check_input(const wc_qvq_write_input *in, uint64_t *nidx_total)
 		if (!(shown[i] = wc_qvq_ppm_name(in->names[i])))
 			e = wc_fail(WC_E_NOMEM, "qvq: no memory");
 	if (!e && (e = wc_qvq_names_unique((const char *const *)shown, in->nimages)))
-		e = wc_qvq_wrap(WC_E_INVAL, "qvq: image names clash once shown as .ppm");
+		e = wc_fail_context(WC_E_INVAL, "qvq: image names clash once shown as .ppm");
 	for (uint32_t i = 0; i < in->nimages; i++)
 		free(shown[i]);
 	free(shown);
@@ -196,7 +182,7 @@ static wc_err build_tables(const wc_qvq_write_input *in, uint64_t n, uint32_t ib
 		wc_err e = wc_freq_normalize(hist + 256 * p, &tabs[*ntables]);
 		if (e) {
 			free(hist);
-			return wc_qvq_wrap(e, "qvq: frequency table of plane %u", p);
+			return wc_fail_context(e, "qvq: frequency table of plane %u", p);
 		}
 		plan[p].table = &tabs[*ntables];
 		plan[p].table_id = *ntables;
@@ -351,7 +337,7 @@ wc_err wc_qvq_write(const char *path, const wc_qvq_write_input *in, wc_qvq_write
 		wc_put_u32(r + 24, tp->nidx);
 		wc_put_u64(r + 32, tp->chash);
 		wc_put_u64(r + 40, tp->dhash);
-		e = write_all(fd, tp->payload, tp->csize, off);
+		e = wc_pwrite_full(fd, tp->payload, tp->csize, off, tmp);
 		off += tp->csize;
 		payload_bytes += tp->csize;
 	}
@@ -373,7 +359,7 @@ wc_err wc_qvq_write(const char *path, const wc_qvq_write_input *in, wc_qvq_write
 	for (size_t s = 0; s < sizeof sec / sizeof sec[0] && !e; s++) {
 		*sec[s].off = off;
 		*sec[s].hash = wc_xxh3_64(sec[s].data, sec[s].len);
-		e = write_all(fd, sec[s].data, sec[s].len, off);
+		e = wc_pwrite_full(fd, sec[s].data, sec[s].len, off, tmp);
 		off += sec[s].len;
 	}
 	h.meta_len = (uint32_t)strlen(meta_text);
@@ -382,7 +368,7 @@ wc_err wc_qvq_write(const char *path, const wc_qvq_write_input *in, wc_qvq_write
 	uint8_t hdr[WC_QVQ_HEADER_BYTES];
 	wc_qvq_header_write(&h, hdr);
 	if (!e)
-		e = write_all(fd, hdr, sizeof hdr, 0);
+		e = wc_pwrite_full(fd, hdr, sizeof hdr, 0, tmp);
 	if (!e && fsync(fd) != 0)
 		e = wc_fail(WC_E_IO, "qvq: fsync %s: %s", tmp, strerror(errno));
 	if (close(fd) != 0 && !e)

@@ -1,0 +1,22 @@
+/* fileio.h - whole positioned reads and writes of a file descriptor, for
+ * the container and archive readers and writers. */
+#ifndef WC_FILEIO_H
+#define WC_FILEIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/wc_error.h"
+
+/* Read exactly len bytes at byte offset off of fd into buf, retrying short
+ * reads and EINTR. what names the part being read for the reason.
+ * Errors: WC_E_IO ("reading <what> at offset N: <strerror>", or
+ * "... unexpected end of file" when the file ends first). */
+wc_err wc_pread_full(int fd, void *buf, size_t len, uint64_t off, const char *what);
+
+/* Write exactly len bytes of buf at byte offset off of fd, retrying short
+ * writes and EINTR. what names the file for the reason.
+ * Errors: WC_E_IO ("writing <what>: <strerror>"). */
+wc_err wc_pwrite_full(int fd, const void *buf, size_t len, uint64_t off, const char *what);
+
+#endif /* WC_FILEIO_H */
