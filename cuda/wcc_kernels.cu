@@ -9,11 +9,11 @@
  * block's packed decoding table (symbol | freq << 8 | (slot - cum) << 20,
  * rans.h), advances x, and the lanes whose x fell under 2^16 read the next
  * 16-bit words in ascending lane order: lane l takes word p + popc(ballot &
- * lanes below l). The words are held in two 32-word register windows of the
- * warp (w_cur, w_next, one word per lane) and fetched with shuffles, so the
- * global load for a window is issued a whole window ahead of its use.
- * Decoded bytes are staged per warp in shared memory and written 512 at a
- * time as 16-byte stores.
+ * lanes below l). The words come from a per-warp ring in shared memory that
+ * asynchronous copies keep filled ahead of the reads. Rounds run in groups
+ * of 16, unrolled: the decoded bytes are staged per warp in shared memory
+ * and written 512 at a time as 16-byte stores (or merged with the tile's
+ * other planes into tensor bytes).
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -75,14 +75,17 @@ __device__ static void build_dtab(const uint16_t *__restrict__ freqs, uint32_t *
 /* ---- merge ---------------------------------------------------------------- */
 
 /* Plane k's bytes i..i+3 (load4) or byte i (load1). Plane `fp` is not in
- * memory: its bytes are `sub` (the fused rANS plane, from the warp's stage). */
+ * memory: its bytes are `sub` (the fused rANS plane, from the warp's stage).
+ * Plane `op`, when not NO_SUB, was loaded ahead by the caller: `osub`. */
 #define NO_SUB 0xffu
 
 __device__ __forceinline__ uint32_t load4(const wcc_merge_tile &t, unsigned k, uint32_t i, unsigned fp,
-					  uint32_t sub)
+					  uint32_t sub, unsigned op, uint32_t osub)
 {
 	if (k == fp)
 		return sub;
+	if (k == op)
+		return osub;
 	const uint8_t *s = t.src[k];
 	return s ? *(const uint32_t *)(s + i) : 0x01010101u * t.value[k];
 }
@@ -109,12 +112,12 @@ __device__ __forceinline__ void transpose4(uint32_t a, uint32_t b, uint32_t c, u
 
 /* Elements i .. i+3 (i a multiple of 4) with aligned planes and output. */
 __device__ __forceinline__ void merge_vec4(const wcc_merge_tile &t, uint32_t i, unsigned fp = NO_SUB,
-					   uint32_t sub = 0)
+					   uint32_t sub = 0, unsigned op = NO_SUB, uint32_t osub = 0)
 {
 	uint32_t w[4];
 	switch (t.kind) {
 	case 2: { /* bf16: p0 exponent, p1 sign|mant7 */
-		const uint32_t e = load4(t, 0, i, fp, sub), m = load4(t, 1, i, fp, sub);
+		const uint32_t e = load4(t, 0, i, fp, sub, op, osub), m = load4(t, 1, i, fp, sub, op, osub);
 		const uint32_t e01 = __byte_perm(e, 0, 0x4140), e23 = __byte_perm(e, 0, 0x4342);
 		const uint32_t m01 = __byte_perm(m, 0, 0x4140), m23 = __byte_perm(m, 0, 0x4342);
 		uint2 o;
@@ -124,7 +127,7 @@ __device__ __forceinline__ void merge_vec4(const wcc_merge_tile &t, uint32_t i, 
 		return;
 	}
 	case 3: { /* f32: q = p1 | p2 << 8 | p3 << 16 | p0 << 24 */
-		transpose4(load4(t, 1, i, fp, sub), load4(t, 2, i, fp, sub), load4(t, 3, i, fp, sub), load4(t, 0, i, fp, sub), w);
+		transpose4(load4(t, 1, i, fp, sub, op, osub), load4(t, 2, i, fp, sub, op, osub), load4(t, 3, i, fp, sub, op, osub), load4(t, 0, i, fp, sub, op, osub), w);
 		uint4 o;
 		o.x = (w[0] & 0x007fffffu) | ((w[0] >> 1) & 0x7f800000u) | ((w[0] << 8) & 0x80000000u);
 		o.y = (w[1] & 0x007fffffu) | ((w[1] >> 1) & 0x7f800000u) | ((w[1] << 8) & 0x80000000u);
@@ -135,25 +138,25 @@ __device__ __forceinline__ void merge_vec4(const wcc_merge_tile &t, uint32_t i, 
 	}
 	case 1: /* shuffle: plane k = byte w-1-k */
 		if (t.elem_size == 2) {
-			const uint32_t hi = load4(t, 0, i, fp, sub), lo = load4(t, 1, i, fp, sub);
+			const uint32_t hi = load4(t, 0, i, fp, sub, op, osub), lo = load4(t, 1, i, fp, sub, op, osub);
 			uint2 o;
 			o.x = __byte_perm(lo, hi, 0x5140);
 			o.y = __byte_perm(lo, hi, 0x7362);
 			*(uint2 *)(t.out + 2u * i) = o;
 		} else if (t.elem_size == 4) {
-			transpose4(load4(t, 3, i, fp, sub), load4(t, 2, i, fp, sub), load4(t, 1, i, fp, sub), load4(t, 0, i, fp, sub), w);
+			transpose4(load4(t, 3, i, fp, sub, op, osub), load4(t, 2, i, fp, sub, op, osub), load4(t, 1, i, fp, sub, op, osub), load4(t, 0, i, fp, sub, op, osub), w);
 			*(uint4 *)(t.out + 4u * i) = make_uint4(w[0], w[1], w[2], w[3]);
 		} else {
 			uint32_t h[4];
-			transpose4(load4(t, 7, i, fp, sub), load4(t, 6, i, fp, sub), load4(t, 5, i, fp, sub), load4(t, 4, i, fp, sub), w);
-			transpose4(load4(t, 3, i, fp, sub), load4(t, 2, i, fp, sub), load4(t, 1, i, fp, sub), load4(t, 0, i, fp, sub), h);
+			transpose4(load4(t, 7, i, fp, sub, op, osub), load4(t, 6, i, fp, sub, op, osub), load4(t, 5, i, fp, sub, op, osub), load4(t, 4, i, fp, sub, op, osub), w);
+			transpose4(load4(t, 3, i, fp, sub, op, osub), load4(t, 2, i, fp, sub, op, osub), load4(t, 1, i, fp, sub, op, osub), load4(t, 0, i, fp, sub, op, osub), h);
 			uint4 *o = (uint4 *)(t.out + 8u * i);
 			o[0] = make_uint4(w[0], h[0], w[1], h[1]);
 			o[1] = make_uint4(w[2], h[2], w[3], h[3]);
 		}
 		return;
 	default: /* bytes */
-		*(uint32_t *)(t.out + i) = load4(t, 0, i, fp, sub);
+		*(uint32_t *)(t.out + i) = load4(t, 0, i, fp, sub, op, osub);
 		return;
 	}
 }
@@ -192,9 +195,92 @@ __device__ __forceinline__ void merge_one(const wcc_merge_tile &t, uint32_t i, u
 	}
 }
 
+/* ---- rANS decode ---------------------------------------------------------- */
+
+/* Words of a chunk are staged per warp in a ring of RING_WORDS u16 in
+ * shared memory, filled a slice (64 words, 4 bytes per lane) at a time by
+ * asynchronous copies (cp.async, sm_80+) two slices ahead of the reads.
+ * The ring holds eight slices so that a __syncwarp() always lies between
+ * the last read of a slice and the copy that overwrites it.
+ * A register window loaded from global memory would stall the warp at the
+ * first instruction that touches it (a move the compiler inserts at the
+ * loop's end did, once per window: docs/BENCHMARKS-GPU.md section 12). */
+#define RING_WORDS 512u
+#define RING_SLICE 64u /* words fetched at once: 4 bytes per lane */
+
+struct rans_lane {
+	uint32_t x;     /* this lane's state */
+	uint32_t p;     /* words consumed by the warp (absolute index), warp-uniform */
+	uint32_t ready; /* words [.., ready) are in the ring and visible, warp-uniform */
+	uint32_t fetch; /* next slice to fetch (absolute word index), warp-uniform */
+};
+
+/* Lane `lane` copies words [q + 2 lane, q + 2 lane + 2) of the chunk into
+ * the ring, zero-filling past the last word (nslots is even, q a multiple
+ * of 64), as one commit group. */
+__device__ __forceinline__ void ring_fetch(uint16_t *ring, const uint16_t *__restrict__ words, uint32_t nslots,
+					   uint32_t q, unsigned lane)
+{
+	const uint32_t w = q + 2u * lane;
+	uint16_t *dst = ring + (w & (RING_WORDS - 1u));
+	const bool in = w < nslots;
+#if __CUDA_ARCH__ >= 800
+	const unsigned dst_s = (unsigned)__cvta_generic_to_shared(dst);
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst_s), "l"(in ? words + w : words),
+		     "r"(in ? 4u : 0u)
+		     : "memory");
+	asm volatile("cp.async.commit_group;\n" ::: "memory");
+#else
+	*(uint32_t *)dst = in ? *(const uint32_t *)(words + w) : 0u;
+#endif
+}
+
+/* Wait until at most `n` of this lane's newest commit groups are pending,
+ * then make every lane's completed copies visible to the warp. */
+template <int N>
+__device__ __forceinline__ void ring_wait()
+{
+#if __CUDA_ARCH__ >= 800
+	asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+	__syncwarp();
+}
+
+/* One decoding round of FORMAT.md 4 for the warp: every active lane looks
+ * its slot up, advances its state, and the lanes whose state fell under
+ * 2^16 read the next words in ascending lane order. Returns the decoding
+ * table entry (symbol in the low byte). TAIL: some lanes may be inactive
+ * (the chunk's last round). The word count is checked once, at the end of
+ * the chunk (a stream that reads past its words ends with p > nslots; the
+ * ring holds zeros there). */
+template <bool TAIL>
+__device__ __forceinline__ uint32_t rans_round(rans_lane &s, bool active, const uint32_t *tab, uint16_t *ring,
+					       const uint16_t *__restrict__ words, uint32_t nslots, uint32_t lt_mask,
+					       unsigned lane)
+{
+	const uint32_t e = tab[s.x & 4095u];
+	const uint32_t xn = ((e >> 8) & 0xfffu) * (s.x >> 12) + (e >> 20);
+	if (!TAIL || active)
+		s.x = xn;
+	const bool need = (!TAIL || active) && s.x < 65536u;
+	const uint32_t mask = __ballot_sync(FULL_MASK, need);
+	const uint32_t v = ring[(s.p + __popc(mask & lt_mask)) & (RING_WORDS - 1u)];
+	if (need)
+		s.x = (s.x << 16) | v;
+	s.p += __popc(mask);
+	if (s.p + 32u > s.ready) { /* warp-uniform */
+		ring_fetch(ring, words, nslots, s.fetch, lane);
+		s.fetch += RING_SLICE;
+		s.ready += RING_SLICE;
+		ring_wait<2>();
+	}
+	return e;
+}
+
 /* MINB: blocks of 8 warps per SM the register budget is cut for (8: 32
- * registers and full occupancy, with spills; 4: 48 registers, 5 blocks fit:
- * the default, measured fastest on an H200, docs/BENCHMARKS-GPU.md). */
+ * registers and full occupancy, with spills; 4: 55 registers, 4 blocks fit:
+ * the default, measured fastest on an H200 with 3, docs/BENCHMARKS-GPU.md
+ * sections 1 and 12). */
 template <int MINB>
 __global__ void __launch_bounds__(RANS_THREADS, MINB)
 wcc_rans_kernel(const wcc_rans_block *__restrict__ blocks, const wcc_chunk *__restrict__ chunks,
@@ -204,6 +290,7 @@ wcc_rans_kernel(const wcc_rans_block *__restrict__ blocks, const wcc_chunk *__re
 	__shared__ uint32_t tab[4096];
 	__shared__ uint32_t cum[257];
 	__shared__ __align__(16) uint8_t stage_all[WCC_RANS_WARPS][STAGE_BYTES];
+	__shared__ __align__(16) uint16_t ring_all[WCC_RANS_WARPS][RING_WORDS];
 	__shared__ wcc_merge_tile tile_all[WCC_RANS_WARPS];
 
 	const wcc_rans_block blk = blocks[blockIdx.x];
@@ -213,8 +300,21 @@ wcc_rans_kernel(const wcc_rans_block *__restrict__ blocks, const wcc_chunk *__re
 	if (warp >= blk.count)
 		return;
 	uint8_t *stage = stage_all[warp];
+	uint16_t *ring = ring_all[warp];
 	const uint32_t lt_mask = (1u << lane) - 1u;
 	const wcc_chunk ch = chunks[blk.first + warp];
+
+	const uint32_t m = ch.nsym;
+	const uint32_t nslots = (ch.in_bytes - 128u) / 2u; /* u16 words incl. pad; even */
+	const uint16_t *__restrict__ words = (const uint16_t *)(ch.in + 128);
+	for (uint32_t q = 0; q < 4u * RING_SLICE; q += RING_SLICE)
+		ring_fetch(ring, words, nslots, q, lane);
+	rans_lane s;
+	s.x = ((const uint32_t *)ch.in)[lane];
+	s.p = 0;
+	s.ready = 2u * RING_SLICE;
+	s.fetch = 4u * RING_SLICE;
+	const bool bad = s.x < 65536u;
 
 	/* fused: this warp writes tensor bytes itself (see wcc_chunk.fuse) */
 	const uint32_t fuse = ch.fuse;
@@ -227,76 +327,62 @@ wcc_rans_kernel(const wcc_rans_block *__restrict__ blocks, const wcc_chunk *__re
 		__syncwarp();
 		e0 = (uint32_t)((size_t)(ch.out - mt.out) / mt.elem_size);
 	}
-
-	const uint32_t m = ch.nsym;
-	const uint32_t nslots = (ch.in_bytes - 128u) / 2u; /* u16 words incl. pad */
-	const uint16_t *__restrict__ words = (const uint16_t *)(ch.in + 128);
-	uint32_t x = ((const uint32_t *)ch.in)[lane];
-	bool bad = x < 65536u;
-
-	uint32_t base = 0, p = 0; /* window start and read position, warp-uniform */
-	uint32_t w_cur = lane < nslots ? words[lane] : 0u;
-	uint32_t w_next = 32u + lane < nslots ? words[32u + lane] : 0u;
+	ring_wait<2>();
 
 	const uint32_t rounds = (m + 31u) / 32u;
-	const uint32_t full_rounds = (m / STAGE_BYTES) * (STAGE_BYTES / 32u);
+	const uint32_t groups = m / STAGE_BYTES; /* of 16 full rounds */
 	uint8_t *out = ch.out;
 
-	for (uint32_t r = 0; r < rounds; r++) {
-		const bool active = r * 32u + lane < m;
-		const uint32_t e = tab[x & 4095u];
-		if (active)
-			x = ((e >> 8) & 0xfffu) * (x >> 12) + (e >> 20);
-		const bool need = active && x < 65536u;
-		const uint32_t mask = __ballot_sync(FULL_MASK, need);
-		if (mask) {
-			const uint32_t idx = (p - base) + __popc(mask & lt_mask);
-			const uint32_t v0 = __shfl_sync(FULL_MASK, w_cur, idx & 31u);
-			const uint32_t v1 = __shfl_sync(FULL_MASK, w_next, idx & 31u);
-			if (need) {
-				if (base + idx >= nslots)
-					bad = true;
-				x = (x << 16) | (idx < 32u ? v0 : v1);
-			}
-			p += __popc(mask);
-			if (p - base >= 32u) {
-				base += 32u;
-				w_cur = w_next;
-				w_next = base + 32u + lane < nslots ? words[base + 32u + lane] : 0u;
-			}
+	/* A fused tile of two planes whose other plane is RAW (BF16, F16 and
+	 * 2-byte tensors): each lane loads its 16 bytes of that plane at the
+	 * start of a group, so the merge 16 rounds later does not wait on
+	 * global memory (it did for 14% of a one-tile batch's time). */
+	const unsigned op = fuse && mt.nplanes == 2u && mt.src[fp ^ 1u] ? fp ^ 1u : NO_SUB;
+	for (uint32_t g = 0; g < groups; g++) {
+		uint32_t o4[4] = { 0, 0, 0, 0 };
+		if (op != NO_SUB) {
+			const uint32_t *src = (const uint32_t *)(mt.src[op] + e0 + g * STAGE_BYTES + 16u * lane);
+			o4[0] = src[0];
+			o4[1] = src[1];
+			o4[2] = src[2];
+			o4[3] = src[3];
 		}
-		stage[(r & 15u) * 32u + lane] = (uint8_t)e;
-		if ((r & 15u) == 15u && r < full_rounds) {
-			__syncwarp();
-			const uint4 sv = ((const uint4 *)stage)[lane];
-			if (!fuse) {
-				((uint4 *)(out + (r - 15u) * 32u))[lane] = sv;
-			} else {
-				/* lane: elements i .. i+15 of the tile */
-				const uint32_t i = e0 + (r - 15u) * 32u + 16u * lane;
-				merge_vec4(mt, i, fp, sv.x);
-				merge_vec4(mt, i + 4u, fp, sv.y);
-				merge_vec4(mt, i + 8u, fp, sv.z);
-				merge_vec4(mt, i + 12u, fp, sv.w);
-			}
-			__syncwarp();
+#pragma unroll
+		for (unsigned j = 0; j < 16u; j++)
+			stage[j * 32u + lane] = (uint8_t)rans_round<false>(s, true, tab, ring, words, nslots, lt_mask, lane);
+		__syncwarp();
+		const uint4 sv = ((const uint4 *)stage)[lane];
+		if (!fuse) {
+			((uint4 *)(out + g * STAGE_BYTES))[lane] = sv;
+		} else {
+			const uint32_t i = e0 + g * STAGE_BYTES + 16u * lane;
+			merge_vec4(mt, i, fp, sv.x, op, o4[0]);
+			merge_vec4(mt, i + 4u, fp, sv.y, op, o4[1]);
+			merge_vec4(mt, i + 8u, fp, sv.z, op, o4[2]);
+			merge_vec4(mt, i + 12u, fp, sv.w, op, o4[3]);
 		}
+		__syncwarp();
 	}
-	/* symbols after the last full 512-byte group */
+	/* the last, partial group: at most 16 rounds, the last one partial */
+	for (uint32_t r = groups * 16u; r < rounds; r++) {
+		const uint32_t e = rans_round<true>(s, r * 32u + lane < m, tab, ring, words, nslots, lt_mask, lane);
+		stage[(r & 15u) * 32u + lane] = (uint8_t)e;
+	}
 	__syncwarp();
-	const uint32_t done = full_rounds * 32u;
+	const uint32_t done = groups * STAGE_BYTES;
 	for (uint32_t i = lane; done + i < m; i += 32u) {
 		if (!fuse)
 			out[done + i] = stage[i];
 		else
 			merge_one(mt, e0 + done + i, fp, stage[i]);
 	}
+	ring_wait<0>(); /* no copy may land after the block exits */
 
 	/* Validation (FORMAT.md 4): every state back at 2^16, every word read,
 	 * the optional pad word present only to make the count even and zero. */
-	bool words_ok = p == nslots ||
-			(p + 1u == nslots && (p & 1u) && words[p] == 0u);
-	if (__any_sync(FULL_MASK, bad || x != 65536u) || !words_ok) {
+	const uint32_t p = s.p;
+	const bool words_ok = p == nslots || (p + 1u == nslots && (p & 1u) && words[p] == 0u);
+	if (__any_sync(FULL_MASK, bad || s.x != 65536u) || !words_ok) {
 		if (lane == 0)
 			status[ch.job] = 1u;
 	}
@@ -350,7 +436,7 @@ extern "C" int wcc_launch_rans(const wcc_rans_block *blocks, uint32_t nblocks, c
 	case 1: wcc_rans_kernel<8><<<nblocks, RANS_THREADS, 0, st>>>(blocks, chunks, freqs, tiles, status); break;
 	case 2: wcc_rans_kernel<6><<<nblocks, RANS_THREADS, 0, st>>>(blocks, chunks, freqs, tiles, status); break;
 	case 3: wcc_rans_kernel<3><<<nblocks, RANS_THREADS, 0, st>>>(blocks, chunks, freqs, tiles, status); break;
-	default: wcc_rans_kernel<4><<<nblocks, RANS_THREADS, 0, st>>>(blocks, chunks, freqs, tiles, status); break;
+		default: wcc_rans_kernel<4><<<nblocks, RANS_THREADS, 0, st>>>(blocks, chunks, freqs, tiles, status); break;
 	}
 	return (int)cudaGetLastError();
 }
