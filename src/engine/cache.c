@@ -338,6 +338,18 @@ static uint8_t *tile_alloc(wc_cache *c, size_t n)
 	return malloc(n ? n : 1);
 }
 
+/* Give a DECODING entry without a (pooled or recycled) buffer a new one of
+ * its size, with the capacity tile_free will need. Returns false when out
+ * of memory. No lock: nobody else touches a DECODING entry's buffer. */
+static bool entry_alloc_buf(wc_cache *c, entry *e)
+{
+	if (!e->buf) {
+		e->buf = tile_alloc(c, e->ref.size);
+		e->buf_cap = e->ref.size >= MMAP_MIN_BYTES ? page_round(e->ref.size) : e->ref.size;
+	}
+	return e->buf != NULL;
+}
+
 static void tile_free(wc_cache *c, uint8_t *p, size_t n)
 {
 	if (!p)
@@ -627,6 +639,20 @@ static void recycle_buffers(entry **batch, size_t nb, entry *dead)
 	}
 }
 
+/* The decode job of a DECODING entry whose payload is at `payload`: the
+ * source describes the tile, the entry gives the buffers. */
+static void entry_job(const entry *e, const uint8_t *payload, wc_tile_job *job)
+{
+	memset(job, 0, sizeof *job);
+	e->src->ops->describe_job(e->src, e->tile, job);
+	job->payload = payload;
+	job->payload_size = e->csize;
+	job->out = e->buf;
+	job->out_size = e->ref.size;
+	job->status = WC_OK;
+	job->detail[0] = '\0';
+}
+
 /* Read entry i's payload into its place in the batch buffer (a parallel
  * loop body: the entry and its slice of the buffer are this call's alone;
  * a failure is recorded on the entry, with the reading thread's reason). */
@@ -659,11 +685,7 @@ static void decode_batch(dispatcher *d, entry **batch, size_t nb)
 	uint64_t t0 = wc_mono_ns();
 	for (size_t i = 0; i < nb; i++) {
 		entry *e = batch[i];
-		if (!e->buf) {
-			e->buf = tile_alloc(c, e->ref.size);
-			e->buf_cap = e->ref.size >= MMAP_MIN_BYTES ? page_round(e->ref.size) : e->ref.size;
-		}
-		if (!e->buf || !have_payload) {
+		if (!entry_alloc_buf(c, e) || !have_payload) {
 			entry_set_failed(c, e, WC_E_NOMEM, "no memory for the tile's buffers");
 			continue;
 		}
@@ -680,15 +702,7 @@ static void decode_batch(dispatcher *d, entry **batch, size_t nb)
 		entry *e = batch[i];
 		if (e->err != WC_OK) /* failed: no buffers, or the read */
 			continue;
-		wc_tile_job *job = &d->jobs[nj];
-		memset(job, 0, sizeof *job);
-		e->src->ops->describe_job(e->src, e->tile, job);
-		job->payload = d->payload + d->payload_off[i];
-		job->payload_size = e->csize;
-		job->out = e->buf;
-		job->out_size = e->ref.size;
-		job->status = WC_OK;
-		job->detail[0] = '\0';
+		entry_job(e, d->payload + d->payload_off[i], &d->jobs[nj]);
 		d->job_entry[nj++] = (uint32_t)i;
 	}
 	uint64_t t1 = wc_mono_ns();
@@ -980,12 +994,8 @@ static entry *entry_new(wc_cache *c, wc_tile_source *src, uint32_t tile, int whi
  * decode_batch: nobody else touches a DECODING entry's buffer or error. */
 static void decode_on_caller(wc_cache *c, entry *e)
 {
-	if (!e->buf) {
-		e->buf = tile_alloc(c, e->ref.size);
-		e->buf_cap = e->ref.size >= MMAP_MIN_BYTES ? page_round(e->ref.size) : e->ref.size;
-	}
 	uint8_t *payload = malloc(e->csize ? e->csize : 1);
-	if (!e->buf || !payload) {
+	if (!entry_alloc_buf(c, e) || !payload) {
 		free(payload);
 		entry_set_failed(c, e, WC_E_NOMEM, "no memory for the tile's buffers");
 		return;
@@ -999,12 +1009,7 @@ static void decode_on_caller(wc_cache *c, entry *e)
 		return;
 	}
 	wc_tile_job job;
-	memset(&job, 0, sizeof job);
-	e->src->ops->describe_job(e->src, e->tile, &job);
-	job.payload = payload;
-	job.payload_size = e->csize;
-	job.out = e->buf;
-	job.out_size = e->ref.size;
+	entry_job(e, payload, &job);
 	if (wc_decode_job_cpu(&job) != WC_OK)
 		entry_set_failed(c, e, job.status, job.detail);
 	free(payload);
@@ -1124,27 +1129,20 @@ static void release_locked(wc_cache *c, entry *e, bool consumed, entry **dead)
 	make_room(c, 0, dead);
 }
 
-void wc_cache_release(wc_cache *c, wc_tile_ref *ref)
+static void release_ref(wc_cache *c, wc_tile_ref *ref, bool consumed)
 {
 	if (!ref)
 		return;
 	entry *dead = NULL;
 	pthread_mutex_lock(&c->lock);
-	release_locked(c, (entry *)ref, false, &dead);
+	release_locked(c, (entry *)ref, consumed, &dead);
 	pthread_mutex_unlock(&c->lock);
 	free_chain(c, dead);
 }
 
-void wc_cache_release_consumed(wc_cache *c, wc_tile_ref *ref)
-{
-	if (!ref)
-		return;
-	entry *dead = NULL;
-	pthread_mutex_lock(&c->lock);
-	release_locked(c, (entry *)ref, true, &dead);
-	pthread_mutex_unlock(&c->lock);
-	free_chain(c, dead);
-}
+void wc_cache_release(wc_cache *c, wc_tile_ref *ref) { release_ref(c, ref, false); }
+
+void wc_cache_release_consumed(wc_cache *c, wc_tile_ref *ref) { release_ref(c, ref, true); }
 
 void wc_cache_prefetch(wc_cache *c, wc_tile_source *src, uint32_t first, uint32_t count)
 {
