@@ -1,9 +1,10 @@
 /*
- * fake_cuda_plugin.c - a stand-in for the CUDA plugin (cuda/plugin.cu),
+ * fake_cuda_plugin.c - a stand-in for the CUDA plugin (cuda/plugin.c),
  * built as tests/fakeplugin/wcodec-cuda.so so test_backend exercises the real
  * dlopen()/dlsym() path of wc_backend_create("cuda"). It decodes on the CPU.
  * $WCODEC_FAKE_PLUGIN_MODE picks a behaviour:
- *   unset   - create succeeds (max_batch 7, concurrency 3), decode works;
+ *   unset   - create succeeds (max_batch 7, concurrency 3, readahead_tiles
+ *             11, reader_decodes_misses), decode works;
  *   "nogpu" - create fails with WC_E_BACKEND, as with no driver or device;
  *   "fail"  - decode scribbles over the outputs and returns WC_E_BACKEND.
  */
@@ -12,7 +13,7 @@
 
 #include "engine/backend.h"
 
-wc_err wcodec_cuda_backend_create(const wc_backend_opts *opts, wc_backend **out);
+wc_err wcodec_cuda_backend_create_v2(const wc_backend_opts *opts, wc_backend **out);
 
 static wc_err fake_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
 {
@@ -36,7 +37,7 @@ static const wc_backend_ops fake_ops = {
 	.destroy = fake_destroy,
 };
 
-wc_err wcodec_cuda_backend_create(const wc_backend_opts *opts, wc_backend **out)
+wc_err wcodec_cuda_backend_create_v2(const wc_backend_opts *opts, wc_backend **out)
 {
 	(void)opts;
 	const char *mode = getenv("WCODEC_FAKE_PLUGIN_MODE");
@@ -48,6 +49,8 @@ wc_err wcodec_cuda_backend_create(const wc_backend_opts *opts, wc_backend **out)
 	be->ops = &fake_ops;
 	be->max_batch = 7;
 	be->concurrency = 3;
+	be->readahead_tiles = 11;
+	be->reader_decodes_misses = true;
 	*out = be;
 	return WC_OK;
 }

@@ -154,6 +154,9 @@ START_TEST(cpu_decodes_real_payloads_bit_exactly)
 		ck_assert_str_eq(be->ops->name, "cpu");
 		ck_assert_uint_eq(be->max_batch, 2 * threads);
 		ck_assert_uint_eq(be->concurrency, 2);
+		/* no reader-side preferences: wcodecfs keeps its own defaults */
+		ck_assert_uint_eq(be->readahead_tiles, 0);
+		ck_assert(!be->reader_decodes_misses);
 		wc_tile_job jobs[NCASES];
 		for (int i = 0; i < NCASES; i++)
 			jobs[i] = job_for(&tc[i]);
@@ -332,6 +335,9 @@ START_TEST(cuda_plugin_is_loaded_and_used)
 	ck_assert_str_eq(be->ops->name, "cuda");
 	ck_assert_uint_eq(be->max_batch, 7);
 	ck_assert_uint_eq(be->concurrency, 3);
+	/* the plugin's reader-side preferences pass through the wrapper */
+	ck_assert_uint_eq(be->readahead_tiles, 11);
+	ck_assert(be->reader_decodes_misses);
 	wc_tile_job jobs[NCASES];
 	for (int i = 0; i < NCASES; i++)
 		jobs[i] = job_for(&tc[i]);

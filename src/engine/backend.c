@@ -195,6 +195,8 @@ static wc_err cuda_create(const wc_backend_opts *opts, wc_backend **out)
 	pb->base.ops = &pb->ops;
 	pb->base.max_batch = pb->inner->max_batch ? pb->inner->max_batch : 1;
 	pb->base.concurrency = pb->inner->concurrency ? pb->inner->concurrency : 1;
+	pb->base.readahead_tiles = pb->inner->readahead_tiles;
+	pb->base.reader_decodes_misses = pb->inner->reader_decodes_misses;
 	pb->dl = dl;
 	*out = &pb->base;
 	return WC_OK;

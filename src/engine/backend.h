@@ -95,6 +95,14 @@ struct wc_backend {
 	const wc_backend_ops *ops;
 	uint32_t max_batch;   /* tiles per decode call the backend prefers */
 	uint32_t concurrency; /* decode calls worth running at once (dispatch threads) */
+	/* What a reader of this backend should do by default; each is a property
+	 * the backend knows and its users (wcodecfs) do not, so no user compares
+	 * backend names. 0 / false: no preference. */
+	uint32_t readahead_tiles; /* tiles to decode ahead of a sequential reader */
+	/* A one-tile decode call takes longer than decoding the tile on the
+	 * calling CPU thread (a GPU round trip), so a reader that would wait
+	 * for a tile no decode call has taken yet decodes it itself. */
+	bool reader_decodes_misses;
 };
 
 typedef struct wc_backend_opts {
@@ -160,11 +168,13 @@ wc_err wc_backend_warm_up(wc_backend *be, unsigned calls);
  * (more than 1024 threads), WC_E_NOMEM, WC_E_IO (a thread failed to start). */
 wc_err wc_backend_cpu_create(unsigned threads, wc_backend **out);
 
-/* The symbol the CUDA plugin exports (cuda/plugin.cu):
- *   wc_err wcodec_cuda_backend_create(const wc_backend_opts *, wc_backend **);
- */
+/* The symbol the CUDA plugin exports (cuda/plugin.c):
+ *   wc_err wcodec_cuda_backend_create_v2(const wc_backend_opts *, wc_backend **);
+ * The suffix is the layout of struct wc_backend and wc_tile_job: a plugin
+ * left from a build with another layout lacks this symbol and is refused
+ * with a message, rather than read past the end of its backend. */
 #define WC_CUDA_PLUGIN_NAME "wcodec-cuda.so"
-#define WC_CUDA_PLUGIN_SYMBOL "wcodec_cuda_backend_create"
+#define WC_CUDA_PLUGIN_SYMBOL "wcodec_cuda_backend_create_v2"
 typedef wc_err (*wc_backend_create_fn)(const wc_backend_opts *opts, wc_backend **out);
 
 #endif /* WC_BACKEND_H */

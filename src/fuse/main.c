@@ -120,11 +120,9 @@ int main(int argc, char **argv)
 	 * than by the first reads (backend.h). */
 	if (wc_backend_warm_up(fs.backend, fs.backend->concurrency) != WC_OK)
 		wc_log(WC_LOG_WARN, "%s backend: %s", fs.backend->ops->name, wc_last_detail());
-	if (!o.readahead_given && strcmp(fs.backend->ops->name, "cuda") == 0) {
-		/* A GPU decodes fast only in batches of many tiles, so read further
-		 * ahead: on an H200, +24-33% for one sequential reader with less
-		 * CPU time (docs/BENCHMARKS-GPU.md, section 5). */
-		o.readahead = 16;
+	if (!o.readahead_given && fs.backend->readahead_tiles) {
+		/* the backend's own preference (a GPU's: 16 tiles) */
+		o.readahead = fs.backend->readahead_tiles < 64 ? fs.backend->readahead_tiles : 64;
 	} else if (!o.readahead_given && o.threads > o.readahead) {
 		/* Enough queued tiles for every decode thread: with 16 threads,
 		 * 4 readers went from 7004 to 8228 MB/s at readahead 16
@@ -141,9 +139,7 @@ int main(int argc, char **argv)
 			     /* page-locked buffers for the default tile size, made
 			      * before the first read rather than during it */
 			     .prefill_tile_bytes = WC_TILE_SIZE_DEFAULT,
-			     /* a GPU round trip is longer than one CPU decode
-			      * of the tile a reader waits for */
-			     .decode_misses_on_caller = strcmp(fs.backend->ops->name, "cpu") != 0 };
+			     .decode_misses_on_caller = fs.backend->reader_decodes_misses };
 	e = wc_cache_create(&co, &fs.cache);
 	if (e != WC_OK) {
 		wcfs_daemon_fail(rc, "tile cache of %llu bytes: %s%s%s",
