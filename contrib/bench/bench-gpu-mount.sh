@@ -191,8 +191,11 @@ read_file() {
 	mib=$((($(stat -c %s "$f") + 1048575) / 1048576))
 	q=$(((mib + n - 1) / n))
 	s=$(date +%s%N)
+	: > "$WORK/readers.txt"
 	for ((i = 0; i < n; i++)); do
-		timeout 120 dd if="$f" of=/dev/null bs=1M skip=$((i * q)) count=$q status=none &
+		# each reader's own time too, to tell a lagging stream from a slow mount
+		{ timeout 120 dd if="$f" of=/dev/null bs=1M skip=$((i * q)) count=$q status=none
+		  echo "$(ms "$s")" >> "$WORK/readers.txt"; } &
 	done
 	wait # (a subshell: only the dd's are its children)
 	ms "$s"
@@ -233,7 +236,7 @@ run_one() {
 		st=$(tail -n +$((l0 + 1)) "$DLOG" | grep 'cache: ' | tail -1 | sed -n 's/.* \([0-9]*\) batches of \([0-9]*\) tiles.*/\1 \2/p')
 	fi
 	echo "$t $((c1 - c0)) $((b1 - b0)) ${st:-0 0}" >> "$WORK/r.$key"
-	say "$key: $kind '$opts' x$n: $t ms, daemon CPU $((c1 - c0)) ticks, machine busy $((b1 - b0)) ticks, batches/tiles ${st:-?}"
+	say "$key: $kind '$opts' x$n: $t ms (readers done at $(sort -n "$WORK/readers.txt" | tr '\n' ' ')ms), daemon CPU $((c1 - c0)) ticks, machine busy $((b1 - b0)) ticks, batches/tiles ${st:-?}"
 }
 
 rm -f "$WORK"/r.* "$WORK/cmp.txt"

@@ -31,8 +31,15 @@ static void raise_fd_limit(void)
 	}
 }
 
-static void log_stats(wc_cache *cache)
+static void log_stats(wcfs_fs *fs)
 {
+	uint64_t reads = atomic_load(&fs->reads);
+	if (reads)
+		wc_log(WC_LOG_INFO, "reads: %llu of %.0f KiB on average; %.1f ms from request to reply "
+		       "written, %.1f ms of it writing replies", (unsigned long long)reads,
+		       (double)atomic_load(&fs->read_bytes) / 1024.0 / (double)reads,
+		       1e-6 * (double)atomic_load(&fs->read_ns), 1e-6 * (double)atomic_load(&fs->reply_ns));
+	wc_cache *cache = fs->cache;
 	wc_cache_stats s;
 	wc_cache_get_stats(cache, &s);
 	wc_log(WC_LOG_INFO,
@@ -190,7 +197,7 @@ int main(int argc, char **argv)
 	}
 	rc = loop == 0 || fuse_session_exited(se) ? WCFS_EXIT_OK : WCFS_EXIT_RUNTIME;
 	if (fs.cache)
-		log_stats(fs.cache);
+		log_stats(&fs);
 	wc_log(WC_LOG_INFO, "unmounting %s", o.mountpoint);
 	fuse_session_unmount(se);
 out_signals:

@@ -2,6 +2,7 @@
 #include "fuse/ops.h"
 
 #include "fuse/bdi.h"
+#include "core/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -382,6 +383,7 @@ static void read_virtual(fuse_req_t req, wcfs_fs *fs, wcfs_node *n, size_t size,
 	if (size > vn->size - off)
 		size = (size_t)(vn->size - off);
 	uint64_t end = off + size;
+	const uint64_t t_start = wc_mono_ns();
 
 	/* Room for one buffer per span the read touches. Spans of tiles are at
 	 * least WC_TILE_SIZE_MIN (4 KiB) in practice, so a 1 MiB read needs
@@ -529,7 +531,13 @@ static void read_virtual(fuse_req_t req, wcfs_fs *fs, wcfs_node *n, size_t size,
 	if (err) {
 		fuse_reply_err(req, err);
 	} else {
+		const uint64_t t_reply = wc_mono_ns();
 		reply_segments(req, bv, nbuf);
+		const uint64_t t_done = wc_mono_ns();
+		atomic_fetch_add_explicit(&fs->reads, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&fs->read_bytes, size, memory_order_relaxed);
+		atomic_fetch_add_explicit(&fs->read_ns, t_done - t_start, memory_order_relaxed);
+		atomic_fetch_add_explicit(&fs->reply_ns, t_done - t_reply, memory_order_relaxed);
 	}
 	/* The reply has been written to /dev/fuse: the tile bytes may go. A
 	 * stream's tiles read to their end are now in the page cache: release

@@ -26,6 +26,11 @@ typedef struct wcfs_fs {
 	double timeout;       /* attribute and entry timeout, seconds */
 	unsigned readahead;   /* tiles ahead of a sequential stream; 0 = off */
 	atomic_int bdi_pending; /* kernel readahead still to be raised (bdi.h) */
+	/* Reads of virtual files served, for the unmount log: how many, their
+	 * bytes, the nanoseconds from the request to the reply written (the
+	 * tiles' waits included) and those spent writing replies (the copy
+	 * into the kernel's pages). */
+	atomic_uint_fast64_t reads, read_bytes, read_ns, reply_ns;
 } wcfs_fs;
 
 /* The operation table; the session's userdata is a wcfs_fs*. */
