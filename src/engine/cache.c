@@ -147,6 +147,7 @@ struct wc_cache {
 	wc_threadpool *readers; /* payload reads of a batch in parallel; NULL: serial */
 	uint32_t ndecoding;     /* entries DECODING now (in dispatchers' batches) */
 	uint32_t prefill_bytes; /* wc_cache_opts.prefill_tile_bytes, page-rounded; 0: none */
+	size_t payload_prealloc; /* each dispatcher's first payload buffer (dispatch_main); 0: none */
 	pthread_t prefill;      /* fills the pool (pool_prefill_main); joined by destroy */
 	bool prefilling;        /* the prefill thread was started */
 	bool caller_decodes;    /* wc_cache_opts.decode_misses_on_caller */
@@ -602,12 +603,20 @@ static void entry_set_failed(wc_cache *c, entry *e, wc_err err, const char *reas
 	       wc_strerror(err), e->reason ? e->reason : "");
 }
 
+/* Make d's payload buffer hold at least `need` bytes. It grows to twice its
+ * capacity (up to BATCH_PAYLOAD_MAX) or to `need` if that is more: the
+ * CUDA backend's page-locked buffers cost about 1.2 ms per MiB to allocate,
+ * and growing by each batch's need made one dispatcher stall several times
+ * at the start of four streams (docs/BENCHMARKS-GPU.md, section 13). */
 static bool payload_reserve(dispatcher *d, size_t need)
 {
 	if (need <= d->payload_cap)
 		return true;
+	size_t cap = 2 * d->payload_cap < BATCH_PAYLOAD_MAX ? 2 * d->payload_cap : BATCH_PAYLOAD_MAX;
+	if (cap < need)
+		cap = need;
+	cap = cap < (1u << 20) ? (1u << 20) : page_round(cap);
 	buf_free(d->cache, d->payload, d->payload_cap);
-	size_t cap = need < (1u << 20) ? (1u << 20) : page_round(need);
 	d->payload = buf_alloc(d->cache, cap);
 	d->payload_cap = d->payload ? cap : 0;
 	return d->payload != NULL;
@@ -811,6 +820,12 @@ static void *dispatch_main(void *arg)
 {
 	dispatcher *d = arg;
 	wc_cache *c = d->cache;
+	/* A payload buffer of the backend's memory before the first read, big
+	 * enough for the batches of several streams: allocating page-locked
+	 * memory on the read path stalls this dispatcher's batch (payload_reserve).
+	 * Ordinary memory costs little to grow: no buffer yet. */
+	if (c->payload_prealloc && wc_backend_buf_is_backend_memory(c->backend))
+		payload_reserve(d, c->payload_prealloc);
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
 		while (!c->demand.head && !c->prefetch.head && !c->stop)
@@ -901,6 +916,9 @@ wc_err wc_cache_create(const wc_cache_opts *opts, wc_cache **out)
 		return wc_fail(WC_E_NOMEM, "tile cache");
 	}
 	c->ndispatch = nd;
+	/* the compressed payloads of a few prefill-sized tiles */
+	if (opts->prefill_tile_bytes >= MMAP_MIN_BYTES)
+		c->payload_prealloc = page_round(4 * (size_t)opts->prefill_tile_bytes);
 	for (unsigned i = 0; i < nd; i++) {
 		dispatcher *d = &c->dispatchers[i];
 		d->cache = c;

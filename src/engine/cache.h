@@ -45,7 +45,8 @@ typedef struct wc_cache_opts {
 				 * about 1.2 ms per MiB), a thread fills the free-buffer
 				 * pool with buffers of this many bytes right after
 				 * creation, so the first tiles read do not wait for
-				 * them; 0 = no prefill */
+				 * them, and each dispatcher allocates a payload buffer
+				 * of 4 such tiles before its first batch; 0 = neither */
 	bool decode_misses_on_caller; /* a get of a tile no dispatcher has taken yet
 				 * decodes it on the calling thread with the reference
 				 * CPU decoder (wc_decode_job_cpu) instead of waiting:
