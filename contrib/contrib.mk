@@ -28,6 +28,7 @@ EXTRA_DIST += \
 	contrib/bench/bench-mount.sh \
 	contrib/bench/bench-gpu-mount.sh \
 	contrib/bench/gpu_mount_model.py \
+	contrib/bench/hostcopy.cu \
 	contrib/bench/lib.sh \
 	contrib/bench/prepare-data.sh \
 	contrib/bench/merge-safetensors.py \
