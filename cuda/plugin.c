@@ -75,11 +75,13 @@ EXPORT wc_err wcodec_cuda_backend_create_v2(const wc_backend_opts *opts, wc_back
 		threads = 8;
 	/* Decode calls in flight at once (the cache's dispatcher threads): each
 	 * holds one lane while it reads its next batch's payloads, so there is
-	 * one lane more than calls. Four: on an H200 with 4 readers through
-	 * the mount, 2 calls gave 5754 MB/s, 3 gave 6903, 4 gave 7253-7481 and
-	 * 6 or 8 no more (docs/BENCHMARKS-GPU.md, section 9).
-	 * WCODEC_CUDA_CALLS=N (1..8) overrides the default, for benchmarks. */
-	unsigned calls = 4;
+	 * one lane more than calls. Six: on an H200 with 4 readers through
+	 * the mount, 2 calls gave 5754 MB/s, 3 gave 6903, 4 gave 7253-7481
+	 * (docs/BENCHMARKS-GPU.md, section 9); once no dispatcher allocated
+	 * page-locked memory while reading, 6 calls read four streams in a
+	 * median of 268-272 ms against 281-285 with 4 (18 runs each, section
+	 * 13). WCODEC_CUDA_CALLS=N (1..8) overrides the default, for benchmarks. */
+	unsigned calls = 6;
 	const char *ev = getenv("WCODEC_CUDA_CALLS");
 	if (ev && *ev >= '1' && *ev <= '8' && ev[1] == '\0')
 		calls = (unsigned)(*ev - '0');
