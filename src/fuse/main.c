@@ -114,6 +114,10 @@ int main(int argc, char **argv)
 	/* From here on: the daemon (or the foreground process). */
 	wcfs_fs fs = { .opt = &o, .timeout = o.timeout, .readahead = o.readahead };
 	atomic_init(&fs.bdi_pending, o.kernel_readahead != 0);
+	atomic_init(&fs.reads, 0);
+	atomic_init(&fs.read_bytes, 0);
+	atomic_init(&fs.read_ns, 0);
+	atomic_init(&fs.reply_ns, 0);
 	struct fuse_session *se = NULL;
 	rc = WCFS_EXIT_BACKEND;
 	wc_backend_opts bo = { .threads = o.threads, .gpu = o.gpu, .gpu_memory_limit = o.gpu_memory };
