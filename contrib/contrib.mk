@@ -27,6 +27,7 @@ EXTRA_DIST += \
 	contrib/bench/bench-ratio.sh \
 	contrib/bench/bench-mount.sh \
 	contrib/bench/bench-gpu-mount.sh \
+	contrib/bench/bench-ab-readers.sh \
 	contrib/bench/gpu_mount_model.py \
 	contrib/bench/hostcopy.cu \
 	contrib/bench/lib.sh \

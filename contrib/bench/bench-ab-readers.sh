@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# bench-ab-readers.sh - A/B of wcodecfs configurations on N concurrent cold
+# streaming readers, many alternating runs (docs/BENCHMARKS-GPU.md, section
+# 13). A benchmark, not a test: run it as root (FUSE mounts, drop_caches) on a
+# quiet machine. Differences of a few percent need many runs: single runs of
+# one configuration spread by 10-20% on the lent GPU machines, so this
+# script alternates the configurations run by run and reports medians.
+#
+# Each run: a fresh daemon (`wcodecfs -f SRC MNT -o OPTS`), page cache
+# dropped, the packed files read once into it (SRCWARM=1, the default: the
+# read then measures decode + FUSE, not the disk), then N `dd bs=1M` over N
+# equal parts of the virtual file at once. Recorded per run: the wall time
+# until the last reader is done, when each reader finished, and the daemon's
+# unmount log lines (cache and read counters).
+#
+# Usage: bench-ab-readers.sh CONFIG...
+#   CONFIG    [VAR=VALUE@]OPTS: wcodecfs -o OPTS, with an environment variable
+#             for that daemon (e.g. WCODEC_CUDA_CALLS=6@backend=cuda);
+#             "ramfs:FILE" serves FILE from RAM (contrib/bench/ramfs), the
+#             FUSE ceiling
+# Environment: BUILD (build directory with wcodecfs and contrib/bench/ramfs;
+#   see lib.sh), SRC (directory holding the packed file), NAME (the virtual
+#   file's name in the mount, e.g. big.safetensors), N (readers, 4), REPS (10),
+#   SRCWARM (1), OUT (directory for the logs, a new temporary one if unset).
+set -u
+# shellcheck source=contrib/bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+[ $# -ge 1 ] || die "usage: SRC=DIR NAME=FILE bench-ab-readers.sh CONFIG..."
+[ -d "${SRC:-}" ] || die "SRC=<directory with the packed file> is required"
+[ -n "${NAME:-}" ] || die "NAME=<virtual file name in the mount> is required"
+need_tool "$WCODECFS" WCODECFS
+N=${N:-4} REPS=${REPS:-10}
+OUT=${OUT:-$(mktemp -d /tmp/bench-ab.XXXXXX)}
+MNT=$OUT/mnt
+mkdir -p "$MNT"
+: > "$OUT/runs.txt"
+
+run_one() { # run_one INDEX CONFIG
+	local i=$1 cfg=$2 env='' opts f pid s t log=$OUT/daemon.$1.log ddp='' k mib q
+	if [ "${cfg#ramfs:}" != "$cfg" ]; then
+		need_tool "$RAMFS" RAMFS
+		"$RAMFS" -f "${cfg#ramfs:}" "$MNT" 2>>"$log" &
+		pid=$!
+		f=$MNT/$(basename "${cfg#ramfs:}")
+	else
+		opts=$cfg
+		case $cfg in *@*) env=${cfg%%@*}; opts=${cfg#*@} ;; esac
+		# shellcheck disable=SC2086 # env: one VAR=VALUE or nothing
+		env $env "$WCODECFS" -f "$SRC" "$MNT" -o "$opts" 2>>"$log" &
+		pid=$!
+		f=$MNT/$NAME
+	fi
+	wait_mount "$MNT" "$pid" 30 || { echo "config $i: mount failed" >&2; kill "$pid" 2>/dev/null; return 1; }
+	drop_caches || die "cannot drop the page cache (run as root)"
+	if [ "${SRCWARM:-1}" = 1 ]; then cat "$SRC"/* > /dev/null; fi
+	mib=$((($(stat -c %s "$f") + 1048575) / 1048576))
+	q=$(((mib + N - 1) / N))
+	: > "$OUT/readers.txt"
+	s=$(date +%s%N)
+	for ((k = 0; k < N; k++)); do
+		{ dd if="$f" of=/dev/null bs=1M skip=$((k * q)) count=$q status=none
+		  echo $((($(date +%s%N) - s) / 1000000)) >> "$OUT/readers.txt"; } &
+		ddp="$ddp $!"
+	done
+	# shellcheck disable=SC2086 # a list of pids
+	wait $ddp
+	t=$((($(date +%s%N) - s) / 1000000))
+	fusermount3 -u "$MNT" 2>/dev/null || umount "$MNT"
+	wait "$pid" 2>/dev/null
+	echo "$i $t $(sort -n "$OUT/readers.txt" | tr '\n' ' ')" >> "$OUT/runs.txt"
+}
+
+echo "$(machine_line); $N readers, $REPS runs per configuration, SRCWARM=${SRCWARM:-1}; logs in $OUT"
+for ((rep = 0; rep < REPS; rep++)); do
+	for ((j = 0; j < $#; j++)); do
+		i=$(((j + rep) % $#)) # rotate the order every repetition
+		cfg=${*:$((i + 1)):1}
+		run_one "$i" "$cfg"
+	done
+done
+
+base=
+for ((i = 0; i < $#; i++)); do
+	cfg=${*:$((i + 1)):1}
+	# shellcheck disable=SC2046 # the times as separate arguments
+	m=$(median $(awk -v i="$i" '$1 == i { print $2 }' "$OUT/runs.txt"))
+	[ -z "$base" ] && base=$m
+	echo "| $cfg | $(awk -v i="$i" '$1 == i { print $2 }' "$OUT/runs.txt" | sort -n | tr '\n' ' ')| $m ms | $(awk -v m="$m" -v b="$base" 'BEGIN { printf "%+.1f%%", (b / m - 1) * 100 }') |"
+done
+echo "(ms until the last of $N readers was done, sorted; median; speed against the first configuration)"
+echo "Per-reader times: $OUT/runs.txt (config index, wall ms, readers' ms); daemon logs: $OUT/daemon.INDEX.log"
