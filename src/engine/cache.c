@@ -421,7 +421,10 @@ static void pool_put(wc_cache *c, uint8_t **buf, size_t *cap)
  * is big enough, the biggest one grown with mremap() (its pages stay, only
  * the new tail faults in), since tile sizes vary and a stream's bigger
  * tiles would otherwise miss a pool of smaller buffers. NULL if the pool is
- * empty or mremap fails. Lock held. */
+ * empty or mremap fails, and when none fits a pool of the backend's own
+ * memory: that cannot be mremap()ed, and allocating page-locked memory
+ * (about 1.2 ms per MiB) must not hold the cache's lock; the dispatcher
+ * allocates the tile's buffer without it (entry_alloc_buf). Lock held. */
 static uint8_t *pool_take(wc_cache *c, size_t n, size_t *cap)
 {
 	free_buf **pp = &c->pool, **last = NULL;
@@ -435,20 +438,12 @@ static uint8_t *pool_take(wc_cache *c, size_t n, size_t *cap)
 		*cap = f->cap;
 		return (uint8_t *)f;
 	}
-	if (!last)
+	if (!last || wc_backend_buf_is_backend_memory(c->backend))
 		return NULL;
 	free_buf *f = *last;
 	*last = f->next;
 	c->pool_bytes -= f->cap;
 	size_t want = page_round(n);
-	if (wc_backend_buf_is_backend_memory(c->backend)) {
-		/* the backend's memory cannot be mremap()ed: a new buffer */
-		buf_free(c, f, f->cap);
-		uint8_t *b = buf_alloc(c, want);
-		if (b)
-			*cap = want;
-		return b;
-	}
 	void *p = mremap(f, f->cap, want, MREMAP_MAYMOVE);
 	if (p == MAP_FAILED) {
 		munmap(f, f->cap);
