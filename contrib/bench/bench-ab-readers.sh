@@ -10,8 +10,11 @@
 # dropped, the packed files read once into it (SRCWARM=1, the default: the
 # read then measures decode + FUSE, not the disk), then N `dd bs=1M` over N
 # equal parts of the virtual file at once. Recorded per run: the wall time
-# until the last reader is done, when each reader finished, and the daemon's
-# unmount log lines (cache and read counters).
+# until the last reader is done, when each reader finished, the daemon's
+# unmount log lines (cache and read counters), and over the read the
+# daemon's CPU time, the machine's busy CPU time, context switches and
+# interrupts (/proc/PID/stat, /proc/stat): what each configuration costs the
+# machine besides its wall time.
 #
 # Usage: bench-ab-readers.sh CONFIG...
 #   CONFIG    [VAR=VALUE@]OPTS: wcodecfs -o OPTS, with an environment variable
@@ -34,6 +37,16 @@ OUT=${OUT:-$(mktemp -d /tmp/bench-ab.XXXXXX)}
 MNT=$OUT/mnt
 mkdir -p "$MNT"
 : > "$OUT/runs.txt"
+: > "$OUT/costs.txt"
+
+# machine-wide counters from /proc/stat: busy ticks (user nice system irq
+# softirq), context switches, interrupts
+stat_now() {
+	awk '$1 == "cpu" { b = $2 + $3 + $4 + $7 + $8 } $1 == "ctxt" { c = $2 } $1 == "intr" { i = $2 }
+	     END { print b, c, i }' /proc/stat
+}
+# utime + stime of process PID in ticks
+proc_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 
 run_one() { # run_one INDEX CONFIG
 	local i=$1 cfg=$2 env='' opts f pid s t log=$OUT/daemon.$1.log ddp='' k mib q
@@ -56,6 +69,8 @@ run_one() { # run_one INDEX CONFIG
 	mib=$((($(stat -c %s "$f") + 1048575) / 1048576))
 	q=$(((mib + N - 1) / N))
 	: > "$OUT/readers.txt"
+	local m0 p0
+	m0=$(stat_now) p0=$(proc_ticks "$pid")
 	s=$(date +%s%N)
 	for ((k = 0; k < N; k++)); do
 		{ dd if="$f" of=/dev/null bs=1M skip=$((k * q)) count=$q status=none
@@ -65,9 +80,13 @@ run_one() { # run_one INDEX CONFIG
 	# shellcheck disable=SC2086 # a list of pids
 	wait $ddp
 	t=$((($(date +%s%N) - s) / 1000000))
+	local m1 p1
+	m1=$(stat_now) p1=$(proc_ticks "$pid")
 	fusermount3 -u "$MNT" 2>/dev/null || umount "$MNT"
 	wait "$pid" 2>/dev/null
 	echo "$i $t $(sort -n "$OUT/readers.txt" | tr '\n' ' ')" >> "$OUT/runs.txt"
+	# config, daemon ticks, machine busy ticks, context switches, interrupts
+	echo "$i $((p1 - p0)) $m0 $m1" | awk '{ print $1, $2, $6 - $3, $7 - $4, $8 - $5 }' >> "$OUT/costs.txt"
 }
 
 echo "$(machine_line); $N readers, $REPS runs per configuration, SRCWARM=${SRCWARM:-1}; logs in $OUT"
@@ -88,4 +107,19 @@ for ((i = 0; i < $#; i++)); do
 	echo "| $cfg | $(awk -v i="$i" '$1 == i { print $2 }' "$OUT/runs.txt" | sort -n | tr '\n' ' ')| $m ms | $(awk -v m="$m" -v b="$base" 'BEGIN { printf "%+.1f%%", (b / m - 1) * 100 }') |"
 done
 echo "(ms until the last of $N readers was done, sorted; median; speed against the first configuration)"
+echo
+echo "| configuration | daemon CPU s | machine busy CPU s | context switches | interrupts |"
+echo "|---|---:|---:|---:|---:|"
+tck=$(getconf CLK_TCK)
+for ((i = 0; i < $#; i++)); do
+	row="| ${*:$((i + 1)):1} |"
+	for col in 2 3 4 5; do
+		# shellcheck disable=SC2046 # the values as separate arguments
+		v=$(median $(awk -v i="$i" -v c="$col" '$1 == i { print $c }' "$OUT/costs.txt"))
+		case $col in 2 | 3) v=$(awk -v v="$v" -v t="$tck" 'BEGIN { printf "%.2f", v / t }') ;; esac
+		row="$row $v |"
+	done
+	echo "$row"
+done
+echo "(medians over the read of each run: /proc/PID/stat and /proc/stat deltas; $OUT/costs.txt has every run)"
 echo "Per-reader times: $OUT/runs.txt (config index, wall ms, readers' ms); daemon logs: $OUT/daemon.INDEX.log"

@@ -131,14 +131,18 @@ int main(int argc, char **argv)
 	 * than by the first reads (backend.h). */
 	if (wc_backend_warm_up(fs.backend, fs.backend->concurrency) != WC_OK)
 		wc_log(WC_LOG_WARN, "%s backend: %s", fs.backend->ops->name, wc_last_detail());
+	/* A default readahead is capped; readahead=N given by the user is not
+	 * (options.c allows up to 1024). */
+	const unsigned default_readahead_max = 64;
 	if (!o.readahead_given && fs.backend->readahead_tiles) {
 		/* the backend's own preference (a GPU's: 16 tiles) */
-		o.readahead = fs.backend->readahead_tiles < 64 ? fs.backend->readahead_tiles : 64;
+		o.readahead = fs.backend->readahead_tiles < default_readahead_max
+				      ? fs.backend->readahead_tiles : default_readahead_max;
 	} else if (!o.readahead_given && o.threads > o.readahead) {
 		/* Enough queued tiles for every decode thread: with 16 threads,
 		 * 4 readers went from 7004 to 8228 MB/s at readahead 16
 		 * (docs/BENCHMARKS-GPU.md, section 9). */
-		o.readahead = o.threads < 64 ? o.threads : 64;
+		o.readahead = o.threads < default_readahead_max ? o.threads : default_readahead_max;
 	}
 	fs.readahead = o.readahead;
 	wc_cache_opts co = { .budget_bytes = o.cache_size, .backend = fs.backend,
