@@ -126,7 +126,6 @@ int wc_rans_isa(void);
 extern int wc_rans_isa_limit;
 const char *wc_rans_isa_name(int isa);
 
-
 /* Per-thread scratch buffer number `slot` of at least `bytes` bytes, kept
  * between calls (freed at thread exit); NULL if out of memory. */
 enum { WC_SCRATCH_PLANES = 0, WC_SCRATCH_BLOCKS = 1, WC_SCRATCH_SLOTS = 2 };

@@ -67,6 +67,4 @@ void wc_qvq_header_write(const wc_qvq_header *h, uint8_t out[WC_QVQ_HEADER_BYTES
 wc_err wc_qvq_header_parse(const uint8_t in[WC_QVQ_HEADER_BYTES], uint64_t file_size,
 			   wc_qvq_header *h);
 
-
-
 #endif /* WC_QVQ_FORMAT_H */
