@@ -49,6 +49,7 @@ typedef struct wcc_lane {
 	size_t used_in, used_out, used_scr;
 	lane_job *jobs;
 	size_t njobs;
+	size_t nstaged; /* jobs whose payload is copied into h_in (not page-locked) */
 	wcc_chunk *chunks;
 	uint32_t *chunk_table;
 	size_t nchunks, cap_chunks;
@@ -498,6 +499,7 @@ static wc_err lane_add(wcc_lane *ln, wc_tile_job *job, uint8_t *dev_out, const j
 	memset(lj, 0, sizeof(*lj));
 	lj->job = job;
 	lj->pin_in = is_pinned(job->payload, job->payload_size);
+	ln->nstaged += !lj->pin_in;
 	lj->pin_out = ln->host_target && is_pinned(job->out, job->out_size);
 	lj->payload_off = ln->used_in;
 	ln->used_in += ALIGN16(job->payload_size);
@@ -572,7 +574,7 @@ static wc_err lane_add(wcc_lane *ln, wc_tile_job *job, uint8_t *dev_out, const j
 static void lane_reset(wcc_lane *ln)
 {
 	ln->used_in = ln->used_out = ln->used_scr = 0;
-	ln->njobs = ln->nchunks = ln->ntiles = ln->nsegs = 0;
+	ln->njobs = ln->nstaged = ln->nchunks = ln->ntiles = ln->nsegs = 0;
 }
 
 /* ---- submit and complete ------------------------------------------------ */
@@ -695,7 +697,8 @@ static wc_err lane_submit(wcc_ctx *ctx, wcc_lane *ln)
 		hc[0].in = (const uint8_t *)(uintptr_t)64; /* an illegal address: the kernel faults */
 	memcpy(ln->h_in + tiles_off, ln->tiles, sizeof(wcc_merge_tile) * ln->ntiles);
 	memcpy(ln->h_in + segs_off, ln->segs, sizeof(wcc_merge_seg) * ln->nsegs);
-	wcc_pool_for(ctx->pool, ln->njobs, copy_payload, ln);
+	if (ln->nstaged) /* the mount's payloads are page-locked: nothing to copy */
+		wcc_pool_for(ctx->pool, ln->njobs, copy_payload, ln);
 
 	cudaError_t e = upload(ln, off);
 	if (e != cudaSuccess)

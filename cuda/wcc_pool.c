@@ -122,7 +122,11 @@ void wcc_pool_for(wcc_pool *p, size_t n, void (*fn)(void *ctx, size_t i), void *
 	while (*tail)
 		tail = &(*tail)->link;
 	*tail = &t;
-	pthread_cond_broadcast(&p->work);
+	/* wake only the workers this task can use (the caller takes an index
+	 * too): a broadcast for a task of 2 woke every worker, and the extra
+	 * wake-ups cost more than small tasks (docs/BENCHMARKS-GPU.md, 15) */
+	for (size_t k = 1; k < n && k <= p->nthreads; k++)
+		pthread_cond_signal(&p->work);
 	/* work on our own task until it is fully claimed */
 	while (t.next < t.n) {
 		size_t i = t.next++;

@@ -131,7 +131,10 @@ void wc_threadpool_run(wc_threadpool *p, wc_pool_fn fn, void *ctx, size_t n)
 	else
 		p->head = &loop;
 	p->tail = &loop;
-	pthread_cond_broadcast(&p->work);
+	/* Wake only the workers this loop can use (the caller runs iterations
+	 * too); a broadcast woke every worker for a loop of 2. */
+	for (size_t k = 1; k < n && k <= p->nthreads; k++)
+		pthread_cond_signal(&p->work);
 	/* The caller works on its own loop only, so its latency does not depend
 	 * on loops queued before it. */
 	while (loop.next < loop.n) {
