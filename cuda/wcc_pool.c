@@ -123,8 +123,8 @@ void wcc_pool_for(wcc_pool *p, size_t n, void (*fn)(void *ctx, size_t i), void *
 		tail = &(*tail)->link;
 	*tail = &t;
 	/* wake only the workers this task can use (the caller takes an index
-	 * too): a broadcast for a task of 2 woke every worker, and the extra
-	 * wake-ups cost more than small tasks (docs/BENCHMARKS-GPU.md, 15) */
+	 * too): a broadcast for a task of 2 woke every worker
+	 * (docs/BENCHMARKS-GPU.md, section 15) */
 	for (size_t k = 1; k < n && k <= p->nthreads; k++)
 		pthread_cond_signal(&p->work);
 	/* work on our own task until it is fully claimed */
