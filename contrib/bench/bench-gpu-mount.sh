@@ -90,24 +90,6 @@ else
 	echo "make check: skipped (CHECK=0)" > "$OUT/check.log"
 fi
 fi
-# VARIANT=bs: a second plugin whose batch-completion event is created with
-# cudaEventBlockingSync, so the host thread that waits for a batch sleeps
-# instead of spinning (CUDA's default schedule spins while a process has
-# fewer contexts than CPUs). Mount options prefixed "bs:" in CONFIGS (and
-# "bs:cuda" for wcodec cat) use it.
-BSDIR=
-if [ "${VARIANT:-}" = bs ]; then
-	rm -rf "$WORK/src-bs" "$WORK/build-bs"
-	cp -a "$src" "$WORK/src-bs"
-	sed -i 's/cudaEventCreateWithFlags(&ln->done, cudaEventDisableTiming)/cudaEventCreateWithFlags(\&ln->done, cudaEventDisableTiming | cudaEventBlockingSync)/' \
-		"$WORK/src-bs/cuda/wcc_device.c"
-	grep -q 'cudaEventDisableTiming | cudaEventBlockingSync' "$WORK/src-bs/cuda/wcc_device.c" || die "variant bs: patch did not apply"
-	mkdir -p "$WORK/build-bs"
-	( cd "$WORK/build-bs" && "$WORK/src-bs/configure" --with-cuda PYTHON3="$PYTHON" > "$OUT/build-bs.log" 2>&1 &&
-		make -j"$JOBS" cuda/wcodec-cuda.la >> "$OUT/build-bs.log" 2>&1; echo "variant bs build rc=$?" >> "$OUT/build-bs.log" ) &
-	bs_pid=$!
-	BSDIR=$WORK/build-bs/cuda/.libs
-fi
 
 # ---- 2. data ------------------------------------------------------------------
 WCODEC=$B/wcodec WCODECFS=$B/wcodecfs RAMFS=$B/contrib/bench/ramfs
@@ -141,11 +123,6 @@ say "data ok: big $size bytes -> $packed packed in $pack_ms ms; model: $(ls "$WO
 
 say "waiting for make check"
 [ -n "$check_pid" ] && wait $check_pid
-if [ -n "$BSDIR" ]; then
-	wait $bs_pid
-	tail -1 "$OUT/build-bs.log" | tee -a "$LOG"
-	[ -e "$BSDIR/wcodec-cuda.so" ] || die "variant bs: no plugin"
-fi
 tail -1 "$OUT/check.log" | tee -a "$LOG"
 for t in tests/test_cuda tests/qvq_cuda; do # (automake drops the .sh of tests/qvq_cuda.sh)
 	echo "$t: $(sed -n 's/^:test-result: //p' "$B/$t.trs" 2>/dev/null || echo 'no result')"
@@ -165,12 +142,11 @@ busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; } # user nic
 dcpu() { sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'; } # utime + stime, ticks
 HZ=$(getconf CLK_TCK)
 daemon=
-plugin_dir() { case $1 in bs:*) echo "$BSDIR" ;; *) echo "$WCODEC_PLUGIN_DIR" ;; esac; }
-mount_wc() { # mount_wc SRC [bs:][VAR=VALUE@]OPTS: fresh daemon in the foreground, pid in $daemon
-	local o=${2#bs:} env=
+mount_wc() { # mount_wc SRC [VAR=VALUE@]OPTS: fresh daemon in the foreground, pid in $daemon
+	local o=$2 env=
 	case $o in *@*) env=${o%%@*}; o=${o#*@} ;; esac
 	echo "=== wcodecfs -f $1 $WORK/mnt -o $2" >> "$DLOG"
-	env $env WCODEC_PLUGIN_DIR=$(plugin_dir "$2") "$WCODECFS" -f "$1" "$WORK/mnt" -o "$o" >> "$DLOG" 2>&1 &
+	env $env "$WCODECFS" -f "$1" "$WORK/mnt" -o "$o" >> "$DLOG" 2>&1 &
 	daemon=$!
 	wait_mount "$WORK/mnt" "$daemon" 30
 }
@@ -214,7 +190,7 @@ run_one() {
 		warm_src
 		b0=$(busy)
 		TIMEFORMAT='%R %U %S'
-		{ time WCODEC_PLUGIN_DIR=$(plugin_dir "$opts") "$WCODEC" cat -b "${opts#bs:}" "$WORK/src/big.wcodec" > /dev/null 2>> "$LOG"; } 2> "$WORK/time.txt" ||
+		{ time "$WCODEC" cat -b "$opts" "$WORK/src/big.wcodec" > /dev/null 2>> "$LOG"; } 2> "$WORK/time.txt" ||
 			{ say "$key: wcodec cat -b $opts failed"; return 1; }
 		t=$(tail -1 "$WORK/time.txt")
 		b1=$(busy)
@@ -244,7 +220,7 @@ i=0
 declare -a KEYS KINDS OPTS
 for c in $CONFIGS; do KEYS[i]=c$i; KINDS[i]=wc; OPTS[i]=$c; i=$((i + 1)); done
 KEYS[i]=ramfs; KINDS[i]=ramfs; OPTS[i]=-; i=$((i + 1))
-for b in cpu cuda ${BSDIR:+bs:cuda}; do KEYS[i]=cat-${b/:/-}; KINDS[i]=cat; OPTS[i]=$b; i=$((i + 1)); done
+for b in cpu cuda; do KEYS[i]=cat-$b; KINDS[i]=cat; OPTS[i]=$b; i=$((i + 1)); done
 KEYS[i]=disk; KINDS[i]=disk; OPTS[i]=-; i=$((i + 1))
 say "cold reads: ${#KEYS[@]} sources x $REPS reps x (1, 4 readers)"
 # BUDGET: seconds since the start after which no new repetition begins (the
@@ -264,7 +240,7 @@ for ((rep = 0; rep < REPS; rep++)); do
 done
 
 # byte identity through each backend, and the backend each daemon chose
-for c in "backend=cpu,threads=$NCPU" backend=cuda ${BSDIR:+bs:backend=cuda}; do
+for c in "backend=cpu,threads=$NCPU" backend=cuda; do
 	mount_wc "$WORK/src" "$c" || { echo "$c: mount failed" >> "$WORK/cmp.txt"; continue; }
 	if cmp "$big" "$WORK/mnt/big.safetensors"; then echo "$c: cmp identical"; else echo "$c: cmp DIFFERS"; fi >> "$WORK/cmp.txt"
 	unmount
@@ -305,7 +281,6 @@ for ((k = 0; k < ${#KEYS[@]}; k++)); do
 	done
 	sum "$row|"
 done
-[ -n "$BSDIR" ] && { sum ""; sum "bs: = the CUDA plugin built with its batch-completion event created with cudaEventBlockingSync (the thread waiting for a batch sleeps instead of spinning): cuda/wcc_device.c, lane_init(), patched by this script for this row only."; }
 sum ""
 sum "Raw runs (ms, daemon ticks, machine ticks, batches, tiles; CLK_TCK=$HZ):"
 for f in "$WORK"/r.*; do sum "- ${f##*/r.}: $(tr '\n' ';' < "$f")"; done

@@ -817,9 +817,8 @@ static void *dispatch_main(void *arg)
 	wc_cache *c = d->cache;
 	/* A payload buffer of the backend's memory before the first read, big
 	 * enough for the batches of several streams: allocating page-locked
-	 * memory on the read path stalls this dispatcher's batch (payload_reserve).
-	 * Ordinary memory costs little to grow: no buffer yet. */
-	if (c->payload_prealloc && wc_backend_buf_is_backend_memory(c->backend))
+	 * memory on the read path stalls this dispatcher's batch (payload_reserve). */
+	if (c->payload_prealloc)
 		payload_reserve(d, c->payload_prealloc);
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
@@ -911,8 +910,10 @@ wc_err wc_cache_create(const wc_cache_opts *opts, wc_cache **out)
 		return wc_fail(WC_E_NOMEM, "tile cache");
 	}
 	c->ndispatch = nd;
-	/* the compressed payloads of a few prefill-sized tiles */
-	if (opts->prefill_tile_bytes >= MMAP_MIN_BYTES)
+	/* the compressed payloads of a few prefill-sized tiles, in the backend's
+	 * own memory only: ordinary memory costs little to grow on demand */
+	const bool prefill_pool = opts->prefill_tile_bytes >= MMAP_MIN_BYTES && wc_backend_buf_is_backend_memory(be);
+	if (prefill_pool)
 		c->payload_prealloc = page_round(4 * (size_t)opts->prefill_tile_bytes);
 	for (unsigned i = 0; i < nd; i++) {
 		dispatcher *d = &c->dispatchers[i];
@@ -948,7 +949,7 @@ wc_err wc_cache_create(const wc_cache_opts *opts, wc_cache **out)
 			return wc_fail(WC_E_IO, "starting tile dispatch thread: %s", strerror(rc));
 		}
 	}
-	if (opts->prefill_tile_bytes >= MMAP_MIN_BYTES && wc_backend_buf_is_backend_memory(be)) {
+	if (prefill_pool) {
 		c->prefill_bytes = (uint32_t)page_round(opts->prefill_tile_bytes);
 		/* no prefill if the thread cannot start: buffers come as needed */
 		c->prefilling = pthread_create(&c->prefill, NULL, pool_prefill_main, c) == 0;

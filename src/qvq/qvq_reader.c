@@ -23,8 +23,6 @@
 #include "qvq/qvq_internal.h"
 #include "qvq/qvq_names.h"
 
-
-
 /* Read a section into a fresh buffer (len + 1 bytes, NUL-terminated) and
  * check its hash. */
 static wc_err read_section(wc_qvq *q, const char *what, uint64_t off, uint64_t len,
