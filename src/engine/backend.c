@@ -192,11 +192,14 @@ static wc_err cuda_create(const wc_backend_opts *opts, wc_backend **out)
 		pb->ops.host_alloc = pb->inner->ops->host_alloc;
 		pb->ops.host_free = pb->inner->ops->host_free;
 	}
+	/* Every property the plugin states (a field added to wc_backend comes
+	 * along), then the wrapper's ops and the floors the cache relies on. */
+	pb->base = *pb->inner;
 	pb->base.ops = &pb->ops;
-	pb->base.max_batch = pb->inner->max_batch ? pb->inner->max_batch : 1;
-	pb->base.concurrency = pb->inner->concurrency ? pb->inner->concurrency : 1;
-	pb->base.readahead_tiles = pb->inner->readahead_tiles;
-	pb->base.reader_decodes_misses = pb->inner->reader_decodes_misses;
+	if (!pb->base.max_batch)
+		pb->base.max_batch = 1;
+	if (!pb->base.concurrency)
+		pb->base.concurrency = 1;
 	pb->dl = dl;
 	*out = &pb->base;
 	return WC_OK;
@@ -245,11 +248,11 @@ bool wc_backend_buf_is_backend_memory(const wc_backend *be)
 	return be->ops->host_alloc && be->ops->host_free;
 }
 
-static size_t page_round(size_t n) { return n ? (n + 4095) & ~(size_t)4095 : 4096; }
+size_t wc_backend_buf_size(size_t bytes) { return bytes ? (bytes + 4095) & ~(size_t)4095 : 4096; }
 
 void *wc_backend_buf_alloc(const wc_backend *be, size_t bytes)
 {
-	size_t n = page_round(bytes);
+	size_t n = wc_backend_buf_size(bytes);
 	if (wc_backend_buf_is_backend_memory(be))
 		return be->ops->host_alloc(n);
 	/* No MAP_POPULATE: the pages fault in on the threads that first write
@@ -263,7 +266,7 @@ void wc_backend_buf_free(const wc_backend *be, void *p, size_t bytes)
 	if (!p)
 		return;
 	if (wc_backend_buf_is_backend_memory(be))
-		be->ops->host_free(p, page_round(bytes));
+		be->ops->host_free(p, wc_backend_buf_size(bytes));
 	else
-		munmap(p, page_round(bytes));
+		munmap(p, wc_backend_buf_size(bytes));
 }

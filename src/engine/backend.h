@@ -138,6 +138,11 @@ wc_err wc_backend_decode(wc_backend *be, wc_tile_job *jobs, size_t n);
 void *wc_backend_buf_alloc(const wc_backend *be, size_t bytes);
 void wc_backend_buf_free(const wc_backend *be, void *p, size_t bytes);
 
+/* The bytes wc_backend_buf_alloc(be, bytes) really allocates: bytes rounded
+ * up to whole 4096-byte pages (one page for 0). Callers that keep buffers for
+ * reuse size them by this. */
+size_t wc_backend_buf_size(size_t bytes);
+
 /* Whether wc_backend_buf_alloc() memory comes from be's own allocator (and
  * so cannot be mremap()ed). */
 bool wc_backend_buf_is_backend_memory(const wc_backend *be);

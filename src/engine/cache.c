@@ -307,8 +307,8 @@ static void table_remove(wc_cache *c, entry *e)
 /* ---- tile buffers and entries -------------------------------------------- */
 
 /* Tile buffers of MMAP_MIN_BYTES or more are whole pages: the pool hands a
- * buffer to any tile that fits, so its size is its page-rounded capacity. */
-static size_t page_round(size_t n) { return (n + 4095) & ~(size_t)4095; }
+ * buffer to any tile that fits, so its size is its page-rounded capacity
+ * (wc_backend_buf_size). */
 
 /* Backend buffers, counted with the time they took (wc_cache_stats): the
  * CUDA backend's are page-locked, and pinning or unpinning memory is slow
@@ -335,7 +335,7 @@ static void buf_free(wc_cache *c, void *p, size_t bytes)
 static uint8_t *tile_alloc(wc_cache *c, size_t n)
 {
 	if (n >= MMAP_MIN_BYTES)
-		return buf_alloc(c, page_round(n));
+		return buf_alloc(c, wc_backend_buf_size(n));
 	return malloc(n ? n : 1);
 }
 
@@ -346,7 +346,7 @@ static bool entry_alloc_buf(wc_cache *c, entry *e)
 {
 	if (!e->buf) {
 		e->buf = tile_alloc(c, e->ref.size);
-		e->buf_cap = e->ref.size >= MMAP_MIN_BYTES ? page_round(e->ref.size) : e->ref.size;
+		e->buf_cap = e->ref.size >= MMAP_MIN_BYTES ? wc_backend_buf_size(e->ref.size) : e->ref.size;
 	}
 	return e->buf != NULL;
 }
@@ -356,7 +356,7 @@ static void tile_free(wc_cache *c, uint8_t *p, size_t n)
 	if (!p)
 		return;
 	if (n >= MMAP_MIN_BYTES)
-		buf_free(c, p, page_round(n));
+		buf_free(c, p, wc_backend_buf_size(n));
 	else
 		free(p);
 }
@@ -366,7 +366,7 @@ static void tile_free(wc_cache *c, uint8_t *p, size_t n)
  * the tile's own size. */
 static bool buf_fits(size_t cap, size_t n)
 {
-	return cap >= MMAP_MIN_BYTES && n <= cap && cap <= 2 * page_round(n);
+	return cap >= MMAP_MIN_BYTES && n <= cap && cap <= 2 * wc_backend_buf_size(n);
 }
 
 /* The pool's byte limit: small against the budget, so a tight budget leaves
@@ -443,7 +443,7 @@ static uint8_t *pool_take(wc_cache *c, size_t n, size_t *cap)
 	free_buf *f = *last;
 	*last = f->next;
 	c->pool_bytes -= f->cap;
-	size_t want = page_round(n);
+	size_t want = wc_backend_buf_size(n);
 	void *p = mremap(f, f->cap, want, MREMAP_MAYMOVE);
 	if (p == MAP_FAILED) {
 		munmap(f, f->cap);
@@ -610,7 +610,7 @@ static bool payload_reserve(dispatcher *d, size_t need)
 	size_t cap = 2 * d->payload_cap < BATCH_PAYLOAD_MAX ? 2 * d->payload_cap : BATCH_PAYLOAD_MAX;
 	if (cap < need)
 		cap = need;
-	cap = cap < (1u << 20) ? (1u << 20) : page_round(cap);
+	cap = cap < (1u << 20) ? (1u << 20) : wc_backend_buf_size(cap);
 	buf_free(d->cache, d->payload, d->payload_cap);
 	d->payload = buf_alloc(d->cache, cap);
 	d->payload_cap = d->payload ? cap : 0;
@@ -914,7 +914,7 @@ wc_err wc_cache_create(const wc_cache_opts *opts, wc_cache **out)
 	 * own memory only: ordinary memory costs little to grow on demand */
 	const bool prefill_pool = opts->prefill_tile_bytes >= MMAP_MIN_BYTES && wc_backend_buf_is_backend_memory(be);
 	if (prefill_pool)
-		c->payload_prealloc = page_round(4 * (size_t)opts->prefill_tile_bytes);
+		c->payload_prealloc = wc_backend_buf_size(4 * (size_t)opts->prefill_tile_bytes);
 	for (unsigned i = 0; i < nd; i++) {
 		dispatcher *d = &c->dispatchers[i];
 		d->cache = c;
@@ -950,7 +950,7 @@ wc_err wc_cache_create(const wc_cache_opts *opts, wc_cache **out)
 		}
 	}
 	if (prefill_pool) {
-		c->prefill_bytes = (uint32_t)page_round(opts->prefill_tile_bytes);
+		c->prefill_bytes = (uint32_t)wc_backend_buf_size(opts->prefill_tile_bytes);
 		/* no prefill if the thread cannot start: buffers come as needed */
 		c->prefilling = pthread_create(&c->prefill, NULL, pool_prefill_main, c) == 0;
 	}
