@@ -74,7 +74,7 @@ run_one() { # run_one INDEX CONFIG
 	s=$(date +%s%N)
 	for ((k = 0; k < N; k++)); do
 		{ dd if="$f" of=/dev/null bs=1M skip=$((k * q)) count=$q status=none
-		  echo $((($(date +%s%N) - s) / 1000000)) >> "$OUT/readers.txt"; } &
+		  echo "$((($(date +%s%N) - s) / 1000000)):$k" >> "$OUT/readers.txt"; } &
 		ddp="$ddp $!"
 	done
 	# shellcheck disable=SC2086 # a list of pids
@@ -122,4 +122,10 @@ for ((i = 0; i < $#; i++)); do
 	echo "$row"
 done
 echo "(medians over the read of each run: /proc/PID/stat and /proc/stat deltas; $OUT/costs.txt has every run)"
-echo "Per-reader times: $OUT/runs.txt (config index, wall ms, readers' ms); daemon logs: $OUT/daemon.INDEX.log"
+echo "Per-reader times: $OUT/runs.txt (config index, wall ms, then each reader as MS:PART, PART"
+echo "the quarter of the file it read, 0 first); daemon logs: $OUT/daemon.INDEX.log"
+# which part of the file finished last, per configuration: a part that is
+# always last points at its data (its tensors, their tiles), not at chance
+for ((i = 0; i < $#; i++)); do
+	echo "${*:$((i + 1)):1}: runs in which each part finished last: $(awk -v i="$i" '$1 == i { split($NF, a, ":"); n[a[2]]++ } END { for (k in n) printf "part %s %d  ", k, n[k] }' "$OUT/runs.txt")"
+done
