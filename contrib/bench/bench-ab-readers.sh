@@ -10,11 +10,11 @@
 # dropped, the packed files read once into it (SRCWARM=1, the default: the
 # read then measures decode + FUSE, not the disk), then N `dd bs=1M` over N
 # equal parts of the virtual file at once. Recorded per run: the wall time
-# until the last reader is done, when each reader finished, the daemon's
-# unmount log lines (cache and read counters), and over the read the
-# daemon's CPU time, the machine's busy CPU time, context switches and
-# interrupts (/proc/PID/stat, /proc/stat): what each configuration costs the
-# machine besides its wall time.
+# until the last reader is done, when each reader finished and which part
+# it read, the daemon's unmount log lines (cache and read counters), and
+# over the read the daemon's CPU time, the machine's busy CPU time, context
+# switches and interrupts (/proc/PID/stat, /proc/stat): what each
+# configuration costs the machine besides its wall time.
 #
 # Usage: bench-ab-readers.sh CONFIG...
 #   CONFIG    [VAR=VALUE@]OPTS: wcodecfs -o OPTS, with an environment variable
@@ -123,7 +123,7 @@ for ((i = 0; i < $#; i++)); do
 done
 echo "(medians over the read of each run: /proc/PID/stat and /proc/stat deltas; $OUT/costs.txt has every run)"
 echo "Per-reader times: $OUT/runs.txt (config index, wall ms, then each reader as MS:PART, PART"
-echo "the quarter of the file it read, 0 first); daemon logs: $OUT/daemon.INDEX.log"
+echo "the one of the file's $N equal parts it read, 0 first); daemon logs: $OUT/daemon.INDEX.log"
 # which part of the file finished last, per configuration: a part that is
 # always last points at its data (its tensors, their tiles), not at chance
 for ((i = 0; i < $#; i++)); do
