@@ -20,6 +20,7 @@
 #include "engine/tile_source.h"
 
 #define FAKE_PAYLOAD_BYTES 24u
+#define FAKE_LOG 256u /* tiles the fake backend logs in decode order */
 #define FAKE_MAGIC 0x54494c45u /* "TILE" */
 
 /* Resident set size of this process in KiB (VmRSS of /proc/self/status),
@@ -176,10 +177,9 @@ typedef struct fake_backend {
 	int whole_fails;         /* decode() scribbles over outputs, returns WC_E_BACKEND */
 	atomic_uint max_batch_seen; /* most jobs in one decode() call */
 	atomic_uint nlog;        /* tiles logged in decode order, up to FAKE_LOG */
-	uint64_t log_src[256];   /* their payloads' seeds and tile numbers */
-	uint32_t log_tile[256];
+	uint64_t log_src[FAKE_LOG]; /* their payloads' seeds and tile numbers */
+	uint32_t log_tile[FAKE_LOG];
 } fake_backend;
-#define FAKE_LOG 256u
 
 static wc_err fake_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
 {
@@ -252,6 +252,15 @@ static inline void fake_backend_init(fake_backend *fb, uint32_t max_batch, uint3
 	fb->base.max_batch = max_batch;
 	fb->base.concurrency = concurrency;
 	fb->fail_tile = UINT32_MAX;
+}
+
+/* Wait up to 5 s until n jobs are inside the fake backend's decode() (held
+ * at its gate); returns how many are. */
+static inline unsigned fake_wait_in_flight(fake_backend *fb, unsigned n)
+{
+	for (int i = 0; i < 5000 && atomic_load(&fb->in_flight) < n; i++)
+		usleep(1000);
+	return atomic_load(&fb->in_flight);
 }
 
 #endif /* WC_TESTS_FAKE_TILES_H */

@@ -567,9 +567,7 @@ START_TEST(cache_decodes_untaken_misses_on_the_caller)
 	/* tile 0 goes to the dispatcher, which blocks; tile 1 waits in the
 	 * prefetch queue behind it */
 	wc_cache_prefetch(c, &src.base, 0, 1);
-	for (int i = 0; i < 5000 && atomic_load(&fb.in_flight) < 1; i++)
-		usleep(1000);
-	ck_assert_uint_eq(atomic_load(&fb.in_flight), 1);
+	ck_assert_uint_eq(fake_wait_in_flight(&fb, 1), 1);
 	wc_cache_prefetch(c, &src.base, 1, 1);
 	for (uint32_t t = 1; t < NCASES; t++) { /* queued (1) and new (2..) misses */
 		wc_tile_ref *r = NULL;

@@ -705,14 +705,6 @@ START_TEST(consumed_hint_survives_a_later_plain_release)
 }
 END_TEST
 
-/* Wait until the fake backend has n jobs inside decode(). */
-static void wait_in_flight(fake_backend *fb, unsigned n)
-{
-	for (int i = 0; i < 5000 && atomic_load(&fb->in_flight) < n; i++)
-		usleep(1000);
-	ck_assert_uint_eq(atomic_load(&fb->in_flight), n);
-}
-
 /* Position of (seed, tile) in the fake backend's decode log; -1 if absent. */
 static int decoded_at(fake_backend *fb, const fake_source *s, uint32_t tile)
 {
@@ -735,7 +727,7 @@ START_TEST(prefetch_queue_puts_near_tiles_first)
 	wc_cache *c = make_cache(&fb, 64u << 20, 32);
 	atomic_store(&fb.gate, 1);
 	wc_cache_prefetch(c, &a.base, 0, 1); /* holds the one dispatcher at the gate */
-	wait_in_flight(&fb, 1);
+	ck_assert_uint_eq(fake_wait_in_flight(&fb, 1), 1);
 	wc_cache_prefetch(c, &a.base, 1, 8);
 	wc_cache_prefetch(c, &b.base, 1, 8);
 	atomic_store(&fb.gate, 0);
@@ -765,9 +757,9 @@ START_TEST(dispatchers_share_the_queue)
 	wc_cache *c = make_cache(&fb, 64u << 20, 32);
 	atomic_store(&fb.gate, 1);
 	wc_cache_prefetch(c, &s.base, 0, 1);
-	wait_in_flight(&fb, 1);
+	ck_assert_uint_eq(fake_wait_in_flight(&fb, 1), 1);
 	wc_cache_prefetch(c, &s.base, 1, 1);
-	wait_in_flight(&fb, 2); /* both dispatchers busy */
+	ck_assert_uint_eq(fake_wait_in_flight(&fb, 2), 2); /* both dispatchers busy */
 	wc_cache_prefetch(c, &s.base, 2, 8);
 	atomic_store(&fb.gate, 0);
 	wait_decodes(c, 10);

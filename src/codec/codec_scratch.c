@@ -1,5 +1,5 @@
 /* codec_scratch.c - per-thread memory of the decoder (plane scratch,
- * decoding tables, zstd context) and error-context chaining. */
+ * decoding tables, zstd context). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

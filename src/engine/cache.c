@@ -306,10 +306,6 @@ static void table_remove(wc_cache *c, entry *e)
 
 /* ---- tile buffers and entries -------------------------------------------- */
 
-/* Tile buffers of MMAP_MIN_BYTES or more are whole pages: the pool hands a
- * buffer to any tile that fits, so its size is its page-rounded capacity
- * (wc_backend_buf_size). */
-
 /* Backend buffers, counted with the time they took (wc_cache_stats): the
  * CUDA backend's are page-locked, and pinning or unpinning memory is slow
  * and may wait for the device. */
@@ -332,6 +328,9 @@ static void buf_free(wc_cache *c, void *p, size_t bytes)
 	atomic_fetch_add_explicit(&c->buf_ns, wc_mono_ns() - t0, memory_order_relaxed);
 }
 
+/* Tile buffers of MMAP_MIN_BYTES or more are backend buffers of whole pages:
+ * the pool hands a buffer to any tile that fits, so its size is its
+ * page-rounded capacity (wc_backend_buf_size); smaller ones are malloc()ed. */
 static uint8_t *tile_alloc(wc_cache *c, size_t n)
 {
 	if (n >= MMAP_MIN_BYTES)
