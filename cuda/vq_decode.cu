@@ -56,6 +56,8 @@ extern "C" wc_err wcc_vq_create(struct wcc_ctx *ctx, int gpu, wcc_vq **out)
 	pthread_mutex_init(&vq->mu, NULL);
 	pthread_cond_init(&vq->slot_free, NULL);
 	cudaError_t e = cudaSetDevice(gpu);
+	if (e == cudaSuccess) /* the gather's code on the device before the first batch */
+		e = (cudaError_t)wcc_vq_preload_kernels();
 	for (unsigned s = 0; s < VQ_SLOTS && e == cudaSuccess; s++)
 		e = cudaStreamCreateWithFlags(&vq->slots[s].stream, cudaStreamNonBlocking);
 	if (e != cudaSuccess) {

@@ -58,6 +58,12 @@ __global__ void vq_gather_kernel(const wcc_vq_image *__restrict__ imgs, uint32_t
 	}
 }
 
+extern "C" int wcc_vq_preload_kernels(void)
+{
+	struct cudaFuncAttributes a; /* forces the lazy load, as in wcc_kernels.cu */
+	return (int)cudaFuncGetAttributes(&a, (const void *)vq_gather_kernel);
+}
+
 extern "C" int wcc_vq_launch_gather(const wcc_vq_image *imgs, uint32_t nimg, uint32_t max_patches,
 				     uint32_t *status, void *stream)
 {

@@ -46,6 +46,9 @@ typedef struct wcc_vq_image {
  * cudaStream_t. Returns 0 or a cudaError_t value. */
 int wcc_vq_launch_gather(const wcc_vq_image *imgs, uint32_t nimg, uint32_t max_patches,
 			 uint32_t *status, void *stream);
+/* Load the gather kernel's code on the current device now (see
+ * wcc_preload_kernels). Returns 0 or a cudaError_t value. */
+int wcc_vq_preload_kernels(void);
 
 /* ---- the backend path ------------------------------------------------------ */
 

@@ -163,12 +163,6 @@ static wc_err lane_init(wcc_lane *ln, size_t bytes)
 
 wc_err wcc_ctx_create(const wcc_ctx_opts *opts, wcc_ctx **out)
 {
-	/* Load every kernel when the context is created, not at its first
-	 * launch (CUDA 12's default is lazy): through the mount the first
-	 * batches took 18-26 ms each, while readers waited, and loading holds
-	 * a lock the other lanes' launches wait on. The user's own setting
-	 * wins; it must be in place before the runtime's first call. */
-	setenv("CUDA_MODULE_LOADING", "EAGER", 0);
 	int count = 0;
 	cudaError_t e = cudaGetDeviceCount(&count);
 	if (e != cudaSuccess)
@@ -185,6 +179,18 @@ wc_err wcc_ctx_create(const wcc_ctx_opts *opts, wcc_ctx **out)
 	cudaGetDevice(&prev);
 	if ((e = cudaSetDevice(opts->gpu)) != cudaSuccess)
 		return wc_fail(WC_E_BACKEND, "cuda: GPU %d: %s", opts->gpu, cudaGetErrorString(e));
+	/* Every kernel's code on the device now, not at its first launch
+	 * (wcc_preload_kernels says why). Not CUDA_MODULE_LOADING=EAGER: setenv
+	 * is not thread-safe in a library, and it must precede the runtime's
+	 * first call in the process. */
+	uint64_t t_load = wc_mono_ns();
+	int pe = wcc_preload_kernels();
+	if (pe != 0) {
+		cudaSetDevice(prev);
+		return wc_fail(WC_E_BACKEND, "cuda: GPU %d: loading the kernels: %s", opts->gpu,
+			       cudaGetErrorString((cudaError_t)pe));
+	}
+	wc_log(WC_LOG_DEBUG, "cuda: GPU %d: kernels loaded in %.1f ms", opts->gpu, (wc_mono_ns() - t_load) / 1e6);
 
 	wcc_ctx *ctx = calloc(1, sizeof(*ctx));
 	if (!ctx) {

@@ -421,6 +421,25 @@ wcc_merge_kernel(const wcc_merge_seg *__restrict__ segs, const wcc_merge_tile *_
 
 static int g_variant = 0;
 
+/* Load a kernel's code on the current device now (cudaFuncGetAttributes
+ * forces a lazily loaded function to load: CUDA C++ Programming Guide,
+ * "Lazy Loading", possible issues). Returns 0 or a cudaError_t value. */
+static int preload(const void *fn)
+{
+	struct cudaFuncAttributes a;
+	return (int)cudaFuncGetAttributes(&a, fn);
+}
+
+extern "C" int wcc_preload_kernels(void)
+{
+	int e;
+	if ((e = preload((const void *)wcc_rans_kernel<4>)) || (e = preload((const void *)wcc_rans_kernel<8>)) ||
+	    (e = preload((const void *)wcc_rans_kernel<6>)) || (e = preload((const void *)wcc_rans_kernel<3>)) ||
+	    (e = preload((const void *)wcc_merge_kernel)))
+		return e;
+	return 0;
+}
+
 extern "C" void wcc_set_variant(int v)
 {
 	g_variant = v;
