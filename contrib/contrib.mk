@@ -30,6 +30,8 @@ EXTRA_DIST += \
 	contrib/bench/bench-ab-readers.sh \
 	contrib/bench/gpu_mount_model.py \
 	contrib/bench/hostcopy.cu \
+	contrib/bench/hostload.cu \
+	contrib/bench/fuse_trace_summary.py \
 	contrib/bench/lib.sh \
 	contrib/bench/prepare-data.sh \
 	contrib/bench/merge-safetensors.py \

@@ -24,7 +24,11 @@
 # Environment: BUILD (build directory with wcodecfs and contrib/bench/ramfs;
 #   see lib.sh), SRC (directory holding the packed file), NAME (the virtual
 #   file's name in the mount, e.g. big.safetensors), N (readers, 4), REPS (10),
-#   SRCWARM (1), OUT (directory for the logs, a new temporary one if unset).
+#   SRCWARM (1), OUT (directory for the logs, a new temporary one if unset),
+#   TRACE (0; 1 records the kernel's FUSE request events and the dd readers'
+#   scheduling events of every run through tracefs into OUT/trace.I.REP.gz
+#   and summarizes them with fuse_trace_summary.py: request latencies, reads
+#   in flight, and how long the readers were awake or blocked).
 set -u
 # shellcheck source=contrib/bench/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -45,6 +49,27 @@ stat_now() {
 	awk '$1 == "cpu" { b = $2 + $3 + $4 + $7 + $8 } $1 == "ctxt" { c = $2 } $1 == "intr" { i = $2 }
 	     END { print b, c, i }' /proc/stat
 }
+TRACEFS=/sys/kernel/tracing
+TRACE_EVENTS="fuse/fuse_request_send fuse/fuse_request_end sched/sched_switch sched/sched_wakeup"
+trace_setup() {
+	mountpoint -q "$TRACEFS" || mount -t tracefs nodev "$TRACEFS" || die "cannot mount tracefs"
+	[ -d "$TRACEFS/events/fuse/fuse_request_send" ] || die "this kernel has no FUSE request tracepoints"
+	echo 0 > "$TRACEFS/tracing_on"
+	echo 16384 > "$TRACEFS/buffer_size_kb"
+	echo mono > "$TRACEFS/trace_clock"
+	echo 'prev_comm == "dd" || next_comm == "dd"' > "$TRACEFS/events/sched/sched_switch/filter"
+	echo 'comm == "dd"' > "$TRACEFS/events/sched/sched_wakeup/filter"
+	for e in $TRACE_EVENTS; do echo 1 > "$TRACEFS/events/$e/enable"; done
+	trap trace_off EXIT
+}
+trace_off() {
+	echo 0 > "$TRACEFS/tracing_on"
+	for e in $TRACE_EVENTS; do echo 0 > "$TRACEFS/events/$e/enable"; done
+	echo 0 > "$TRACEFS/events/sched/sched_switch/filter"
+	echo 0 > "$TRACEFS/events/sched/sched_wakeup/filter"
+}
+[ "${TRACE:-0}" = 1 ] && trace_setup
+
 # utime + stime of process PID in ticks
 proc_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 
@@ -71,6 +96,7 @@ run_one() { # run_one INDEX CONFIG
 	: > "$OUT/readers.txt"
 	local m0 p0
 	m0=$(stat_now) p0=$(proc_ticks "$pid")
+	if [ "${TRACE:-0}" = 1 ]; then echo > "$TRACEFS/trace"; echo 1 > "$TRACEFS/tracing_on"; fi
 	s=$(date +%s%N)
 	for ((k = 0; k < N; k++)); do
 		{ dd if="$f" of=/dev/null bs=1M skip=$((k * q)) count=$q status=none
@@ -80,6 +106,10 @@ run_one() { # run_one INDEX CONFIG
 	# shellcheck disable=SC2086 # a list of pids
 	wait $ddp
 	t=$((($(date +%s%N) - s) / 1000000))
+	if [ "${TRACE:-0}" = 1 ]; then
+		echo 0 > "$TRACEFS/tracing_on"
+		grep -v '^#' "$TRACEFS/trace" | gzip > "$OUT/trace.$i.$rep.gz"
+	fi
 	local m1 p1
 	m1=$(stat_now) p1=$(proc_ticks "$pid")
 	fusermount3 -u "$MNT" 2>/dev/null || umount "$MNT"
@@ -129,3 +159,7 @@ echo "the one of the file's $N equal parts it read, 0 first); daemon logs: $OUT/
 for ((i = 0; i < $#; i++)); do
 	echo "${*:$((i + 1)):1}: runs in which each part finished last: $(awk -v i="$i" '$1 == i { split($NF, a, ":"); n[a[2]]++ } END { for (k in n) printf "part %s %d  ", k, n[k] }' "$OUT/runs.txt")"
 done
+if [ "${TRACE:-0}" = 1 ]; then
+	echo
+	python3 "$(dirname "$0")/fuse_trace_summary.py" "$OUT" "$@"
+fi
