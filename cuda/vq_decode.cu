@@ -62,7 +62,7 @@ extern "C" wc_err wcc_vq_create(struct wcc_ctx *ctx, int gpu, wcc_vq **out)
 		e = cudaStreamCreateWithFlags(&vq->slots[s].stream, cudaStreamNonBlocking);
 	if (e != cudaSuccess) {
 		wcc_vq_destroy(vq);
-		return wc_fail(WC_E_BACKEND, "cuda vq: stream: %s", cudaGetErrorString(e));
+		return wc_fail(WC_E_BACKEND, "cuda vq: setting up GPU %d (kernel, streams): %s", gpu, cudaGetErrorString(e));
 	}
 	*out = vq;
 	return WC_OK;
