@@ -16,8 +16,8 @@
 #include "codec/tile_codec.h"
 #include "core/clock.h"
 #include "core/hash.h"
+#include "engine/threadpool.h"
 #include "wcc_kernels.h"
-#include "wcc_pool.h"
 
 #define ALIGN16(x) (((size_t)(x) + 15u) & ~(size_t)15u)
 #define MIB ((size_t)1 << 20)
@@ -84,7 +84,7 @@ struct wcc_ctx {
 	double kernel_ms; /* sum over completed lanes while timing */
 	int dead;
 	int fault_inject; /* tests: WCODEC_CUDA_FAULT_INJECT=1 makes every batch fault */
-	wcc_pool *pool;
+	wc_threadpool *pool;
 	/* Batch timings (under mu), logged by wcc_ctx_destroy: where a decode
 	 * call's time goes, for tuning the read path. */
 	uint64_t st_batches, st_tiles, st_prep_ns, st_gpu_ns, st_wait_ns, st_check_ns;
@@ -224,7 +224,7 @@ wc_err wcc_ctx_create(const wcc_ctx_opts *opts, wcc_ctx **out)
 			     (e = cudaMalloc((void **)&ctx->d_freqs, table_bytes)) != cudaSuccess))
 		err = wc_fail(WC_E_BACKEND, "cuda: table buffer: %s", cudaGetErrorString(e));
 	if (err == WC_OK)
-		err = wcc_pool_create(opts->host_threads ? opts->host_threads : 3u, &ctx->pool);
+		err = wc_threadpool_create(opts->host_threads ? opts->host_threads : 3u, &ctx->pool);
 	if (err != WC_OK) {
 		wcc_ctx_destroy(ctx);
 		cudaSetDevice(prev);
@@ -259,7 +259,7 @@ void wcc_ctx_destroy(wcc_ctx *ctx)
 		cudaStreamDestroy(ctx->upload);
 	cudaFree(ctx->d_freqs);
 	free(ctx->tcache);
-	wcc_pool_destroy(ctx->pool);
+	wc_threadpool_destroy(ctx->pool);
 	pthread_cond_destroy(&ctx->lane_free);
 	pthread_mutex_destroy(&ctx->mu);
 	cudaSetDevice(prev);
@@ -704,7 +704,7 @@ static wc_err lane_submit(wcc_ctx *ctx, wcc_lane *ln)
 	memcpy(ln->h_in + tiles_off, ln->tiles, sizeof(wcc_merge_tile) * ln->ntiles);
 	memcpy(ln->h_in + segs_off, ln->segs, sizeof(wcc_merge_seg) * ln->nsegs);
 	if (ln->nstaged) /* the mount's payloads are page-locked: nothing to copy */
-		wcc_pool_for(ctx->pool, ln->njobs, copy_payload, ln);
+		wc_threadpool_run(ctx->pool, copy_payload, ln, ln->njobs);
 
 	cudaError_t e = upload(ln, off);
 	if (e != cudaSuccess)
@@ -845,7 +845,7 @@ static wc_err lane_complete(wcc_ctx *ctx, wcc_lane *ln)
 				pthread_mutex_unlock(&ctx->mu);
 			}
 		}
-		wcc_pool_for(ctx->pool, ln->njobs, finish_job, ln);
+		wc_threadpool_run(ctx->pool, finish_job, ln, ln->njobs);
 		for (size_t i = 0; i < ln->njobs; i++) {
 			lane_job *lj = &ln->jobs[i];
 			if (!lj->recheck)
@@ -1037,7 +1037,7 @@ wc_err wcc_decode(wcc_ctx *ctx, wc_tile_job *jobs, size_t n, uint8_t *const *dev
 		if (dev_out && !cp.tmp) {
 			cl.err = wc_fail(WC_E_NOMEM, "cuda: job list");
 		} else {
-			wcc_pool_for(ctx->pool, ncpu, cpu_one, &cp);
+			wc_threadpool_run(ctx->pool, cpu_one, &cp, ncpu);
 			for (size_t i = 0; dev_out && i < ncpu; i++) {
 				wc_tile_job *job = &jobs[cpu_idx[i]];
 				if (cp.tmp[i] && job->status == WC_OK) {

@@ -86,11 +86,11 @@ int wcc_launch_rans(const wcc_rans_block *blocks, uint32_t nblocks, const wcc_ch
 void wcc_set_variant(int v);
 int wcc_launch_merge(const wcc_merge_seg *segs, uint32_t nsegs, const wcc_merge_tile *tiles,
 		     void *stream);
-/* Load the code of every kernel of this file on the current device now, not
- * at its first launch (CUDA 12 and later load lazily by default: through the
- * mount the first batches took 18-26 ms each while readers waited, and a load
- * holds a lock the other lanes' launches wait on). Returns 0 or a
- * cudaError_t value (as int). */
+/* Load the code of the kernels the decode launches (the default rANS build
+ * and the merge) on the current device now, not at their first launch (CUDA
+ * 12 and later load lazily by default: through the mount the first batches
+ * took 18-26 ms each while readers waited, and a load holds a lock the other
+ * lanes' launches wait on). Returns 0 or a cudaError_t value (as int). */
 int wcc_preload_kernels(void);
 
 #ifdef __cplusplus
