@@ -839,6 +839,108 @@ START_TEST(prefill_gives_the_first_tiles_their_buffers)
 }
 END_TEST
 
+/* A host allocator that remembers what it handed out, so a free of memory
+ * it did not allocate (a tile's ordinary buffer sent to the backend) is
+ * caught rather than passed on to free(). */
+#define TRACKED_MAX 64
+static pthread_mutex_t tracked_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *tracked[TRACKED_MAX];
+static unsigned tracked_live, tracked_foreign_frees;
+static void *tracking_host_alloc(size_t bytes)
+{
+	void *p = NULL;
+	if (posix_memalign(&p, 4096, bytes) != 0)
+		return NULL;
+	pthread_mutex_lock(&tracked_lock);
+	for (int i = 0; i < TRACKED_MAX; i++)
+		if (!tracked[i]) {
+			tracked[i] = p;
+			tracked_live++;
+			pthread_mutex_unlock(&tracked_lock);
+			return p;
+		}
+	pthread_mutex_unlock(&tracked_lock);
+	free(p);
+	return NULL;
+}
+static void tracking_host_free(void *p, size_t bytes)
+{
+	(void)bytes;
+	pthread_mutex_lock(&tracked_lock);
+	for (int i = 0; i < TRACKED_MAX; i++)
+		if (tracked[i] == p) {
+			tracked[i] = NULL;
+			tracked_live--;
+			pthread_mutex_unlock(&tracked_lock);
+			free(p);
+			return;
+		}
+	tracked_foreign_frees++; /* not ours: leaked rather than freed wrongly */
+	pthread_mutex_unlock(&tracked_lock);
+}
+
+/* With a backend allocator, tiles beyond the prefilled pool get ordinary
+ * buffers without calling it (page-locked memory is too slow to allocate
+ * while readers wait); both kinds are recycled through the pool, every
+ * byte is right, and each buffer is freed by the allocator that made it. */
+START_TEST(tiles_beyond_the_pool_never_wait_for_backend_memory)
+{
+	fake_backend fb;
+	fake_backend_init(&fb, 4, 2);
+	wc_backend_ops ops = *fb.base.ops;
+	ops.host_alloc = tracking_host_alloc;
+	ops.host_free = tracking_host_free;
+	fb.base.ops = &ops;
+	pthread_mutex_lock(&tracked_lock);
+	tracked_live = tracked_foreign_frees = 0;
+	pthread_mutex_unlock(&tracked_lock);
+	fake_source s;
+	fake_source_init(&s, 5, 505, 240, 256 * KIB, 256 * KIB);
+	/* budget 16 MiB: a pool of 2 MiB, eight 256 KiB buffers */
+	wc_cache_opts o = { .budget_bytes = 16u << 20, .backend = &fb.base, .max_prefetch = 4,
+			    .prefill_tile_bytes = 256 * KIB };
+	wc_cache *c = NULL;
+	ck_assert_int_eq(wc_cache_create(&o, &c), WC_OK);
+	wc_cache_stats st;
+	for (int i = 0; i < 5000; i++) {
+		wc_cache_get_stats(c, &st);
+		if (st.buf_allocs >= 9)
+			break;
+		usleep(1000);
+	}
+	usleep(20000);
+	pthread_mutex_lock(&tracked_lock);
+	const unsigned prefilled = tracked_live;
+	pthread_mutex_unlock(&tracked_lock);
+	ck_assert_uint_ge(prefilled, 9); /* eight tile buffers, a payload buffer per dispatcher */
+	/* 24 tiles held at once: 8 from the pool, 16 in ordinary buffers. */
+	wc_tile_ref *refs[24];
+	for (uint32_t t = 0; t < 24; t++) {
+		ck_assert_int_eq(wc_cache_get(c, &s.base, t, &refs[t]), WC_OK);
+		ck_assert_uint_eq(fake_tile_check(s.seed, t, refs[t]->data, refs[t]->size), 0);
+	}
+	pthread_mutex_lock(&tracked_lock);
+	ck_assert_uint_eq(tracked_live, prefilled);
+	pthread_mutex_unlock(&tracked_lock);
+	for (uint32_t t = 0; t < 24; t++)
+		wc_cache_release_consumed(c, refs[t]);
+	/* A stream through the rest: both kinds of buffer go round the pool. */
+	for (uint32_t t = 24; t < s.ntiles; t++) {
+		wc_tile_ref *r = NULL;
+		ck_assert_int_eq(wc_cache_get(c, &s.base, t, &r), WC_OK);
+		ck_assert_uint_eq(fake_tile_check(s.seed, t, r->data, r->size), 0);
+		wc_cache_release_consumed(c, r);
+	}
+	get_check(c, &s, 3); /* long dropped: decoded again, right */
+	wc_cache_destroy(c);
+	pthread_mutex_lock(&tracked_lock);
+	ck_assert_uint_eq(tracked_foreign_frees, 0);
+	ck_assert_uint_eq(tracked_live, 0);
+	pthread_mutex_unlock(&tracked_lock);
+	ck_assert_int_eq(atomic_load(&s.refs), 1);
+}
+END_TEST
+
 START_TEST(create_rejects_missing_backend)
 {
 	wc_cache_opts o = { 0 };
@@ -869,6 +971,7 @@ int main(void)
 	tcase_add_test(tc, prefetch_queue_puts_near_tiles_first);
 	tcase_add_test(tc, dispatchers_share_the_queue);
 	tcase_add_test(tc, prefill_gives_the_first_tiles_their_buffers);
+	tcase_add_test(tc, tiles_beyond_the_pool_never_wait_for_backend_memory);
 	tcase_add_test(tc, create_rejects_missing_backend);
 	suite_add_tcase(su, tc);
 	return check_run(su);

@@ -134,6 +134,29 @@ START_TEST(readahead_interleaved_and_reordered)
 }
 END_TEST
 
+START_TEST(readahead_many_streams)
+{
+	wcfs_ra ra;
+	wcfs_ra_init(&ra);
+	/* 32 readers each streaming its 64 MiB part of one file, 1 MiB
+	 * requests taken round-robin (a loader's worker threads, or the
+	 * kernel's readahead for 32 dd processes): every stream is detected
+	 * and prefetches once per tile after its first 2 MiB. With fewer slots
+	 * than streams, each request would evict a stream another needs next
+	 * and none would ever be detected. */
+	enum { NS = 32, TILES = 16 };
+	int fired[NS] = { 0 };
+	for (uint64_t t = 0; t < TILES; t++)
+		for (int s = 0; s < NS; s++) {
+			uint64_t off = (uint64_t)s * 64 * MIB + t * MIB;
+			fired[s] += wcfs_ra_note(&ra, off, MIB, off, MIB, 2 * MIB);
+		}
+	for (int s = 0; s < NS; s++)
+		ck_assert_int_eq(fired[s], TILES - 1);
+	wcfs_ra_destroy(&ra);
+}
+END_TEST
+
 START_TEST(readahead_random_never_fires)
 {
 	wcfs_ra ra;
@@ -217,6 +240,7 @@ int main(void)
 	tcase_add_test(tc, options);
 	tcase_add_test(tc, readahead_sequential);
 	tcase_add_test(tc, readahead_interleaved_and_reordered);
+	tcase_add_test(tc, readahead_many_streams);
 	tcase_add_test(tc, readahead_random_never_fires);
 	tcase_add_test(tc, inode_table_lifetimes);
 	suite_add_tcase(s, tc);

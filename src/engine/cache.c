@@ -96,6 +96,7 @@ typedef struct entry {
 	wc_tile_source *src;      /* retained while QUEUED or DECODING */
 	uint8_t *buf;             /* ref.size bytes used */
 	size_t buf_cap;           /* bytes mapped at buf (>= ref.size; tile_free's size) */
+	bool buf_backend;         /* buf is the backend's memory (buf_alloc), else mmap()ed or malloc()ed */
 	wc_err err;               /* FAILED: the decode's error and reason */
 	char *reason;
 } entry;
@@ -104,6 +105,7 @@ typedef struct entry {
 typedef struct free_buf {
 	struct free_buf *next;
 	size_t cap;
+	bool backend; /* the backend's memory (buf_alloc), else mmap()ed */
 } free_buf;
 
 typedef struct entry_list_head {
@@ -134,7 +136,7 @@ struct wc_cache {
 	size_t count;        /* entries in the table */
 	entry_list_head demand, prefetch, lru, cold, consumed;
 	uint64_t consumed_bytes; /* decoded bytes on the consumed FIFO */
-	struct free_buf *pool;   /* free tile buffers (wc_backend_buf_alloc), smallest first */
+	struct free_buf *pool;   /* free tile buffers, smallest first */
 	uint64_t pool_bytes;     /* bytes mapped in the pool; counted against the budget */
 	size_t cold_keep; /* unused prefetched entries spared while the LRU has victims */
 	uint64_t budget, bytes;
@@ -328,14 +330,24 @@ static void buf_free(wc_cache *c, void *p, size_t bytes)
 	atomic_fetch_add_explicit(&c->buf_ns, wc_mono_ns() - t0, memory_order_relaxed);
 }
 
-/* Tile buffers of MMAP_MIN_BYTES or more are backend buffers of whole pages:
- * the pool hands a buffer to any tile that fits, so its size is its
- * page-rounded capacity (wc_backend_buf_size); smaller ones are malloc()ed. */
+/* Tile buffers of MMAP_MIN_BYTES or more are anonymous mappings of whole
+ * pages: the pool hands a buffer to any tile that fits, so its size is its
+ * page-rounded capacity (wc_backend_buf_size); smaller ones are malloc()ed.
+ * A tile being decoded never waits for the backend's own memory: the CUDA
+ * backend's page-locked buffers cost 1.2 ms per MiB to allocate, 4.5 ms
+ * each with several dispatchers at once, and sixteen streams need hundreds
+ * (docs/BENCHMARKS-GPU.md, section 19). Its buffers come from the pool,
+ * which pool_prefill_main fills with backend memory in the background; a
+ * tile in an ordinary buffer costs that backend a staging copy instead. */
 static uint8_t *tile_alloc(wc_cache *c, size_t n)
 {
-	if (n >= MMAP_MIN_BYTES)
-		return buf_alloc(c, wc_backend_buf_size(n));
-	return malloc(n ? n : 1);
+	if (n < MMAP_MIN_BYTES)
+		return malloc(n ? n : 1);
+	uint64_t t0 = wc_mono_ns();
+	void *p = mmap(NULL, wc_backend_buf_size(n), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	atomic_fetch_add_explicit(&c->buf_allocs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->buf_ns, wc_mono_ns() - t0, memory_order_relaxed);
+	return p == MAP_FAILED ? NULL : p;
 }
 
 /* Give a DECODING entry without a (pooled or recycled) buffer a new one of
@@ -346,23 +358,32 @@ static bool entry_alloc_buf(wc_cache *c, entry *e)
 	if (!e->buf) {
 		e->buf = tile_alloc(c, e->ref.size);
 		e->buf_cap = e->ref.size >= MMAP_MIN_BYTES ? wc_backend_buf_size(e->ref.size) : e->ref.size;
+		e->buf_backend = false;
 	}
 	return e->buf != NULL;
 }
 
-static void tile_free(wc_cache *c, uint8_t *p, size_t n)
+/* Free a tile buffer of capacity n: backend memory through the backend,
+ * else by size as tile_alloc made it. */
+static void tile_free(wc_cache *c, uint8_t *p, size_t n, bool backend)
 {
 	if (!p)
 		return;
-	if (n >= MMAP_MIN_BYTES)
-		buf_free(c, p, wc_backend_buf_size(n));
-	else
+	if (backend) {
+		buf_free(c, p, n);
+	} else if (n >= MMAP_MIN_BYTES) {
+		uint64_t t0 = wc_mono_ns();
+		munmap(p, wc_backend_buf_size(n));
+		atomic_fetch_add_explicit(&c->buf_frees, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&c->buf_ns, wc_mono_ns() - t0, memory_order_relaxed);
+	} else {
 		free(p);
+	}
 }
 
 /* Whether a free buffer of cap bytes may hold a tile of n bytes: it must be
- * an mmap()ed one (tile_free decides by capacity) and not waste more than
- * the tile's own size. */
+ * a page-rounded one, not malloc()ed (tile_free decides by capacity), and
+ * not waste more than the tile's own size. */
 static bool buf_fits(size_t cap, size_t n)
 {
 	return cap >= MMAP_MIN_BYTES && n <= cap && cap <= 2 * wc_backend_buf_size(n);
@@ -376,55 +397,56 @@ static uint64_t pool_max(const wc_cache *c)
 	return c->budget / 8 < max ? c->budget / 8 : max;
 }
 
-/* Put the free mmap()ed buffer *buf of *cap bytes in the pool (kept sorted
- * by capacity, smallest first, so pool_take finds the best fit). A full pool
- * gives up its smallest buffers for a bigger one: a big buffer can hold any
- * tile, a small one only small tiles, so a pool of small buffers would miss
- * every big tile. Lock held. Returns the buffer the caller must free in *buf
- * and *cap (the given one, or one the pool gave up), NULL if none. */
-static void pool_put(wc_cache *c, uint8_t **buf, size_t *cap)
+/* Put the free buffer *buf of *cap bytes (tile_alloc's, or the backend's
+ * memory if *backend) in the pool (kept sorted by capacity, smallest first,
+ * so pool_take finds the best fit). A full pool gives up its smallest
+ * buffers for a bigger one: a big buffer can hold any tile, a small one
+ * only small tiles, so a pool of small buffers would miss every big tile.
+ * Lock held. Returns the buffer the caller must free in *buf, *cap and
+ * *backend (the given one, or one the pool gave up), *buf NULL if none. */
+static void pool_put(wc_cache *c, uint8_t **buf, size_t *cap, bool *backend)
 {
 	uint64_t max = pool_max(c);
 	if (c->bytes + max > c->budget)
 		max = c->budget > c->bytes ? c->budget - c->bytes : 0;
 	if (*cap < MMAP_MIN_BYTES || *cap > max)
 		return;
-	uint8_t *give = NULL;
-	size_t give_cap = 0;
+	free_buf *give = NULL;
 	while (c->pool_bytes + *cap > max && c->pool && c->pool->cap < *cap) {
 		free_buf *h = c->pool;
 		c->pool = h->next;
 		c->pool_bytes -= h->cap;
 		if (give) /* rare: a second one to give up, unmapped here */
-			buf_free(c, give, give_cap);
-		give = (uint8_t *)h;
-		give_cap = h->cap;
+			tile_free(c, (uint8_t *)give, give->cap, give->backend);
+		give = h;
 	}
 	if (c->pool_bytes + *cap > max) {
 		if (give) /* rare: a bigger one stays; both are freed */
-			buf_free(c, give, give_cap);
+			tile_free(c, (uint8_t *)give, give->cap, give->backend);
 		return;
 	}
 	free_buf *f = (free_buf *)(void *)*buf, **pp = &c->pool;
 	while (*pp && (*pp)->cap < *cap)
 		pp = &(*pp)->next;
 	f->cap = *cap;
+	f->backend = *backend;
 	f->next = *pp;
 	*pp = f;
 	c->pool_bytes += *cap;
-	*buf = give;
-	*cap = give_cap;
+	*buf = (uint8_t *)give;
+	*cap = give ? give->cap : 0;
+	*backend = give && give->backend;
 }
 
-/* The smallest pooled buffer that fits n bytes, out of the pool; if none
- * is big enough, the biggest one grown with mremap() (its pages stay, only
- * the new tail faults in), since tile sizes vary and a stream's bigger
- * tiles would otherwise miss a pool of smaller buffers. NULL if the pool is
- * empty or mremap fails, and when none fits a pool of the backend's own
- * memory: that cannot be mremap()ed, and allocating page-locked memory
- * (about 1.2 ms per MiB) must not hold the cache's lock; the dispatcher
- * allocates the tile's buffer without it (entry_alloc_buf). Lock held. */
-static uint8_t *pool_take(wc_cache *c, size_t n, size_t *cap)
+/* The smallest pooled buffer that fits n bytes, out of the pool, with its
+ * capacity in *cap and its kind in *backend; if none is big enough, the
+ * biggest one grown with mremap() (its pages stay, only the new tail faults
+ * in), since tile sizes vary and a stream's bigger tiles would otherwise
+ * miss a pool of smaller buffers. NULL if the pool is empty or mremap
+ * fails, and when the biggest is the backend's memory, which cannot be
+ * mremap()ed: the dispatcher then maps the tile's buffer without the lock
+ * (entry_alloc_buf). Lock held. */
+static uint8_t *pool_take(wc_cache *c, size_t n, size_t *cap, bool *backend)
 {
 	free_buf **pp = &c->pool, **last = NULL;
 	for (; *pp; pp = &(*pp)->next) {
@@ -435,9 +457,10 @@ static uint8_t *pool_take(wc_cache *c, size_t n, size_t *cap)
 		*pp = f->next;
 		c->pool_bytes -= f->cap;
 		*cap = f->cap;
+		*backend = f->backend;
 		return (uint8_t *)f;
 	}
-	if (!last || wc_backend_buf_is_backend_memory(c->backend))
+	if (!last || (*last)->backend)
 		return NULL;
 	free_buf *f = *last;
 	*last = f->next;
@@ -449,6 +472,7 @@ static uint8_t *pool_take(wc_cache *c, size_t n, size_t *cap)
 		return NULL;
 	}
 	*cap = want;
+	*backend = false;
 	return p;
 }
 
@@ -460,7 +484,7 @@ static void pool_drain(wc_cache *c)
 		free_buf *f = c->pool;
 		c->pool = f->next;
 		c->pool_bytes -= f->cap;
-		buf_free(c, f, f->cap);
+		tile_free(c, (uint8_t *)f, f->cap, f->backend);
 	}
 }
 
@@ -470,7 +494,7 @@ static void entry_free(wc_cache *c, entry *e)
 {
 	if (e->src)
 		e->src->ops->release(e->src);
-	tile_free(c, e->buf, e->buf_cap);
+	tile_free(c, e->buf, e->buf_cap, e->buf_backend);
 	free(e->reason);
 	free(e);
 }
@@ -539,7 +563,7 @@ static void start_decode(wc_cache *c, entry *e, entry **dead)
 	c->bytes += e->ref.size;
 	e->charge = e->ref.size;
 	if (!e->buf && e->ref.size >= MMAP_MIN_BYTES) {
-		e->buf = pool_take(c, e->ref.size, &e->buf_cap);
+		e->buf = pool_take(c, e->ref.size, &e->buf_cap, &e->buf_backend);
 		/* A pooled buffer may be bigger than the tile, with pages of
 		 * its earlier tile still resident: charge all of it. */
 		if (e->buf) {
@@ -587,7 +611,7 @@ static size_t take_batch(wc_cache *c, entry **batch, entry **dead)
  * the error every waiting reader gets), and free its buffer. No lock. */
 static void entry_set_failed(wc_cache *c, entry *e, wc_err err, const char *reason)
 {
-	tile_free(c, e->buf, e->buf_cap);
+	tile_free(c, e->buf, e->buf_cap, e->buf_backend);
 	e->buf = NULL;
 	e->buf_cap = 0;
 	e->ref.data = NULL;
@@ -632,6 +656,7 @@ static void recycle_buffers(entry **batch, size_t nb, entry *dead)
 			if (!e->buf && buf_fits(v->buf_cap, e->ref.size)) {
 				e->buf = v->buf;
 				e->buf_cap = v->buf_cap;
+				e->buf_backend = v->buf_backend;
 				v->buf = NULL;
 				v->buf_cap = 0;
 				break;
@@ -798,10 +823,11 @@ static void *pool_prefill_main(void *arg)
 		if (!buf)
 			break;
 		size_t bcap = cap;
-		pool_put(c, &buf, &bcap);
+		bool backend = true;
+		pool_put(c, &buf, &bcap, &backend);
 		if (buf) { /* no room after all */
 			pthread_mutex_unlock(&c->lock);
-			buf_free(c, buf, bcap);
+			tile_free(c, buf, bcap, backend);
 			pthread_mutex_lock(&c->lock);
 			break;
 		}
@@ -1137,7 +1163,7 @@ static void release_locked(wc_cache *c, entry *e, bool consumed, entry **dead)
 		entry *v = c->consumed.tail;
 		entry_discard(c, v, dead);
 		if (v->buf)
-			pool_put(c, &v->buf, &v->buf_cap);
+			pool_put(c, &v->buf, &v->buf_cap, &v->buf_backend);
 	}
 	make_room(c, 0, dead);
 }

@@ -4,9 +4,9 @@
  * Through the page cache the kernel sends reads of at most max_pages (128 KiB
  * to 1 MiB), from several worker threads and not always in order; several
  * readers (loader threads) may stream different parts of one file at once.
- * A file keeps a few stream slots; a read joins the slot whose frontier
- * (end of the bytes read so far) it touches within a tolerance, else it
- * replaces the least recently used slot. A slot that has covered `min_run`
+ * A file keeps WCFS_RA_SLOTS stream slots; a read joins the slot whose
+ * frontier (end of the bytes read so far) it touches within a tolerance,
+ * else it replaces the least recently used slot. A slot that has covered `min_run`
  * contiguous bytes is a sequential stream: the caller then decodes the next
  * tiles ahead of it (wc_cache_prefetch), once per tile the stream enters.
  * Same idea as the kernel's on-demand readahead and DwarFS's sequential
@@ -18,7 +18,14 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#define WCFS_RA_SLOTS 8
+/* Streams one file can have at once. Requests of concurrent streams come
+ * round-robin, so with fewer slots than streams each request evicts the slot
+ * another stream needs next: none is detected, nothing is prefetched and no
+ * tile is released as consumed (16 dd readers of one file on 8 slots: 1,635
+ * of 4,097 tile lookups missed against 20 with 4 readers; docs/BENCHMARKS-
+ * GPU.md, section 19). 64 covers a loader's worker threads; the scan of a
+ * read costs well under a microsecond. */
+#define WCFS_RA_SLOTS 64
 
 typedef struct wcfs_ra_slot {
 	uint64_t start, end;  /* contiguous virtual byte range seen, [start, end) */
