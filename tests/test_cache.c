@@ -785,6 +785,23 @@ static void counting_host_free(void *p, size_t bytes)
 	free(p);
 }
 
+/* Wait (up to 5 s) until the cache's background prefill has made `allocs`
+ * buffers, then 20 ms more, by when it would have gone on if it were not
+ * done; the statistics then. */
+static wc_cache_stats wait_for_prefill(wc_cache *c, uint64_t allocs)
+{
+	wc_cache_stats st;
+	for (int i = 0; i < 5000; i++) {
+		wc_cache_get_stats(c, &st);
+		if (st.buf_allocs >= allocs)
+			break;
+		usleep(1000);
+	}
+	usleep(20000);
+	wc_cache_get_stats(c, &st);
+	return st;
+}
+
 /* prefill_tile_bytes: the pool is filled before the first read, the
  * dispatcher has its payload buffer, and the first tiles decode into those
  * buffers without allocating any. */
@@ -804,16 +821,8 @@ START_TEST(prefill_gives_the_first_tiles_their_buffers)
 			    .prefill_tile_bytes = 256 * KIB };
 	wc_cache *c = NULL;
 	ck_assert_int_eq(wc_cache_create(&o, &c), WC_OK);
-	wc_cache_stats st;
 	/* eight pooled tile buffers and one payload buffer of 4 x 256 KiB */
-	for (int i = 0; i < 5000; i++) {
-		wc_cache_get_stats(c, &st);
-		if (st.buf_allocs >= 9)
-			break;
-		usleep(1000);
-	}
-	usleep(20000); /* the prefill would have gone on by now */
-	wc_cache_get_stats(c, &st);
+	wc_cache_stats st = wait_for_prefill(c, 9);
 	ck_assert_uint_eq(st.buf_allocs, 9);
 	ck_assert_uint_eq(st.buf_frees, 0);
 	const unsigned before = atomic_load(&host_allocs);
@@ -901,14 +910,7 @@ START_TEST(tiles_beyond_the_pool_never_wait_for_backend_memory)
 			    .prefill_tile_bytes = 256 * KIB };
 	wc_cache *c = NULL;
 	ck_assert_int_eq(wc_cache_create(&o, &c), WC_OK);
-	wc_cache_stats st;
-	for (int i = 0; i < 5000; i++) {
-		wc_cache_get_stats(c, &st);
-		if (st.buf_allocs >= 9)
-			break;
-		usleep(1000);
-	}
-	usleep(20000);
+	wait_for_prefill(c, 9);
 	pthread_mutex_lock(&tracked_lock);
 	const unsigned prefilled = tracked_live;
 	pthread_mutex_unlock(&tracked_lock);
