@@ -11,6 +11,7 @@ struct wcfs_itable {
 	wcfs_node **bucket;
 	size_t nbucket; /* power of two */
 	uint64_t count;
+	uint64_t fds;   /* nodes in the table holding a descriptor */
 	wcfs_node *root;
 };
 
@@ -48,8 +49,25 @@ wcfs_node *wcfs_node_new(const wcfs_key *k, mode_t type, int fd, const wcfs_prov
 	n->prov = prov;
 	n->vn = vn;
 	n->parent = parent;
-	wcfs_ra_init(&n->ra);
 	return n;
+}
+
+wcfs_ra *wcfs_node_ra(wcfs_node *n)
+{
+	wcfs_ra *ra = atomic_load_explicit(&n->ra, memory_order_acquire);
+	if (ra)
+		return ra;
+	wcfs_ra *fresh = malloc(sizeof *fresh);
+	if (!fresh)
+		return NULL;
+	wcfs_ra_init(fresh);
+	if (atomic_compare_exchange_strong_explicit(&n->ra, &ra, fresh, memory_order_acq_rel,
+						    memory_order_acquire))
+		return fresh;
+	/* another thread's first read made it meanwhile: use that one */
+	wcfs_ra_destroy(fresh);
+	free(fresh);
+	return ra;
 }
 
 /* Free a node that is out of the table; returns its parent reference to drop. */
@@ -60,7 +78,11 @@ static wcfs_node *node_free(wcfs_node *n)
 		n->vn->ops->release(n->vn);
 	if (n->fd >= 0)
 		close(n->fd);
-	wcfs_ra_destroy(&n->ra);
+	wcfs_ra *ra = atomic_load(&n->ra);
+	if (ra) {
+		wcfs_ra_destroy(ra);
+		free(ra);
+	}
 	free(n);
 	return parent;
 }
@@ -85,6 +107,7 @@ wcfs_itable *wcfs_itable_create(int root_fd, const struct stat *root_st)
 	t->root->hnext = t->bucket[h];
 	t->bucket[h] = t->root;
 	t->count = 1;
+	t->fds = 1; /* the root's */
 	return t;
 }
 
@@ -183,6 +206,7 @@ wcfs_node *wcfs_itable_insert(wcfs_itable *t, wcfs_node *fresh)
 	t->bucket[h] = fresh;
 	fresh->nlookup = 1;
 	t->count++;
+	t->fds += fresh->fd >= 0;
 	pthread_mutex_unlock(&t->lock);
 	return fresh;
 }
@@ -199,6 +223,7 @@ static wcfs_node *maybe_unlink_locked(wcfs_itable *t, wcfs_node *n)
 	if (*pp)
 		*pp = n->hnext;
 	t->count--;
+	t->fds -= n->fd >= 0;
 	return n;
 }
 
@@ -239,6 +264,14 @@ void wcfs_node_forget(wcfs_itable *t, wcfs_node *n, uint64_t nlookup)
 	wcfs_node *dead = maybe_unlink_locked(t, n);
 	pthread_mutex_unlock(&t->lock);
 	free_chain(t, dead);
+}
+
+uint64_t wcfs_itable_fds(wcfs_itable *t)
+{
+	pthread_mutex_lock(&t->lock);
+	uint64_t c = t->fds;
+	pthread_mutex_unlock(&t->lock);
+	return c;
 }
 
 uint64_t wcfs_itable_count(wcfs_itable *t)

@@ -50,7 +50,10 @@ struct wcfs_node {
 	const wcfs_provider *prov; /* provider root: its provider; else NULL */
 	wcfs_vnode *vn;   /* provider root or virtual child: its vnode; else NULL */
 	wcfs_node *parent; /* virtual child: its directory (referenced); else NULL */
-	wcfs_ra ra;       /* readahead streams (virtual files) */
+	/* Readahead streams, made on the first tile read (wcfs_node_ra):
+	 * directories, passed-through files and most virtual children never
+	 * need them, and a file's 64 slots are 2 KiB. */
+	_Atomic(wcfs_ra *) ra;
 	/* Failed reads logged (ops.c): the last failing tile + 1 and how often
 	 * it failed in a row, so a reader retrying a damaged tile page by page
 	 * does not flood the log. */
@@ -87,6 +90,10 @@ wcfs_node *wcfs_node_new(const wcfs_key *k, mode_t type, int fd, const wcfs_prov
 			 wcfs_vnode *vn, wcfs_node *parent);
 
 /* Daemon references (open handles). */
+/* n's readahead stream detector, made on first use; NULL if out of memory
+ * (the read then goes without readahead). Thread-safe. */
+wcfs_ra *wcfs_node_ra(wcfs_node *n);
+
 void wcfs_node_ref(wcfs_itable *t, wcfs_node *n);
 void wcfs_node_unref(wcfs_itable *t, wcfs_node *n);
 /* FORGET: drop nlookup kernel lookups. */
@@ -94,5 +101,8 @@ void wcfs_node_forget(wcfs_itable *t, wcfs_node *n, uint64_t nlookup);
 
 /* Number of nodes in the table (for the debug log and tests). */
 uint64_t wcfs_itable_count(wcfs_itable *t);
+/* Number of them holding an O_PATH descriptor of their source entry (the
+ * root, passed-through entries, provider roots; not virtual children). */
+uint64_t wcfs_itable_fds(wcfs_itable *t);
 
 #endif /* WCFS_INODE_H */

@@ -21,14 +21,32 @@
 #include "fuse/ops.h"
 #include "fuse/options.h"
 
-/* Every looked-up inode holds an O_PATH descriptor: allow many. */
+/* Every inode the kernel has looked up holds an O_PATH descriptor, so an
+ * image set of 100,000 files needs that many: allow as many as the system
+ * does (fs.nr_open, when privileged enough to raise the hard limit), else
+ * up to the hard limit. The limit is logged at debug level. */
 static void raise_fd_limit(void)
 {
 	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	unsigned long long nr_open = 0;
+	FILE *f = fopen("/proc/sys/fs/nr_open", "r");
+	if (f) {
+		if (fscanf(f, "%llu", &nr_open) != 1)
+			nr_open = 0;
+		fclose(f);
 	}
+	struct rlimit all = { .rlim_cur = (rlim_t)nr_open, .rlim_max = (rlim_t)nr_open };
+	if (nr_open > rl.rlim_max && setrlimit(RLIMIT_NOFILE, &all) == 0) {
+		rl = all;
+	} else if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	wc_log(WC_LOG_DEBUG, "descriptor limit %llu (one per inode the kernel holds)",
+	       (unsigned long long)rl.rlim_cur);
 }
 
 static void log_stats(wcfs_fs *fs)

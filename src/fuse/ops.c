@@ -524,7 +524,8 @@ static void read_virtual(fuse_req_t req, wcfs_fs *fs, wcfs_node *n, size_t size,
 	if (!err && fs->readahead && sp.kind == WCFS_SPAN_TILE) {
 		uint64_t tile = vn->blksize ? vn->blksize : sp.len;
 		uint64_t tol = tile > (1u << 20) ? tile : (1u << 20);
-		if (wcfs_ra_note_stream(&n->ra, off, size, sp.off, tol, 2 * tile, &streaming))
+		wcfs_ra *ra = wcfs_node_ra(n);
+		if (ra && wcfs_ra_note_stream(ra, off, size, sp.off, tol, 2 * tile, &streaming))
 			prefetch_after(fs, vn, sp.off + sp.len, (uint64_t)fs->readahead * tile);
 	}
 

@@ -5,9 +5,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 static int ends_with(const char *s, size_t n, const char *suffix, size_t *slen)
@@ -16,6 +18,10 @@ static int ends_with(const char *s, size_t n, const char *suffix, size_t *slen)
 	*slen = k;
 	return n > k && memcmp(s + n - k, suffix, k) == 0;
 }
+
+/* Descriptors kept free of the inode table's (at most a quarter of the
+ * limit): for open files, containers and the daemon itself. */
+#define FD_RESERVE 4096u
 
 /* "/proc/self/fd/N": a path to the object behind an O_PATH descriptor. */
 static void fd_path(int fd, char *buf, size_t cap) { snprintf(buf, cap, "/proc/self/fd/%d", fd); }
@@ -57,9 +63,29 @@ static int node_for_entry(wcfs_vtree *vt, int dirfd, const char *name, const str
 		*out = n;
 		return 0;
 	}
-	int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return errno;
+	/* Every node keeps its entry's descriptor until the kernel forgets
+	 * it, which it does only under memory pressure: a walk of a large tree
+	 * would take every descriptor and leave none for opening files, even
+	 * ones looked up long before. Refuse new nodes first (EMFILE), keeping
+	 * a reserve for open files, containers and the daemon's own use. */
+	struct rlimit rl;
+	int err = 0;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+		uint64_t reserve = rl.rlim_cur / 4 < FD_RESERVE ? rl.rlim_cur / 4 : FD_RESERVE;
+		if (wcfs_itable_fds(vt->itable) + reserve >= rl.rlim_cur)
+			err = EMFILE;
+	}
+	int fd = err ? -1 : openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		err = err ? err : errno;
+		static atomic_flag said;
+		if ((err == EMFILE || err == ENFILE) && !atomic_flag_test_and_set(&said))
+			wc_log(WC_LOG_WARN, "lookup of '%s': %s: every inode the kernel holds keeps a "
+			       "descriptor open, and the limit is %llu; raise it (ulimit -Hn, or "
+			       "LimitNOFILE= for a service) before mounting (logged once)",
+			       name, strerror(err), (unsigned long long)rl.rlim_cur);
+		return err;
+	}
 	struct stat st2;
 	if (fstatat(fd, "", &st2, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0 ||
 	    st2.st_dev != st->st_dev || st2.st_ino != st->st_ino) {
