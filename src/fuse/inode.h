@@ -89,11 +89,11 @@ wcfs_node *wcfs_itable_insert(wcfs_itable *t, wcfs_node *fresh);
 wcfs_node *wcfs_node_new(const wcfs_key *k, mode_t type, int fd, const wcfs_provider *prov,
 			 wcfs_vnode *vn, wcfs_node *parent);
 
-/* Daemon references (open handles). */
 /* n's readahead stream detector, made on first use; NULL if out of memory
  * (the read then goes without readahead). Thread-safe. */
 wcfs_ra *wcfs_node_ra(wcfs_node *n);
 
+/* Daemon references (open handles). */
 void wcfs_node_ref(wcfs_itable *t, wcfs_node *n);
 void wcfs_node_unref(wcfs_itable *t, wcfs_node *n);
 /* FORGET: drop nlookup kernel lookups. */

@@ -21,9 +21,9 @@
 #include "fuse/ops.h"
 #include "fuse/options.h"
 
-/* Every inode the kernel has looked up holds an O_PATH descriptor, so an
- * image set of 100,000 files needs that many: allow as many as the system
- * does (fs.nr_open, when privileged enough to raise the hard limit), else
+/* Every inode the kernel has looked up holds an O_PATH descriptor (the
+ * images of a .qvq archive excepted), so a tree of 100,000 passed-through
+ * files needs that many: allow as many as the system does (fs.nr_open, when privileged enough to raise the hard limit), else
  * up to the hard limit. The limit is logged at debug level. */
 static void raise_fd_limit(void)
 {

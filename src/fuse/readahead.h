@@ -6,9 +6,10 @@
  * readers (loader threads) may stream different parts of one file at once.
  * A file keeps WCFS_RA_SLOTS stream slots; a read joins the slot whose
  * frontier (end of the bytes read so far) it touches within a tolerance,
- * else it replaces the least recently used slot. A slot that has covered `min_run`
- * contiguous bytes is a sequential stream: the caller then decodes the next
- * tiles ahead of it (wc_cache_prefetch), once per tile the stream enters.
+ * else it replaces the least recently used slot. A slot that has covered
+ * `min_run` contiguous bytes is a sequential stream: the caller then decodes
+ * the next tiles ahead of it (wc_cache_prefetch), once per tile the stream
+ * enters.
  * Same idea as the kernel's on-demand readahead and DwarFS's sequential
  * access detector; the tolerance absorbs reordering between FUSE threads.
  */

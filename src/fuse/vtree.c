@@ -68,7 +68,7 @@ static int node_for_entry(wcfs_vtree *vt, int dirfd, const char *name, const str
 	 * would take every descriptor and leave none for opening files, even
 	 * ones looked up long before. Refuse new nodes first (EMFILE), keeping
 	 * a reserve for open files, containers and the daemon's own use. */
-	struct rlimit rl;
+	struct rlimit rl = { 0, 0 };
 	int err = 0;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
 		uint64_t reserve = rl.rlim_cur / 4 < FD_RESERVE ? rl.rlim_cur / 4 : FD_RESERVE;
@@ -78,7 +78,7 @@ static int node_for_entry(wcfs_vtree *vt, int dirfd, const char *name, const str
 	int fd = err ? -1 : openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		err = err ? err : errno;
-		static atomic_flag said;
+		static atomic_flag said = ATOMIC_FLAG_INIT;
 		if ((err == EMFILE || err == ENFILE) && !atomic_flag_test_and_set(&said))
 			wc_log(WC_LOG_WARN, "lookup of '%s': %s: every inode the kernel holds keeps a "
 			       "descriptor open, and the limit is %llu; raise it (ulimit -Hn, or "
