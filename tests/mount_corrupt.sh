@@ -22,12 +22,7 @@ mkdir -p "$M"
 MOUNTS="$MOUNTS $M"
 "$WCODECFS" "$S" "$M" -f -o cache_size=8M 2> "$TMP/log" &
 fg=$!
-i=0
-until grep -qs " $M fuse" /proc/mounts; do
-	i=$((i + 1)); [ $i -lt 100 ] || fail "no mount"; sleep 0.05
-done
-# Wait until the root answers (the kernel holds requests until INIT).
-ls "$M" > /dev/null || fail "ls"
+wait_mounted "$M" "$TMP/log"
 
 check damaged "$M/bad.safetensors" "$O/m.safetensors" "$voff" "$dsize" || fail "damaged reads"
 # Whole-file readers see EIO, not wrong bytes.

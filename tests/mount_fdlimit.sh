@@ -25,11 +25,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null 2>&1 &&
 	drop="setpriv --bounding-set=-sys_resource"
 fi
 ( ulimit -n 256 && ulimit -Hn 256 && exec $drop "$WCODECFS" "$S" "$M" -f -o timeout=3600 ) 2> "$TMP/log" &
-i=0
-until grep -qs " $M fuse" /proc/mounts; do
-	i=$((i + 1)); [ $i -lt 100 ] || fail "no mount: $(cat "$TMP/log")"; sleep 0.05
-done
-ls "$M" > /dev/null || fail "ls"
+wait_mounted "$M" "$TMP/log"
 pid=$(daemon_pid_of "$M") || fail "no daemon pid"
 limit=$(awk '/^Max open files/ { print $4 }' "/proc/$pid/limits")
 if [ "$limit" != 256 ]; then

@@ -55,6 +55,19 @@ mount_fs() {
 	grep -qs " $mnt fuse" /proc/mounts || fail "$mnt is not mounted after wcodecfs returned"
 }
 
+# wait_mounted MNT [LOG]: wait (up to 5 s) until a daemon started in the
+# foreground has mounted MNT and its root answers (the kernel holds requests
+# until INIT); on failure, show LOG.
+wait_mounted() {
+	i=0
+	until grep -qs " $1 fuse" /proc/mounts; do
+		i=$((i + 1))
+		[ $i -lt 100 ] || fail "$1 not mounted after 5 s${2:+: $(cat "$2")}"
+		sleep 0.05
+	done
+	ls "$1" > /dev/null || fail "ls $1"
+}
+
 # The pid of the daemon serving MNT.
 daemon_pid_of() {
 	for p in $(daemon_pids); do

@@ -63,10 +63,7 @@ done
 "$WCODECFS" "$S" "$M" -f 2> "$TMP/fg.log" &
 fg=$!
 MOUNTS="$MOUNTS $M"
-i=0
-until grep -qs " $M fuse" /proc/mounts; do
-	i=$((i + 1)); [ $i -lt 50 ] || fail "-f did not mount"; sleep 0.1
-done
+wait_mounted "$M" "$TMP/fg.log"
 [ "$(cat "$M/hello.txt")" = hello ] || fail "-f mount does not serve"
 fusermount3 -u "$M" || fail "fusermount3 -u (foreground)"
 wait $fg || fail "foreground daemon exited with $?"

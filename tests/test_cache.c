@@ -10,6 +10,8 @@
 #include <check.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -425,17 +427,28 @@ START_TEST(prefetch_never_evicts_referenced_entries)
 }
 END_TEST
 
+/* Poll c's statistics (up to 5 s) until the counter at byte offset `field`
+ * of wc_cache_stats reaches n; *st holds the last ones. Returns whether it
+ * did. */
+static bool poll_stat(wc_cache *c, size_t field, uint64_t n, wc_cache_stats *st)
+{
+	for (int i = 0; i < 5000; i++) {
+		wc_cache_get_stats(c, st);
+		uint64_t v;
+		memcpy(&v, (const char *)st + field, sizeof v);
+		if (v >= n)
+			return true;
+		usleep(1000);
+	}
+	return false;
+}
+
 static void wait_decodes(wc_cache *c, uint64_t n)
 {
 	wc_cache_stats st;
-	for (int i = 0; i < 5000; i++) {
-		wc_cache_get_stats(c, &st);
-		if (st.decodes >= n)
-			return;
-		usleep(1000);
-	}
-	ck_abort_msg("decodes stuck at %llu, want %llu", (unsigned long long)st.decodes,
-		     (unsigned long long)n);
+	if (!poll_stat(c, offsetof(wc_cache_stats, decodes), n, &st))
+		ck_abort_msg("decodes stuck at %llu, want %llu", (unsigned long long)st.decodes,
+			     (unsigned long long)n);
 }
 
 START_TEST(unused_prefetches_are_cold_but_survive_streaming)
@@ -770,6 +783,17 @@ START_TEST(dispatchers_share_the_queue)
 }
 END_TEST
 
+/* Make fb a backend with its own host allocator (as the CUDA backend's
+ * page-locked memory): its ops copied into *ops, which must outlive it. */
+static void give_host_allocator(fake_backend *fb, wc_backend_ops *ops, void *(*alloc)(size_t),
+				void (*release)(void *, size_t))
+{
+	*ops = *fb->base.ops;
+	ops->host_alloc = alloc;
+	ops->host_free = release;
+	fb->base.ops = ops;
+}
+
 /* A backend with its own host allocator: page-aligned heap memory here,
  * counted, standing in for the CUDA backend's page-locked buffers. */
 static atomic_uint host_allocs;
@@ -791,12 +815,7 @@ static void counting_host_free(void *p, size_t bytes)
 static wc_cache_stats wait_for_prefill(wc_cache *c, uint64_t allocs)
 {
 	wc_cache_stats st;
-	for (int i = 0; i < 5000; i++) {
-		wc_cache_get_stats(c, &st);
-		if (st.buf_allocs >= allocs)
-			break;
-		usleep(1000);
-	}
+	poll_stat(c, offsetof(wc_cache_stats, buf_allocs), allocs, &st);
 	usleep(20000);
 	wc_cache_get_stats(c, &st);
 	return st;
@@ -809,10 +828,8 @@ START_TEST(prefill_gives_the_first_tiles_their_buffers)
 {
 	fake_backend fb;
 	fake_backend_init(&fb, 4, 1);
-	wc_backend_ops ops = *fb.base.ops;
-	ops.host_alloc = counting_host_alloc;
-	ops.host_free = counting_host_free;
-	fb.base.ops = &ops;
+	wc_backend_ops ops;
+	give_host_allocator(&fb, &ops, counting_host_alloc, counting_host_free);
 	atomic_store(&host_allocs, 0);
 	fake_source s;
 	fake_source_init(&s, 4, 404, 64, 256 * KIB, 256 * KIB);
@@ -896,10 +913,8 @@ START_TEST(tiles_beyond_the_pool_never_wait_for_backend_memory)
 {
 	fake_backend fb;
 	fake_backend_init(&fb, 4, 2);
-	wc_backend_ops ops = *fb.base.ops;
-	ops.host_alloc = tracking_host_alloc;
-	ops.host_free = tracking_host_free;
-	fb.base.ops = &ops;
+	wc_backend_ops ops;
+	give_host_allocator(&fb, &ops, tracking_host_alloc, tracking_host_free);
 	pthread_mutex_lock(&tracked_lock);
 	tracked_live = tracked_foreign_frees = 0;
 	pthread_mutex_unlock(&tracked_lock);

@@ -250,15 +250,26 @@ bool wc_backend_buf_is_backend_memory(const wc_backend *be)
 
 size_t wc_backend_buf_size(size_t bytes) { return bytes ? (bytes + 4095) & ~(size_t)4095 : 4096; }
 
-void *wc_backend_buf_alloc(const wc_backend *be, size_t bytes)
+void *wc_host_buf_alloc(size_t bytes)
 {
-	size_t n = wc_backend_buf_size(bytes);
-	if (wc_backend_buf_is_backend_memory(be))
-		return be->ops->host_alloc(n);
 	/* No MAP_POPULATE: the pages fault in on the threads that first write
 	 * them (the decoding threads, in parallel). */
-	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *p = mmap(NULL, wc_backend_buf_size(bytes), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	return p == MAP_FAILED ? NULL : p;
+}
+
+void wc_host_buf_free(void *p, size_t bytes)
+{
+	if (p)
+		munmap(p, wc_backend_buf_size(bytes));
+}
+
+void *wc_backend_buf_alloc(const wc_backend *be, size_t bytes)
+{
+	if (wc_backend_buf_is_backend_memory(be))
+		return be->ops->host_alloc(wc_backend_buf_size(bytes));
+	return wc_host_buf_alloc(bytes);
 }
 
 void wc_backend_buf_free(const wc_backend *be, void *p, size_t bytes)
@@ -268,5 +279,5 @@ void wc_backend_buf_free(const wc_backend *be, void *p, size_t bytes)
 	if (wc_backend_buf_is_backend_memory(be))
 		be->ops->host_free(p, wc_backend_buf_size(bytes));
 	else
-		munmap(p, wc_backend_buf_size(bytes));
+		wc_host_buf_free(p, bytes);
 }

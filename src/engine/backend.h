@@ -138,6 +138,14 @@ wc_err wc_backend_decode(wc_backend *be, wc_tile_job *jobs, size_t n);
 void *wc_backend_buf_alloc(const wc_backend *be, size_t bytes);
 void wc_backend_buf_free(const wc_backend *be, void *p, size_t bytes);
 
+/* Anonymous mmap() memory of wc_backend_buf_size(bytes) bytes, whatever the
+ * backend: what wc_backend_buf_alloc() gives for a backend without its own
+ * host allocator, and what the tile cache decodes into when its pool of the
+ * backend's memory is empty. NULL if out of memory. Free with
+ * wc_host_buf_free() and the same `bytes`. Thread-safe. */
+void *wc_host_buf_alloc(size_t bytes);
+void wc_host_buf_free(void *p, size_t bytes);
+
 /* The bytes wc_backend_buf_alloc(be, bytes) really allocates: bytes rounded
  * up to whole 4096-byte pages (one page for 0). Callers that keep buffers for
  * reuse size them by this. */

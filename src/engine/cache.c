@@ -154,7 +154,7 @@ struct wc_cache {
 	bool prefilling;        /* the prefill thread was started */
 	bool caller_decodes;    /* wc_cache_opts.decode_misses_on_caller */
 	uint64_t t_created;     /* wc_mono_ns() at creation, for the debug trace */
-	_Atomic uint64_t buf_allocs, buf_frees, buf_ns; /* buf_alloc/buf_free, stats */
+	_Atomic uint64_t buf_allocs, buf_frees, buf_ns; /* buffers mapped and freed, and the time: stats */
 	wc_cache_stats st;
 };
 
@@ -311,12 +311,17 @@ static void table_remove(wc_cache *c, entry *e)
 /* Backend buffers, counted with the time they took (wc_cache_stats): the
  * CUDA backend's are page-locked, and pinning or unpinning memory is slow
  * and may wait for the device. */
+static void count_buf_op(wc_cache *c, _Atomic uint64_t *ops, uint64_t t0)
+{
+	atomic_fetch_add_explicit(ops, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->buf_ns, wc_mono_ns() - t0, memory_order_relaxed);
+}
+
 static void *buf_alloc(wc_cache *c, size_t bytes)
 {
 	uint64_t t0 = wc_mono_ns();
 	void *p = wc_backend_buf_alloc(c->backend, bytes);
-	atomic_fetch_add_explicit(&c->buf_allocs, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&c->buf_ns, wc_mono_ns() - t0, memory_order_relaxed);
+	count_buf_op(c, &c->buf_allocs, t0);
 	return p;
 }
 
@@ -326,8 +331,7 @@ static void buf_free(wc_cache *c, void *p, size_t bytes)
 		return;
 	uint64_t t0 = wc_mono_ns();
 	wc_backend_buf_free(c->backend, p, bytes);
-	atomic_fetch_add_explicit(&c->buf_frees, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&c->buf_ns, wc_mono_ns() - t0, memory_order_relaxed);
+	count_buf_op(c, &c->buf_frees, t0);
 }
 
 /* Tile buffers of MMAP_MIN_BYTES or more are anonymous mappings of whole
@@ -344,10 +348,9 @@ static uint8_t *tile_alloc(wc_cache *c, size_t n)
 	if (n < MMAP_MIN_BYTES)
 		return malloc(n ? n : 1);
 	uint64_t t0 = wc_mono_ns();
-	void *p = mmap(NULL, wc_backend_buf_size(n), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	atomic_fetch_add_explicit(&c->buf_allocs, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&c->buf_ns, wc_mono_ns() - t0, memory_order_relaxed);
-	return p == MAP_FAILED ? NULL : p;
+	void *p = wc_host_buf_alloc(n);
+	count_buf_op(c, &c->buf_allocs, t0);
+	return p;
 }
 
 /* Give a DECODING entry without a (pooled or recycled) buffer a new one of
@@ -373,9 +376,8 @@ static void tile_free(wc_cache *c, uint8_t *p, size_t n, bool backend)
 		buf_free(c, p, n);
 	} else if (n >= MMAP_MIN_BYTES) {
 		uint64_t t0 = wc_mono_ns();
-		munmap(p, wc_backend_buf_size(n));
-		atomic_fetch_add_explicit(&c->buf_frees, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&c->buf_ns, wc_mono_ns() - t0, memory_order_relaxed);
+		wc_host_buf_free(p, n);
+		count_buf_op(c, &c->buf_frees, t0);
 	} else {
 		free(p);
 	}
@@ -468,7 +470,7 @@ static uint8_t *pool_take(wc_cache *c, size_t n, size_t *cap, bool *backend)
 	size_t want = wc_backend_buf_size(n);
 	void *p = mremap(f, f->cap, want, MREMAP_MAYMOVE);
 	if (p == MAP_FAILED) {
-		munmap(f, f->cap);
+		wc_host_buf_free(f, f->cap);
 		return NULL;
 	}
 	*cap = want;

@@ -68,7 +68,8 @@ typedef struct wc_cache_stats {
 	uint64_t read_ns, decode_ns;   /* dispatcher time in payload reads and in the
 				        * backend's decode calls, summed over dispatchers */
 	uint64_t bytes_cached;  /* decoded bytes held now (entries decoded or decoding) */
-	uint64_t buf_allocs, buf_frees; /* backend buffers (tile and payload) allocated, freed */
+	uint64_t buf_allocs, buf_frees; /* tile buffers mapped and backend buffers (tile and
+				    * payload) allocated; freed */
 	uint64_t buf_ns;        /* time spent allocating and freeing them */
 	uint64_t caller_decodes; /* misses decoded on the reader's thread
 				  * (decode_misses_on_caller), also counted in decodes */

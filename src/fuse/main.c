@@ -23,13 +23,15 @@
 
 /* Every inode the kernel has looked up holds an O_PATH descriptor (the
  * images of a .qvq archive excepted), so a tree of 100,000 passed-through
- * files needs that many: allow as many as the system does (fs.nr_open, when privileged enough to raise the hard limit), else
- * up to the hard limit. The limit is logged at debug level. */
-static void raise_fd_limit(void)
+ * files needs that many: allow as many as the system does (fs.nr_open, when
+ * privileged enough to raise the hard limit), else up to the hard limit.
+ * The limit is logged at debug level. Returns it (0 if unlimited or
+ * unknown). */
+static uint64_t raise_fd_limit(void)
 {
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-		return;
+		return 0;
 	unsigned long long nr_open = 0;
 	FILE *f = fopen("/proc/sys/fs/nr_open", "r");
 	if (f) {
@@ -47,6 +49,7 @@ static void raise_fd_limit(void)
 	}
 	wc_log(WC_LOG_DEBUG, "descriptor limit %llu (one per inode the kernel holds)",
 	       (unsigned long long)rl.rlim_cur);
+	return rl.rlim_cur == RLIM_INFINITY ? 0 : (uint64_t)rl.rlim_cur;
 }
 
 static void log_stats(wcfs_fs *fs)
@@ -120,7 +123,7 @@ int main(int argc, char **argv)
 	}
 	free(o.mountpoint);
 	o.mountpoint = mnt;
-	raise_fd_limit();
+	const uint64_t fd_limit = raise_fd_limit();
 
 	if (!o.foreground && wcfs_daemonize() != 0) {
 		fprintf(stderr, "wcodecfs: cannot fork: %s\n", strerror(errno));
@@ -181,6 +184,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	fs.vt.pctx.cache = fs.cache;
+	wcfs_vtree_set_fd_limit(&fs.vt, fd_limit);
 	fs.vt.itable = wcfs_itable_create(root_fd, &root_st);
 	if (!fs.vt.itable) {
 		close(root_fd);

@@ -521,14 +521,15 @@ static void read_virtual(fuse_req_t req, wcfs_fs *fs, wcfs_node *n, size_t size,
 	}
 
 	int streaming = 0;
-	uint64_t tile = vn->blksize ? vn->blksize : sp.len;
+	const uint64_t tile = vn->blksize ? vn->blksize : sp.len;
 	/* A stream is one once it has read two tiles' worth: a file no longer
 	 * than that (each image of a .qvq archive) never has one, nor needs
 	 * the detector's 2 KiB. */
-	if (!err && fs->readahead && sp.kind == WCFS_SPAN_TILE && vn->size > 2 * tile) {
+	const uint64_t min_run = 2 * tile;
+	if (!err && fs->readahead && sp.kind == WCFS_SPAN_TILE && vn->size > min_run) {
 		uint64_t tol = tile > (1u << 20) ? tile : (1u << 20);
 		wcfs_ra *ra = wcfs_node_ra(n);
-		if (ra && wcfs_ra_note_stream(ra, off, size, sp.off, tol, 2 * tile, &streaming))
+		if (ra && wcfs_ra_note_stream(ra, off, size, sp.off, tol, min_run, &streaming))
 			prefetch_after(fs, vn, sp.off + sp.len, (uint64_t)fs->readahead * tile);
 	}
 

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 static int ends_with(const char *s, size_t n, const char *suffix, size_t *slen)
@@ -22,6 +21,13 @@ static int ends_with(const char *s, size_t n, const char *suffix, size_t *slen)
 /* Descriptors kept free of the inode table's (at most a quarter of the
  * limit): for open files, containers and the daemon itself. */
 #define FD_RESERVE 4096u
+
+void wcfs_vtree_set_fd_limit(wcfs_vtree *vt, uint64_t limit)
+{
+	uint64_t reserve = limit / 4 < FD_RESERVE ? limit / 4 : FD_RESERVE;
+	vt->fd_limit = limit;
+	vt->node_fds_max = limit - reserve;
+}
 
 /* "/proc/self/fd/N": a path to the object behind an O_PATH descriptor. */
 static void fd_path(int fd, char *buf, size_t cap) { snprintf(buf, cap, "/proc/self/fd/%d", fd); }
@@ -68,13 +74,7 @@ static int node_for_entry(wcfs_vtree *vt, int dirfd, const char *name, const str
 	 * would take every descriptor and leave none for opening files, even
 	 * ones looked up long before. Refuse new nodes first (EMFILE), keeping
 	 * a reserve for open files, containers and the daemon's own use. */
-	struct rlimit rl = { 0, 0 };
-	int err = 0;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
-		uint64_t reserve = rl.rlim_cur / 4 < FD_RESERVE ? rl.rlim_cur / 4 : FD_RESERVE;
-		if (wcfs_itable_fds(vt->itable) + reserve >= rl.rlim_cur)
-			err = EMFILE;
-	}
+	int err = vt->node_fds_max && wcfs_itable_fds(vt->itable) >= vt->node_fds_max ? EMFILE : 0;
 	int fd = err ? -1 : openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		err = err ? err : errno;
@@ -83,7 +83,7 @@ static int node_for_entry(wcfs_vtree *vt, int dirfd, const char *name, const str
 			wc_log(WC_LOG_WARN, "lookup of '%s': %s: every inode the kernel holds keeps a "
 			       "descriptor open, and the limit is %llu; raise it (ulimit -Hn, or "
 			       "LimitNOFILE= for a service) before mounting (logged once)",
-			       name, strerror(err), (unsigned long long)rl.rlim_cur);
+			       name, strerror(err), (unsigned long long)vt->fd_limit);
 		return err;
 	}
 	struct stat st2;

@@ -22,7 +22,16 @@
 typedef struct wcfs_vtree {
 	wcfs_itable *itable;
 	wcfs_provider_ctx pctx;
+	uint64_t fd_limit;      /* RLIMIT_NOFILE's soft limit; 0: none known */
+	uint64_t node_fds_max;  /* lookups of new entries fail with EMFILE once the
+				 * inode table holds this many descriptors; 0: no cap */
 } wcfs_vtree;
+
+/* Set vt's descriptor limit (RLIMIT_NOFILE's soft limit; 0 if unlimited or
+ * unknown): every node the kernel holds keeps a descriptor, and the nodes
+ * may take all but a reserve of a quarter of it, at most 4096, for open
+ * files, containers and the daemon itself. */
+void wcfs_vtree_set_fd_limit(wcfs_vtree *vt, uint64_t limit);
 
 /* Look `name` up in directory node `dir` and return its node with one more
  * kernel lookup. Returns 0 or an errno value (ENOENT, ENOTDIR, EIO for a
