@@ -1,7 +1,8 @@
 #!/bin/sh
 # Passthrough: files, directories, symlinks and a sharded model layout are
 # mirrored unchanged; X.wcodec is hidden under its own name; a real file
-# beats a provider's virtual name; every write fails with EROFS, both on the
+# beats a provider's virtual name; files replaced, renamed or linked in the
+# source while mounted read right; every write fails with EROFS, both on the
 # default read-only mount and with -o rw (then the daemon itself refuses).
 . "${top_srcdir:-.}/tests/mount_lib.sh"
 
@@ -59,6 +60,40 @@ shard = os.path.join(m, idx["weight_map"]["a"])
 with open(shard, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
     assert mm[:] == open(shard, "rb").read()
 PY
+
+# The source changes while mounted, with names and attributes cached for an
+# hour: a file replaced by rename reads with its new bytes and size through
+# the cached name, while a handle opened before keeps reading and fstat-ing
+# the file it opened; a renamed file and a hard link read right under their
+# new names; a symlink replaced by another shows the new target.
+M3=$TMP/mnt-changes
+printf 'old bytes\n' > "$S/changing.txt"
+ln -s config.json "$S/changing.link"
+mount_fs "$S" "$M3" -o timeout=3600
+[ "$(cat "$M3/changing.txt")" = "old bytes" ] || fail "changing.txt before the change"
+[ "$(readlink "$M3/changing.link")" = config.json ] || fail "changing.link before the change"
+"$PYTHON3" - "$S" "$M3" <<'PY' || fail "source changes while mounted"
+import os, sys
+s, m = sys.argv[1:]
+held = open(os.path.join(m, "changing.txt"), "rb")
+os.rename(os.path.join(s, "changing.txt"), os.path.join(s, "moved.txt"))
+with open(os.path.join(s, "changing.new"), "w") as f:
+    f.write("new and longer bytes\n")
+os.rename(os.path.join(s, "changing.new"), os.path.join(s, "changing.txt"))
+os.link(os.path.join(s, "moved.txt"), os.path.join(s, "hardlink.txt"))
+os.unlink(os.path.join(s, "changing.link"))
+os.symlink("tokenizer.json", os.path.join(s, "changing.link"))
+got = open(os.path.join(m, "changing.txt")).read()
+assert got == "new and longer bytes\n", got
+assert os.stat(os.path.join(m, "changing.txt")).st_size == 21
+assert os.fstat(held.fileno()).st_size == 10, os.fstat(held.fileno())
+assert held.read() == b"old bytes\n"
+for name in ("moved.txt", "hardlink.txt"):
+    assert open(os.path.join(m, name)).read() == "old bytes\n", name
+assert os.readlink(os.path.join(m, "changing.link")) == "tokenizer.json"
+PY
+unmount_fs "$M3"
+rm -f "$S/changing.txt" "$S/moved.txt" "$S/hardlink.txt" "$S/changing.link"
 
 # Read-only, enforced by the kernel (ro mount) ...
 check_erofs() {

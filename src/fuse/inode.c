@@ -2,6 +2,7 @@
 #include "fuse/inode.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define FUSE_ROOT_ID_VALUE 1u
@@ -18,7 +19,8 @@ struct wcfs_itable {
 static size_t key_hash(const wcfs_key *k, size_t nbucket)
 {
 	/* splitmix64 finaliser over the three fields */
-	uint64_t h = k->dev * 0x9e3779b97f4a7c15ull ^ k->ino ^ ((uint64_t)k->child << 32);
+	uint64_t h = k->dev * 0x9e3779b97f4a7c15ull ^ k->ino ^ ((uint64_t)k->child << 32) ^
+		     k->where;
 	h ^= h >> 30;
 	h *= 0xbf58476d1ce4e5b9ull;
 	h ^= h >> 27;
@@ -29,7 +31,8 @@ static size_t key_hash(const wcfs_key *k, size_t nbucket)
 
 static int key_eq(const wcfs_key *a, const wcfs_key *b)
 {
-	return a->dev == b->dev && a->ino == b->ino && a->child == b->child;
+	return a->dev == b->dev && a->ino == b->ino && a->child == b->child &&
+	       a->where == b->where;
 }
 
 wcfs_node *wcfs_node_new(const wcfs_key *k, mode_t type, int fd, const wcfs_provider *prov,
@@ -52,6 +55,19 @@ wcfs_node *wcfs_node_new(const wcfs_key *k, mode_t type, int fd, const wcfs_prov
 	return n;
 }
 
+wcfs_node *wcfs_node_new_named(const wcfs_key *k, mode_t type, wcfs_node *dir, const char *name)
+{
+	char *copy = strdup(name);
+	wcfs_node *n = copy ? wcfs_node_new(k, type, -1, NULL, NULL, NULL) : NULL;
+	if (!n) {
+		free(copy);
+		return NULL;
+	}
+	n->dir = dir;
+	n->name = copy;
+	return n;
+}
+
 wcfs_ra *wcfs_node_ra(wcfs_node *n)
 {
 	wcfs_ra *ra = atomic_load_explicit(&n->ra, memory_order_acquire);
@@ -70,10 +86,12 @@ wcfs_ra *wcfs_node_ra(wcfs_node *n)
 	return ra;
 }
 
-/* Free a node that is out of the table; returns its parent reference to drop. */
+/* Free a node that is out of the table; returns the reference it held on
+ * another node (a virtual child's parent, a named node's directory) for the
+ * caller to drop. */
 static wcfs_node *node_free(wcfs_node *n)
 {
-	wcfs_node *parent = n->parent;
+	wcfs_node *parent = n->parent ? n->parent : n->dir;
 	if (n->vn)
 		n->vn->ops->release(n->vn);
 	if (n->fd >= 0)
@@ -83,6 +101,7 @@ static wcfs_node *node_free(wcfs_node *n)
 		wcfs_ra_destroy(ra);
 		free(ra);
 	}
+	free(n->name);
 	free(n);
 	return parent;
 }
@@ -122,7 +141,7 @@ void wcfs_itable_destroy(wcfs_itable *t)
 			wcfs_node **pp = &t->bucket[b];
 			while (*pp) {
 				wcfs_node *n = *pp;
-				if (pass == 0 && !n->parent) {
+				if (pass == 0 && !n->parent && !n->dir) {
 					pp = &n->hnext;
 					continue;
 				}

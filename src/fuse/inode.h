@@ -10,6 +10,18 @@
  * lookups of one object give the same node id: a source entry's (st_dev,
  * st_ino), a virtual child's parent key plus its index.
  *
+ * Directories and provider roots keep an O_PATH descriptor of their source
+ * entry (up to a cap, vtree.h; beyond it they are named nodes too). Other
+ * passed-through entries (files, symlinks) are *named nodes*:
+ * they keep their directory's node and their name instead, and are found
+ * again through the directory's descriptor with (st_dev, st_ino) checked
+ * (vtree.c; ESTALE when the name now holds another file). The kernel
+ * forgets an inode only under memory pressure, so a descriptor per file
+ * would let a walk of a large tree take every descriptor; this way a walk
+ * costs one per directory. A named node's key includes its place (a hash
+ * of directory and name), so a hard link or a renamed file looked up under
+ * another name gets a node of its own that resolves by that name.
+ *
  * A node lives while the kernel holds lookups on it (nlookup, decremented by
  * FORGET) or the daemon holds references (open handles, a virtual child's
  * link to its parent). When both reach zero it is freed: its O_PATH
@@ -36,6 +48,7 @@
 typedef struct wcfs_key {
 	uint64_t dev, ino; /* the source entry's; a virtual child: its provider root's */
 	uint32_t child;    /* WCFS_NO_CHILD, or the child index in the virtual directory */
+	uint64_t where;    /* a named node: a hash of its directory and name; else 0 */
 } wcfs_key;
 
 typedef struct wcfs_node wcfs_node;
@@ -45,11 +58,13 @@ struct wcfs_node {
 	uint64_t nlookup; /* kernel lookups not yet forgotten */
 	uint64_t refs;    /* daemon references: handles, children */
 	int fd;           /* O_PATH|O_NOFOLLOW descriptor of the source entry; -1 for
-			   * a virtual child */
+			   * a virtual child or a named node */
 	mode_t type;      /* S_IFDIR, S_IFREG, S_IFLNK, ... as shown */
 	const wcfs_provider *prov; /* provider root: its provider; else NULL */
 	wcfs_vnode *vn;   /* provider root or virtual child: its vnode; else NULL */
 	wcfs_node *parent; /* virtual child: its directory (referenced); else NULL */
+	wcfs_node *dir;   /* named node: the directory it is in (referenced); else NULL */
+	char *name;       /* named node: its name in dir; else NULL */
 	/* Readahead streams, made on the first tile read (wcfs_node_ra):
 	 * directories, passed-through files and most virtual children never
 	 * need them, and a file's 64 slots are 2 KiB. */
@@ -89,6 +104,11 @@ wcfs_node *wcfs_itable_insert(wcfs_itable *t, wcfs_node *fresh);
 wcfs_node *wcfs_node_new(const wcfs_key *k, mode_t type, int fd, const wcfs_provider *prov,
 			 wcfs_vnode *vn, wcfs_node *parent);
 
+/* A detached named node (above): the entry `name` (copied) of directory
+ * node dir, taking ownership of a reference on dir. NULL on allocation
+ * failure (then dir's reference stays with the caller). */
+wcfs_node *wcfs_node_new_named(const wcfs_key *k, mode_t type, wcfs_node *dir, const char *name);
+
 /* n's readahead stream detector, made on first use; NULL if out of memory
  * (the read then goes without readahead). Thread-safe. */
 wcfs_ra *wcfs_node_ra(wcfs_node *n);
@@ -102,7 +122,8 @@ void wcfs_node_forget(wcfs_itable *t, wcfs_node *n, uint64_t nlookup);
 /* Number of nodes in the table (for the debug log and tests). */
 uint64_t wcfs_itable_count(wcfs_itable *t);
 /* Number of them holding an O_PATH descriptor of their source entry (the
- * root, passed-through entries, provider roots; not virtual children). */
+ * root, directories, provider roots; not named nodes, not virtual
+ * children). */
 uint64_t wcfs_itable_fds(wcfs_itable *t);
 
 #endif /* WCFS_INODE_H */

@@ -26,11 +26,18 @@ static wcfs_node *node_of(fuse_req_t req, fuse_ino_t ino)
 	return wcfs_node_of(fs_of(req)->vt.itable, ino);
 }
 
-/* A name for a node in the log: its source path, or "virtual file". */
+/* A name for a node in the log: its source path (a virtual child's: its
+ * provider root's). */
 static void node_name(const wcfs_node *n, char *buf, size_t cap)
 {
 	while (n->fd < 0 && n->parent)
 		n = n->parent;
+	if (n->name) { /* a named node: its directory's path and its name */
+		node_name(n->dir, buf, cap);
+		size_t k = strlen(buf);
+		snprintf(buf + k, cap - k, "/%s", n->name);
+		return;
+	}
 	char link[64];
 	snprintf(link, sizeof link, "/proc/self/fd/%d", n->fd);
 	ssize_t k = readlink(link, buf, cap - 1);
@@ -121,11 +128,15 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)fi;
 	wcfs_fs *fs = fs_of(req);
 	tune_once(fs);
 	struct stat st;
-	int err = wcfs_vtree_getattr(&fs->vt, node_of(req, ino), &st);
+	/* fstat of an open passed-through file: that file's attributes, even
+	 * if its name has since been removed or reused (the kernel gives the
+	 * handle for regular files only). */
+	const wcfs_handle *h = fi ? (const wcfs_handle *)(uintptr_t)fi->fh : NULL;
+	int err = h && h->fd >= 0 ? (fstat(h->fd, &st) != 0 ? errno : 0)
+				  : wcfs_vtree_getattr(&fs->vt, node_of(req, ino), &st);
 	if (err)
 		fuse_reply_err(req, err);
 	else
@@ -134,19 +145,12 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
-	wcfs_node *n = node_of(req, ino);
-	if (n->type != S_IFLNK || n->fd < 0) {
-		fuse_reply_err(req, EINVAL);
-		return;
-	}
 	char buf[PATH_MAX + 1];
-	ssize_t k = readlinkat(n->fd, "", buf, sizeof buf - 1);
-	if (k < 0) {
-		fuse_reply_err(req, errno);
-		return;
-	}
-	buf[k] = '\0';
-	fuse_reply_readlink(req, buf);
+	int err = wcfs_vtree_readlink(node_of(req, ino), buf, sizeof buf);
+	if (err)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_readlink(req, buf);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)

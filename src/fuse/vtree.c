@@ -1,6 +1,8 @@
 /* vtree.c - names, attributes and listings of the virtual tree (vtree.h). */
 #include "fuse/vtree.h"
 
+#include "core/hash.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -32,12 +34,104 @@ void wcfs_vtree_set_fd_limit(wcfs_vtree *vt, uint64_t limit)
 /* "/proc/self/fd/N": a path to the object behind an O_PATH descriptor. */
 static void fd_path(int fd, char *buf, size_t cap) { snprintf(buf, cap, "/proc/self/fd/%d", fd); }
 
+/* Is st the entry named node n was made for? ESTALE otherwise: the name
+ * was removed or now holds another file, and the kernel, seeing ESTALE,
+ * looks the name up again (LOOKUP_REVAL) instead of reusing this node. */
+static int same_entry(const wcfs_node *n, const struct stat *st)
+{
+	return st->st_dev == n->key.dev && st->st_ino == n->key.ino ? 0 : ESTALE;
+}
+
+/* The errno to answer for a named node's name that no longer resolves. */
+static int named_errno(int e) { return e == ENOENT || e == ENOTDIR || e == ELOOP ? ESTALE : e; }
+
+/* A descriptor of directory node d: its own (*tmp = -1), or for a named
+ * directory one opened by name through its parent's (*tmp: the caller
+ * closes it). Returns the descriptor or -errno. */
+static int dir_fd(const wcfs_node *d, int *tmp)
+{
+	*tmp = -1;
+	if (!d->name)
+		return d->fd;
+	int ptmp;
+	int pfd = dir_fd(d->dir, &ptmp);
+	if (pfd < 0)
+		return pfd;
+	int fd = openat(pfd, d->name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int err = fd < 0 ? named_errno(errno) : 0;
+	if (ptmp >= 0)
+		close(ptmp);
+	struct stat st;
+	if (!err && (err = fstat(fd, &st) != 0 ? errno : same_entry(d, &st)) != 0)
+		close(fd);
+	if (err)
+		return -err;
+	*tmp = fd;
+	return fd;
+}
+
+/* openat(2) of named node n's name with `flags`, its identity checked.
+ * Returns the descriptor or -errno. */
+static int open_named(const wcfs_node *n, int flags)
+{
+	int tmp;
+	int dfd = dir_fd(n->dir, &tmp);
+	if (dfd < 0)
+		return dfd;
+	int fd = openat(dfd, n->name, flags | O_NOFOLLOW | O_CLOEXEC);
+	int err = fd < 0 ? named_errno(errno) : 0;
+	if (tmp >= 0)
+		close(tmp);
+	struct stat st;
+	if (!err && (err = fstat(fd, &st) != 0 ? errno : same_entry(n, &st)) != 0)
+		close(fd);
+	return err ? -err : fd;
+}
+
+/* The attributes of n's source entry (a virtual child's: its provider
+ * root's). Returns 0 or an errno value. */
+static int source_stat(const wcfs_node *n, struct stat *st)
+{
+	while (n->fd < 0 && n->parent)
+		n = n->parent;
+	if (!n->name)
+		return fstatat(n->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0 ? errno : 0;
+	int tmp;
+	int dfd = dir_fd(n->dir, &tmp);
+	if (dfd < 0)
+		return -dfd;
+	int err = fstatat(dfd, n->name, st, AT_SYMLINK_NOFOLLOW) != 0 ? named_errno(errno)
+								       : same_entry(n, st);
+	if (tmp >= 0)
+		close(tmp);
+	return err;
+}
+
 int wcfs_vtree_open_source(wcfs_node *n, int flags)
 {
+	if (n->name)
+		return open_named(n, flags);
 	char path[64];
 	fd_path(n->fd, path, sizeof path);
 	int fd = open(path, flags | O_CLOEXEC);
 	return fd >= 0 ? fd : -errno;
+}
+
+int wcfs_vtree_readlink(wcfs_node *n, char *buf, size_t cap)
+{
+	if (n->type != S_IFLNK || cap == 0 || (n->fd < 0 && !n->name))
+		return EINVAL;
+	int fd = n->name ? open_named(n, O_PATH) : n->fd;
+	if (fd < 0)
+		return -fd;
+	ssize_t k = readlinkat(fd, "", buf, cap - 1);
+	int err = k < 0 ? errno : 0;
+	if (n->name)
+		close(fd);
+	if (err)
+		return err;
+	buf[k] = '\0';
+	return 0;
 }
 
 /* Copy s to out (cap bytes, truncating) with every `from` replaced by `to`. */
@@ -58,42 +152,51 @@ static void replace_all(const char *s, const char *from, const char *to, char *o
 }
 
 /* Find or create the node of a real entry, or of a provider root
- * (prov != NULL), at `name` in directory descriptor dirfd. */
-static int node_for_entry(wcfs_vtree *vt, int dirfd, const char *name, const struct stat *st,
-			  const wcfs_provider *prov, wcfs_node **out)
+ * (prov != NULL), at `name` in directory node dir (whose descriptor, maybe
+ * a temporary one, is dirfd). */
+static int node_for_entry(wcfs_vtree *vt, wcfs_node *dir, int dirfd, const char *name,
+			  const struct stat *st, const wcfs_provider *prov, wcfs_node **out)
 {
 	wcfs_key k = { .dev = st->st_dev, .ino = st->st_ino,
 		       .child = prov ? WCFS_PROV_ROOT : WCFS_NO_CHILD };
+	/* Files and symlinks are named nodes (inode.h). A directory or a
+	 * provider root keeps a descriptor of its own, unless the table's
+	 * descriptors have reached the cap that keeps a reserve for open files,
+	 * containers and the daemon itself: then it is a named node too, found
+	 * again through its parent at the cost of an openat per use. */
+	int named = !prov && !S_ISDIR(st->st_mode);
+	if (!named && vt->node_fds_max && wcfs_itable_fds(vt->itable) >= vt->node_fds_max) {
+		named = 1;
+		static atomic_flag said = ATOMIC_FLAG_INIT;
+		if (!atomic_flag_test_and_set(&said))
+			wc_log(WC_LOG_INFO, "%llu directories and containers hold descriptors (limit "
+			       "%llu): further ones are found again by name, which is slower; "
+			       "a higher limit (ulimit -Hn, or LimitNOFILE= for a service) avoids "
+			       "that (logged once)", (unsigned long long)vt->node_fds_max,
+			       (unsigned long long)vt->fd_limit);
+	}
+	if (named) /* its place: the directory node's address and the name */
+		k.where = (wc_xxh3_64(name, strlen(name)) ^
+			   (uint64_t)(uintptr_t)dir * 0x9e3779b97f4a7c15ull) | 1;
 	wcfs_node *n = wcfs_itable_lookup(vt->itable, &k);
 	if (n) {
 		*out = n;
 		return 0;
 	}
-	/* Every node keeps its entry's descriptor until the kernel forgets
-	 * it, which it does only under memory pressure: a walk of a large tree
-	 * would take every descriptor and leave none for opening files, even
-	 * ones looked up long before. Refuse new nodes first (EMFILE), keeping
-	 * a reserve for open files, containers and the daemon's own use. */
-	int err = vt->node_fds_max && wcfs_itable_fds(vt->itable) >= vt->node_fds_max ? EMFILE : 0;
-	int fd = err ? -1 : openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		err = err ? err : errno;
-		static atomic_flag said = ATOMIC_FLAG_INIT;
-		if ((err == EMFILE || err == ENFILE) && !atomic_flag_test_and_set(&said))
-			wc_log(WC_LOG_WARN, "lookup of '%s': %s: every inode the kernel holds keeps a "
-			       "descriptor open, and the limit is %llu; raise it (ulimit -Hn, or "
-			       "LimitNOFILE= for a service) before mounting (logged once)",
-			       name, strerror(err), (unsigned long long)vt->fd_limit);
-		return err;
-	}
-	struct stat st2;
-	if (fstatat(fd, "", &st2, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0 ||
-	    st2.st_dev != st->st_dev || st2.st_ino != st->st_ino) {
-		close(fd); /* replaced between stat and open: let the kernel retry */
-		return ENOENT;
-	}
+	int fd = -1;
 	wcfs_vnode *vn = NULL;
 	mode_t type = st->st_mode & S_IFMT;
+	if (!named || prov) {
+		fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return errno;
+		struct stat st2;
+		if (fstatat(fd, "", &st2, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0 ||
+		    st2.st_dev != st->st_dev || st2.st_ino != st->st_ino) {
+			close(fd); /* replaced between stat and open: let the kernel retry */
+			return ENOENT;
+		}
+	}
 	if (prov) {
 		/* Open by /proc/self/fd/N: the very inode we looked up, with no
 		 * path walk (SOURCE may lie under MOUNTPOINT, even be it: a walk
@@ -118,9 +221,24 @@ static int node_for_entry(wcfs_vtree *vt, int dirfd, const char *name, const str
 		}
 		type = vn->kind == WCFS_VDIR ? S_IFDIR : S_IFREG;
 	}
-	n = wcfs_node_new(&k, type, fd, prov, vn, NULL);
-	if (!n)
-		return ENOMEM;
+	if (named) {
+		if (fd >= 0)
+			close(fd); /* the container keeps its own */
+		wcfs_node_ref(vt->itable, dir); /* the node keeps its directory */
+		n = wcfs_node_new_named(&k, type, dir, name);
+		if (!n) {
+			wcfs_node_unref(vt->itable, dir);
+			if (vn)
+				vn->ops->release(vn);
+			return ENOMEM;
+		}
+		n->prov = prov;
+		n->vn = vn;
+	} else {
+		n = wcfs_node_new(&k, type, fd, prov, vn, NULL);
+		if (!n)
+			return ENOMEM;
+	}
 	*out = wcfs_itable_insert(vt->itable, n);
 	return 0;
 }
@@ -163,20 +281,16 @@ static int lookup_child(wcfs_vtree *vt, wcfs_node *dir, const char *name, wcfs_n
 	return 0;
 }
 
-int wcfs_vtree_lookup(wcfs_vtree *vt, wcfs_node *dir, const char *name, wcfs_node **out)
+/* wcfs_vtree_lookup of a real directory, whose descriptor is dirfd. */
+static int lookup_real(wcfs_vtree *vt, wcfs_node *dir, int dirfd, const char *name,
+		       wcfs_node **out)
 {
-	if (dir->vn)
-		return dir->vn->kind == WCFS_VDIR ? lookup_child(vt, dir, name, out) : ENOTDIR;
-	if (dir->type != S_IFDIR)
-		return ENOTDIR;
 	size_t n = strlen(name);
-	if (n > NAME_MAX)
-		return ENAMETOOLONG;
 	struct stat st;
-	if (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		if (S_ISREG(st.st_mode) && wcfs_provider_for_source(name))
 			return ENOENT; /* shown under its virtual name only */
-		return node_for_entry(vt, dir->fd, name, &st, NULL, out);
+		return node_for_entry(vt, dir, dirfd, name, &st, NULL, out);
 	}
 	if (errno != ENOENT)
 		return errno;
@@ -191,10 +305,28 @@ int wcfs_vtree_lookup(wcfs_vtree *vt, wcfs_node *dir, const char *name, wcfs_nod
 			continue;
 		memcpy(src, name, stem);
 		memcpy(src + stem, (*p)->src_suffix, slen + 1);
-		if (fstatat(dir->fd, src, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
-			return node_for_entry(vt, dir->fd, src, &st, *p, out);
+		if (fstatat(dirfd, src, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+			return node_for_entry(vt, dir, dirfd, src, &st, *p, out);
 	}
 	return ENOENT;
+}
+
+int wcfs_vtree_lookup(wcfs_vtree *vt, wcfs_node *dir, const char *name, wcfs_node **out)
+{
+	if (dir->vn)
+		return dir->vn->kind == WCFS_VDIR ? lookup_child(vt, dir, name, out) : ENOTDIR;
+	if (dir->type != S_IFDIR)
+		return ENOTDIR;
+	if (strlen(name) > NAME_MAX)
+		return ENAMETOOLONG;
+	int tmp;
+	int dfd = dir_fd(dir, &tmp);
+	if (dfd < 0)
+		return -dfd;
+	int err = lookup_real(vt, dir, dfd, name, out);
+	if (tmp >= 0)
+		close(tmp);
+	return err;
 }
 
 /* st_ino of a node: the source's, or a stable mix of the directory's and
@@ -218,13 +350,9 @@ static uint64_t shown_ino(const wcfs_node *n)
 int wcfs_vtree_getattr(wcfs_vtree *vt, wcfs_node *n, struct stat *st)
 {
 	(void)vt;
-	const wcfs_node *src = n;
-	while (src->fd < 0 && src->parent)
-		src = src->parent;
-	if (fstatat(src->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0)
-		return errno;
-	if (!n->vn)
-		return 0;
+	int err = source_stat(n, st);
+	if (err || !n->vn)
+		return err;
 	/* Immutable virtual objects: the source's mode without write bits, and
 	 * its mtime for every time so tools see a stable file. */
 	mode_t r = st->st_mode & 0444;
@@ -239,7 +367,7 @@ int wcfs_vtree_getattr(wcfs_vtree *vt, wcfs_node *n, struct stat *st)
 		st->st_nlink = 1;
 		st->st_size = (off_t)n->vn->size;
 		st->st_blksize = n->vn->blksize ? n->vn->blksize : 4096;
-		if (n != src) /* a virtual child occupies no blocks of its own */
+		if (n->parent) /* a virtual child occupies no blocks of its own */
 			st->st_blocks = (blkcnt_t)((n->vn->size + 511) / 512);
 	}
 	st->st_ino = shown_ino(n);

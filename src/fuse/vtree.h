@@ -23,23 +23,26 @@ typedef struct wcfs_vtree {
 	wcfs_itable *itable;
 	wcfs_provider_ctx pctx;
 	uint64_t fd_limit;      /* RLIMIT_NOFILE's soft limit; 0: none known */
-	uint64_t node_fds_max;  /* lookups of new entries fail with EMFILE once the
-				 * inode table holds this many descriptors; 0: no cap */
+	uint64_t node_fds_max;  /* once the inode table holds this many descriptors,
+				 * new directories and provider roots are named
+				 * nodes too (inode.h); 0: no cap */
 } wcfs_vtree;
 
 /* Set vt's descriptor limit (RLIMIT_NOFILE's soft limit; 0 if unlimited or
- * unknown): every node the kernel holds keeps a descriptor, and the nodes
- * may take all but a reserve of a quarter of it, at most 4096, for open
- * files, containers and the daemon itself. */
+ * unknown): directory and provider-root nodes the kernel holds keep a
+ * descriptor each, and may take all but a reserve of a quarter of it, at
+ * most 4096, for open files, containers and the daemon itself. */
 void wcfs_vtree_set_fd_limit(wcfs_vtree *vt, uint64_t limit);
 
 /* Look `name` up in directory node `dir` and return its node with one more
  * kernel lookup. Returns 0 or an errno value (ENOENT, ENOTDIR, EIO for a
- * provider that fails to open the source, with the reason logged). */
+ * provider that fails to open the source, with the reason logged; ESTALE
+ * when dir is a named node whose name no longer holds it). */
 int wcfs_vtree_lookup(wcfs_vtree *vt, wcfs_node *dir, const char *name, wcfs_node **out);
 
 /* The attributes shown for node n (st_ino is the source's, or synthesised
- * for virtual children). Returns 0 or an errno value. */
+ * for virtual children). Returns 0 or an errno value (ESTALE: a named node
+ * whose name was removed or now holds another file). */
 int wcfs_vtree_getattr(wcfs_vtree *vt, wcfs_node *n, struct stat *st);
 
 /* A snapshot of a directory's shown entries, taken at opendir; readdir
@@ -60,7 +63,13 @@ int wcfs_vtree_list(wcfs_vtree *vt, wcfs_node *dir, wcfs_dirlist *out);
 void wcfs_dirlist_free(wcfs_dirlist *l);
 
 /* Open the source of node n for reading (a passed-through regular file):
- * returns a new descriptor or -errno. */
+ * returns a new descriptor or -errno (-ESTALE: a named node whose name was
+ * removed or now holds another file). */
 int wcfs_vtree_open_source(wcfs_node *n, int flags);
+
+/* The target of symlink node n into buf (cap bytes with the NUL; longer
+ * targets are cut). Returns 0 or an errno value (EINVAL: not a symlink;
+ * ESTALE as above). */
+int wcfs_vtree_readlink(wcfs_node *n, char *buf, size_t cap);
 
 #endif /* WCFS_VTREE_H */
