@@ -35,10 +35,22 @@ static int key_eq(const wcfs_key *a, const wcfs_key *b)
 	       a->where == b->where;
 }
 
+/* A zeroed node with `extra` bytes after it (a named node's name), or NULL. */
+static wcfs_node *node_alloc(const wcfs_key *k, mode_t type, size_t extra)
+{
+	wcfs_node *n = calloc(1, sizeof *n + extra);
+	if (n) {
+		n->key = *k;
+		n->type = type;
+		n->fd = -1;
+	}
+	return n;
+}
+
 wcfs_node *wcfs_node_new(const wcfs_key *k, mode_t type, int fd, const wcfs_provider *prov,
 			 wcfs_vnode *vn, wcfs_node *parent)
 {
-	wcfs_node *n = calloc(1, sizeof *n);
+	wcfs_node *n = node_alloc(k, type, 0);
 	if (!n) {
 		if (fd >= 0)
 			close(fd);
@@ -46,8 +58,6 @@ wcfs_node *wcfs_node_new(const wcfs_key *k, mode_t type, int fd, const wcfs_prov
 			vn->ops->release(vn);
 		return NULL;
 	}
-	n->key = *k;
-	n->type = type;
 	n->fd = fd;
 	n->prov = prov;
 	n->vn = vn;
@@ -57,14 +67,14 @@ wcfs_node *wcfs_node_new(const wcfs_key *k, mode_t type, int fd, const wcfs_prov
 
 wcfs_node *wcfs_node_new_named(const wcfs_key *k, mode_t type, wcfs_node *dir, const char *name)
 {
-	char *copy = strdup(name);
-	wcfs_node *n = copy ? wcfs_node_new(k, type, -1, NULL, NULL, NULL) : NULL;
-	if (!n) {
-		free(copy);
+	/* The name lives in the node's own allocation: a walk makes one node
+	 * per file, and a separate copy would cost a malloc chunk more. */
+	size_t len = strlen(name);
+	wcfs_node *n = node_alloc(k, type, len + 1);
+	if (!n)
 		return NULL;
-	}
 	n->dir = dir;
-	n->name = copy;
+	n->name = memcpy((char *)(n + 1), name, len + 1);
 	return n;
 }
 
@@ -101,8 +111,7 @@ static wcfs_node *node_free(wcfs_node *n)
 		wcfs_ra_destroy(ra);
 		free(ra);
 	}
-	free(n->name);
-	free(n);
+	free(n); /* and a named node's name with it */
 	return parent;
 }
 

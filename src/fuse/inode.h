@@ -64,7 +64,7 @@ struct wcfs_node {
 	wcfs_vnode *vn;   /* provider root or virtual child: its vnode; else NULL */
 	wcfs_node *parent; /* virtual child: its directory (referenced); else NULL */
 	wcfs_node *dir;   /* named node: the directory it is in (referenced); else NULL */
-	char *name;       /* named node: its name in dir; else NULL */
+	const char *name; /* named node: its name in dir (stored after the node); else NULL */
 	/* Readahead streams, made on the first tile read (wcfs_node_ra):
 	 * directories, passed-through files and most virtual children never
 	 * need them, and a file's 64 slots are 2 KiB. */
