@@ -16,8 +16,8 @@ contrib_bench_randread_CFLAGS = $(AM_CFLAGS)
 
 # Tests of the contrib tools themselves (fast: well under a second each).
 TESTS += contrib/tests/tfjs2safetensors.sh contrib/tests/ramfs.sh
-# A wcodecfs bug found by the benchmarks (docs/BENCHMARKS.md): reads over
-# more than 1024 tiles never return. Expected to fail until fuse fixes it.
+# A wcodecfs bug found by the benchmarks (docs/BENCHMARKS.md, fixed): reads
+# over more than 1024 tiles never returned.
 TESTS += contrib/tests/mount_many_tiles.sh
 
 EXTRA_DIST += \
@@ -28,6 +28,7 @@ EXTRA_DIST += \
 	contrib/bench/bench-mount.sh \
 	contrib/bench/bench-gpu-mount.sh \
 	contrib/bench/bench-ab-readers.sh \
+	contrib/bench/bench-walk.sh \
 	contrib/bench/gpu_mount_model.py \
 	contrib/bench/hostcopy.cu \
 	contrib/bench/hostload.cu \
