@@ -45,6 +45,8 @@ static int same_entry(const wcfs_node *n, const struct stat *st)
 /* The errno to answer for a named node's name that no longer resolves. */
 static int named_errno(int e) { return e == ENOENT || e == ENOTDIR || e == ELOOP ? ESTALE : e; }
 
+static int open_named(const wcfs_node *n, int flags);
+
 /* A descriptor of directory node d: its own (*tmp = -1), or for a named
  * directory one opened by name through its parent's (*tmp: the caller
  * closes it). Returns the descriptor or -errno. */
@@ -53,20 +55,9 @@ static int dir_fd(const wcfs_node *d, int *tmp)
 	*tmp = -1;
 	if (!d->name)
 		return d->fd;
-	int ptmp;
-	int pfd = dir_fd(d->dir, &ptmp);
-	if (pfd < 0)
-		return pfd;
-	int fd = openat(pfd, d->name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	int err = fd < 0 ? named_errno(errno) : 0;
-	if (ptmp >= 0)
-		close(ptmp);
-	struct stat st;
-	if (!err && (err = fstat(fd, &st) != 0 ? errno : same_entry(d, &st)) != 0)
-		close(fd);
-	if (err)
-		return -err;
-	*tmp = fd;
+	int fd = open_named(d, O_PATH | O_DIRECTORY);
+	if (fd >= 0)
+		*tmp = fd;
 	return fd;
 }
 
