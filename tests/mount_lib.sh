@@ -115,3 +115,21 @@ gen() {
 }
 
 check() { "$PYTHON3" "$top_srcdir/tests/mount_check.py" "$@"; }
+
+# wait_bounded PID MNT SECS WHAT: the exit status of background process PID;
+# if it still runs after SECS seconds, the daemon serving MNT is killed (which
+# fails the requests it left unanswered, so PID ends: a process waiting on
+# FUSE cannot always be killed itself) and the test fails: WHAT hung.
+wait_bounded() {
+	i=0
+	while kill -0 "$1" 2>/dev/null; do
+		i=$((i + 1))
+		if [ $i -gt $(($3 * 10)) ]; then
+			kill -9 $(daemon_pid_of "$2") 2>/dev/null
+			wait "$1" 2>/dev/null
+			fail "$4 hung: the daemon was killed after $3 s"
+		fi
+		sleep 0.1
+	done
+	wait "$1"
+}

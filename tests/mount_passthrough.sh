@@ -72,7 +72,7 @@ ln -s config.json "$S/changing.link"
 mount_fs "$S" "$M3" -o timeout=3600
 [ "$(cat "$M3/changing.txt")" = "old bytes" ] || fail "changing.txt before the change"
 [ "$(readlink "$M3/changing.link")" = config.json ] || fail "changing.link before the change"
-"$PYTHON3" - "$S" "$M3" <<'PY' || fail "source changes while mounted"
+"$PYTHON3" - "$S" "$M3" <<'PY' &
 import os, sys
 s, m = sys.argv[1:]
 held = open(os.path.join(m, "changing.txt"), "rb")
@@ -91,7 +91,16 @@ assert held.read() == b"old bytes\n"
 for name in ("moved.txt", "hardlink.txt"):
     assert open(os.path.join(m, name)).read() == "old bytes\n", name
 assert os.readlink(os.path.join(m, "changing.link")) == "tokenizer.json"
+# A cached name that now holds a FIFO: opening it must not make the daemon
+# open the FIFO (which would block it until a writer came).
+os.mkfifo(os.path.join(s, "fifo.new"))
+os.rename(os.path.join(s, "fifo.new"), os.path.join(s, "moved.txt"))
+fd = os.open(os.path.join(m, "moved.txt"), os.O_RDONLY | os.O_NONBLOCK)
+import stat
+assert stat.S_ISFIFO(os.fstat(fd).st_mode), os.fstat(fd)
+os.close(fd)
 PY
+wait_bounded $! "$M3" 20 "reading names changed in the source" || fail "source changes while mounted"
 unmount_fs "$M3"
 rm -f "$S/changing.txt" "$S/moved.txt" "$S/hardlink.txt" "$S/changing.link"
 

@@ -69,12 +69,25 @@ static int open_named(const wcfs_node *n, int flags)
 	int dfd = dir_fd(n->dir, &tmp);
 	if (dfd < 0)
 		return dfd;
-	int fd = openat(dfd, n->name, flags | O_NOFOLLOW | O_CLOEXEC);
-	int err = fd < 0 ? named_errno(errno) : 0;
+	/* The name may now hold a FIFO or a device, which must not be opened
+	 * (a FIFO's open blocks a FUSE worker until a writer comes; a device's
+	 * open may act): check before opening (only O_PATH opens nothing), and
+	 * open without blocking, then check again, closing any race. */
+	struct stat st;
+	int err = 0, fd = -1;
+	if (!(flags & O_PATH))
+		err = fstatat(dfd, n->name, &st, AT_SYMLINK_NOFOLLOW) != 0 ? named_errno(errno)
+									  : same_entry(n, &st);
+	if (!err) {
+		fd = openat(dfd, n->name, flags | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+		err = fd < 0 ? named_errno(errno) : 0;
+	}
 	if (tmp >= 0)
 		close(tmp);
-	struct stat st;
-	if (!err && (err = fstat(fd, &st) != 0 ? errno : same_entry(n, &st)) != 0)
+	if (!err && (err = fstat(fd, &st) != 0 ? errno : same_entry(n, &st)) == 0 &&
+	    !(flags & (O_NONBLOCK | O_PATH)) && fcntl(fd, F_SETFL, flags & ~O_ACCMODE) != 0)
+		err = errno;
+	if (err && fd >= 0)
 		close(fd);
 	return err ? -err : fd;
 }
