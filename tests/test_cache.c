@@ -821,6 +821,25 @@ static wc_cache_stats wait_for_prefill(wc_cache *c, uint64_t allocs)
 	return st;
 }
 
+/* The options of the prefill tests: a 16 MiB budget over backend b, so a
+ * pool of budget / 8 = 2 MiB, eight 256 KiB tile buffers. */
+static wc_cache_opts prefill_opts(wc_backend *b, unsigned max_prefetch)
+{
+	return (wc_cache_opts){ .budget_bytes = 16u << 20, .backend = b,
+				.max_prefetch = max_prefetch, .prefill_tile_bytes = 256 * KIB };
+}
+
+/* A cache made with o once its prefill has made nine buffers (eight tile
+ * buffers and the first dispatcher's payload buffer); its statistics then
+ * in *st. */
+static wc_cache *prefilled_cache(const wc_cache_opts *o, wc_cache_stats *st)
+{
+	wc_cache *c = NULL;
+	ck_assert_int_eq(wc_cache_create(o, &c), WC_OK);
+	*st = wait_for_prefill(c, 9);
+	return c;
+}
+
 /* prefill_tile_bytes: the pool is filled before the first read, the
  * dispatcher has its payload buffer, and the first tiles decode into those
  * buffers without allocating any. */
@@ -833,13 +852,10 @@ START_TEST(prefill_gives_the_first_tiles_their_buffers)
 	atomic_store(&host_allocs, 0);
 	fake_source s;
 	fake_source_init(&s, 4, 404, 64, 256 * KIB, 256 * KIB);
-	/* budget 16 MiB: a pool of budget / 8 = 2 MiB, eight 256 KiB buffers */
-	wc_cache_opts o = { .budget_bytes = 16u << 20, .backend = &fb.base, .max_prefetch = 8,
-			    .prefill_tile_bytes = 256 * KIB };
-	wc_cache *c = NULL;
-	ck_assert_int_eq(wc_cache_create(&o, &c), WC_OK);
+	const wc_cache_opts o = prefill_opts(&fb.base, 8);
 	/* eight pooled tile buffers and one payload buffer of 4 x 256 KiB */
-	wc_cache_stats st = wait_for_prefill(c, 9);
+	wc_cache_stats st;
+	wc_cache *c = prefilled_cache(&o, &st);
 	ck_assert_uint_eq(st.buf_allocs, 9);
 	ck_assert_uint_eq(st.buf_frees, 0);
 	const unsigned before = atomic_load(&host_allocs);
@@ -920,12 +936,9 @@ START_TEST(tiles_beyond_the_pool_never_wait_for_backend_memory)
 	pthread_mutex_unlock(&tracked_lock);
 	fake_source s;
 	fake_source_init(&s, 5, 505, 240, 256 * KIB, 256 * KIB);
-	/* budget 16 MiB: a pool of 2 MiB, eight 256 KiB buffers */
-	wc_cache_opts o = { .budget_bytes = 16u << 20, .backend = &fb.base, .max_prefetch = 4,
-			    .prefill_tile_bytes = 256 * KIB };
-	wc_cache *c = NULL;
-	ck_assert_int_eq(wc_cache_create(&o, &c), WC_OK);
-	wait_for_prefill(c, 9);
+	const wc_cache_opts o = prefill_opts(&fb.base, 4);
+	wc_cache_stats st;
+	wc_cache *c = prefilled_cache(&o, &st);
 	pthread_mutex_lock(&tracked_lock);
 	const unsigned prefilled = tracked_live;
 	pthread_mutex_unlock(&tracked_lock);

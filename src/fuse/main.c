@@ -21,12 +21,12 @@
 #include "fuse/ops.h"
 #include "fuse/options.h"
 
-/* Every inode the kernel has looked up holds an O_PATH descriptor (the
- * images of a .qvq archive excepted), so a tree of 100,000 passed-through
- * files needs that many: allow as many as the system does (fs.nr_open, when
- * privileged enough to raise the hard limit), else up to the hard limit.
- * The limit is logged at debug level. Returns it (0 if unlimited or
- * unknown). */
+/* Every directory and container the kernel has looked up holds an O_PATH
+ * descriptor while the limit allows (past a cap they are found again by
+ * name, which is slower; vtree.h): allow as many as the system does
+ * (fs.nr_open, when privileged enough to raise the hard limit), else up to
+ * the hard limit. The limit is logged at debug level. Returns it (0 if
+ * unlimited or unknown). */
 static uint64_t raise_fd_limit(void)
 {
 	struct rlimit rl;
@@ -47,7 +47,7 @@ static uint64_t raise_fd_limit(void)
 		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
 			getrlimit(RLIMIT_NOFILE, &rl);
 	}
-	wc_log(WC_LOG_DEBUG, "descriptor limit %llu (one per inode the kernel holds)",
+	wc_log(WC_LOG_DEBUG, "descriptor limit %llu (one per directory and container the kernel holds)",
 	       (unsigned long long)rl.rlim_cur);
 	return rl.rlim_cur == RLIM_INFINITY ? 0 : (uint64_t)rl.rlim_cur;
 }

@@ -163,14 +163,32 @@ static int node_for_entry(wcfs_vtree *vt, wcfs_node *dir, int dirfd, const char 
 {
 	wcfs_key k = { .dev = st->st_dev, .ino = st->st_ino,
 		       .child = prov ? WCFS_PROV_ROOT : WCFS_NO_CHILD };
-	/* Files and symlinks are named nodes (inode.h). A directory or a
-	 * provider root keeps a descriptor of its own, unless the table's
-	 * descriptors have reached the cap that keeps a reserve for open files,
-	 * containers and the daemon itself: then it is a named node too, found
-	 * again through its parent at the cost of an openat per use. */
+	/* Its place, a named node's key (inode.h): the directory node's
+	 * address and the name. */
+	const uint64_t place = (wc_xxh3_64(name, strlen(name)) ^
+				(uint64_t)(uintptr_t)dir * 0x9e3779b97f4a7c15ull) | 1;
+	/* Files and symlinks are named nodes. A directory or a provider root
+	 * keeps a descriptor of its own, unless the table's descriptors have
+	 * reached the cap that keeps a reserve for open files, containers and
+	 * the daemon itself: then it is a named node too, found again through
+	 * its parent at the cost of an openat per use. Either node may exist
+	 * already, whatever the count is now: look for both, so a known
+	 * directory keeps its node id. */
 	int named = !prov && !S_ISDIR(st->st_mode);
+	k.where = named ? place : 0;
+	wcfs_node *n = wcfs_itable_lookup(vt->itable, &k);
+	if (!n && !named) {
+		k.where = place;
+		n = wcfs_itable_lookup(vt->itable, &k);
+		k.where = 0;
+	}
+	if (n) {
+		*out = n;
+		return 0;
+	}
 	if (!named && vt->node_fds_max && wcfs_itable_fds(vt->itable) >= vt->node_fds_max) {
 		named = 1;
+		k.where = place;
 		static atomic_flag said = ATOMIC_FLAG_INIT;
 		if (!atomic_flag_test_and_set(&said))
 			wc_log(WC_LOG_INFO, "%llu directories and containers hold descriptors (limit "
@@ -178,14 +196,6 @@ static int node_for_entry(wcfs_vtree *vt, wcfs_node *dir, int dirfd, const char 
 			       "a higher limit (ulimit -Hn, or LimitNOFILE= for a service) avoids "
 			       "that (logged once)", (unsigned long long)vt->node_fds_max,
 			       (unsigned long long)vt->fd_limit);
-	}
-	if (named) /* its place: the directory node's address and the name */
-		k.where = (wc_xxh3_64(name, strlen(name)) ^
-			   (uint64_t)(uintptr_t)dir * 0x9e3779b97f4a7c15ull) | 1;
-	wcfs_node *n = wcfs_itable_lookup(vt->itable, &k);
-	if (n) {
-		*out = n;
-		return 0;
 	}
 	int fd = -1;
 	wcfs_vnode *vn = NULL;
