@@ -39,7 +39,22 @@ static void make_plan(wc_layout l, const uint8_t *data, size_t nbytes, int use_r
 	}
 }
 
-/* Encode, check the descriptor sizes, decode, compare. Returns the payload. */
+/* Decode by wc_tile_decode_part in nparts parts, last part first (each part
+ * stands alone); the first error of any part, else WC_OK. */
+static int decode_parts(wc_layout l, const uint8_t *payload, size_t len, const wc_freqtab *tabs,
+			uint32_t ntables, uint32_t C, uint8_t *out, size_t nbytes, unsigned nparts)
+{
+	int err = WC_OK;
+	for (unsigned p = nparts; p-- > 0;) {
+		int e = wc_tile_decode_part(l, payload, len, tabs, ntables, C, NULL, 0, out, nbytes, p, nparts);
+		if (e != WC_OK && err == WC_OK)
+			err = e;
+	}
+	return err;
+}
+
+/* Encode, check the descriptor sizes, decode whole and in 2, 3 and 7 parts,
+ * compare. Returns the payload. */
 static uint8_t *roundtrip(wc_layout l, const uint8_t *data, size_t nbytes, const planset *ps,
 			  uint32_t C, size_t *len_out, uint64_t plane_bytes[WC_MAX_PLANES])
 {
@@ -52,6 +67,16 @@ static uint8_t *roundtrip(wc_layout l, const uint8_t *data, size_t nbytes, const
 	ck_assert_int_eq(wc_tile_decode(l, payload, len, ps->tabs, l.nplanes, C, out, nbytes), WC_OK);
 	ck_assert(memcmp(out, data, nbytes) == 0);
 	ck_assert_uint_eq(out[nbytes], 0x77);
+	const unsigned nparts[] = {2, 3, 7};
+	for (size_t k = 0; k < sizeof nparts / sizeof nparts[0]; k++) {
+		memset(out, 0xa5, nbytes + 1);
+		ck_assert_int_eq(decode_parts(l, payload, len, ps->tabs, l.nplanes, C, out, nbytes, nparts[k]),
+				 WC_OK);
+		ck_assert_msg(memcmp(out, data, nbytes) == 0, "%zu bytes in %u parts", nbytes, nparts[k]);
+		ck_assert_uint_eq(out[nbytes], 0xa5);
+	}
+	ck_assert_int_eq(wc_tile_decode_part(l, payload, len, ps->tabs, l.nplanes, C, NULL, 0, out, nbytes, 3, 3),
+			 WC_E_INVAL);
 	wc_plane_view v[WC_MAX_PLANES];
 	ck_assert_int_eq(wc_tile_parse(l, payload, len, nbytes, l.nplanes, v), WC_OK);
 	for (unsigned p = 0; p < l.nplanes; p++)
@@ -266,7 +291,9 @@ static void free_sample(sample *s)
 }
 
 /* Decode a copy; WC_OK only if the output is also right, and a distinct
- * marker (-1) for a silently wrong decode. */
+ * marker (-1) for a silently wrong decode. The same copy decoded in 4 parts
+ * (one thread per part, as the CPU backend splits a lone tile) must end the
+ * same way: a damaged chunk fails the part that holds it. */
 static int decode_copy(const sample *s, const uint8_t *payload, size_t len, uint32_t ntables)
 {
 	uint8_t *copy = malloc(len ? len : 1), *out = malloc(s->nbytes);
@@ -274,6 +301,11 @@ static int decode_copy(const sample *s, const uint8_t *payload, size_t len, uint
 	int e = wc_tile_decode(s->l, copy, len, s->ps.tabs, ntables, 256, out, s->nbytes);
 	if (e == WC_OK && memcmp(out, s->data, s->nbytes) != 0)
 		e = -1;
+	memset(out, 0, s->nbytes);
+	int ep = decode_parts(s->l, copy, len, s->ps.tabs, ntables, 256, out, s->nbytes, 4);
+	if (ep == WC_OK && memcmp(out, s->data, s->nbytes) != 0)
+		ep = -1;
+	ck_assert_msg(ep == e, "whole tile %d, in parts %d", e, ep);
 	free(copy);
 	free(out);
 	return e;

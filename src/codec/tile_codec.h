@@ -94,6 +94,24 @@ wc_err wc_tile_decode_dict(wc_layout l, const uint8_t *payload, size_t payload_l
 			   const wc_freqtab *tables, uint32_t ntables, uint32_t chunk_symbols,
 			   const uint8_t *dict, uint32_t dict_entries, uint8_t *out, size_t nbytes);
 
+/* wc_tile_decode_dict of one part of a tile, for decoding one tile on several
+ * threads at once: the tile's chunks (chunk_symbols symbols of each plane,
+ * or 16384 when no plane is rANS-coded) are cut into nparts runs of
+ * consecutive chunks, and this decodes run `part` (0 <= part < nparts) into
+ * its elements' bytes of out (nbytes, the whole tile's buffer); the parts
+ * write disjoint bytes, and all nparts of them together write the tile as
+ * wc_tile_decode_dict does. A part past the last chunk writes nothing. A
+ * tile with a ZSTD plane decodes whole in part 0 (a zstd frame cannot be
+ * entered in the middle); its other parts write nothing. Each part
+ * validates the payload's header and every chunk it decodes, so a damaged
+ * chunk fails the part holding it (WC_E_CORRUPT). Checks no hash: that is
+ * the caller's, once every part is done. Errors as wc_tile_decode_dict;
+ * WC_E_INVAL if part >= nparts. */
+wc_err wc_tile_decode_part(wc_layout l, const uint8_t *payload, size_t payload_len,
+			   const wc_freqtab *tables, uint32_t ntables, uint32_t chunk_symbols,
+			   const uint8_t *dict, uint32_t dict_entries, uint8_t *out, size_t nbytes,
+			   unsigned part, unsigned nparts);
+
 /* Parsed view of a payload's plane descriptors, for backends that decode the
  * planes themselves (the CUDA plugin). body points into the payload. */
 typedef struct wc_plane_view {

@@ -180,6 +180,17 @@ wc_err wc_tile_decode_dict(wc_layout l, const uint8_t *payload, size_t payload_l
 			   const wc_freqtab *tables, uint32_t ntables, uint32_t chunk_symbols,
 			   const uint8_t *dict, uint32_t dict_entries, uint8_t *out, size_t nbytes)
 {
+	return wc_tile_decode_part(l, payload, payload_len, tables, ntables, chunk_symbols, dict, dict_entries,
+				   out, nbytes, 0, 1);
+}
+
+wc_err wc_tile_decode_part(wc_layout l, const uint8_t *payload, size_t payload_len,
+			   const wc_freqtab *tables, uint32_t ntables, uint32_t chunk_symbols,
+			   const uint8_t *dict, uint32_t dict_entries, uint8_t *out, size_t nbytes,
+			   unsigned part, unsigned nparts)
+{
+	if (nparts == 0 || part >= nparts)
+		return wc_fail(WC_E_INVAL, "tile: part %u of %u", part, nparts);
 	if (l.kind == WC_LAYOUT_DICT) {
 		if (!dict || dict_entries == 0 || dict_entries > WC_DICT_MAX_ENTRIES ||
 		    l.nplanes != (dict_entries <= 256 ? 1 : 2))
@@ -200,7 +211,16 @@ wc_err wc_tile_decode_dict(wc_layout l, const uint8_t *payload, size_t payload_l
 	}
 	if (any_rans && !wc_rans_chunk_symbols_ok(chunk_symbols))
 		return wc_fail(WC_E_CORRUPT, "tile: chunk size %u invalid", chunk_symbols);
+	if (any_zstd) { /* a zstd frame decodes whole: part 0 does the tile */
+		if (part != 0)
+			return WC_OK;
+		nparts = 1;
+	}
 	size_t C = any_rans ? chunk_symbols : PLAIN_CHUNK;
+	const size_t nchunks = (t.n + C - 1) / C;
+	const size_t k_first = nchunks * part / nparts, k_end = nchunks * (part + 1) / nparts;
+	if (k_first == k_end && !(nchunks == 0 && part == 0)) /* part 0 still validates an empty tile */
+		return WC_OK;
 	if (any_zstd && !(t.plane_scratch = wc_scratch_get(WC_SCRATCH_PLANES, l.nplanes * t.n)))
 		return wc_fail(WC_E_NOMEM, "tile: no memory for %zu bytes of planes", nbytes);
 	uint8_t *scratch = wc_scratch_get(WC_SCRATCH_BLOCKS, (size_t)l.nplanes * BLOCK_SYMS);
@@ -212,7 +232,7 @@ wc_err wc_tile_decode_dict(wc_layout l, const uint8_t *payload, size_t payload_l
 		pd[p] = (plane_dec){.v = &views[p], .scratch = scratch + (size_t)p * BLOCK_SYMS};
 	PLANE_CALL(prepare, &pd[p_], p_, &t);
 
-	for (size_t k = 0; k * C < t.n; k++) {
+	for (size_t k = k_first; k < k_end; k++) {
 		size_t base = k * C, m = t.n - base < C ? t.n - base : C;
 		size_t rounds = (m + WC_RANS_LANES - 1) / WC_RANS_LANES;
 		PLANE_CALL(chunk_begin, &pd[p_], k, &t);

@@ -42,6 +42,11 @@ static wc_err decode_planes(wc_tile_job *job)
 				       job->chunk_symbols, job->dict, job->dict_entries, job->out, job->out_size);
 	if (e != WC_OK)
 		return wc_job_fail(job, e, "%s", *wc_last_detail() ? wc_last_detail() : wc_strerror(e));
+	return wc_job_check_hash(job);
+}
+
+wc_err wc_job_check_hash(wc_tile_job *job)
+{
 	uint64_t h = wc_xxh3_64(job->out, job->out_size);
 	if (h != job->dhash)
 		return wc_job_fail(job, WC_E_CORRUPT,

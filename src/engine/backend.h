@@ -164,6 +164,11 @@ bool wc_backend_buf_is_backend_memory(const wc_backend *be);
  * (unknown kind), WC_E_NOMEM. Thread-safe. */
 wc_err wc_decode_job_cpu(wc_tile_job *job);
 
+/* Compare XXH3-64 of job's out_size decoded bytes with job->dhash: WC_OK, or
+ * WC_E_CORRUPT with the two hashes in job->detail (job->status set). For
+ * decoders that check a tile once all of its parts are done. */
+wc_err wc_job_check_hash(wc_tile_job *job);
+
 /* Decode one synthetic BF16 tile (128 KiB, both planes rANS-coded, its
  * frequency tables under table_key UINT64_MAX) in `calls` decode calls at
  * once (1..64; be->concurrency uses every CUDA lane), each from a thread of
@@ -177,7 +182,10 @@ wc_err wc_backend_warm_up(wc_backend *be, unsigned calls);
 
 /* The CPU backend directly: `threads` decoding threads per decode call (0 =
  * online CPUs): threads - 1 pool workers plus the calling thread. Prefers
- * batches of 2 * threads tiles and 2 concurrent callers. Errors: WC_E_RANGE
+ * batches of 2 * threads tiles and 2 concurrent callers. A batch of fewer
+ * tiles than threads (a reader's miss with nothing queued behind it) has
+ * its tiles cut into parts of consecutive chunks (wc_tile_decode_part), so
+ * every thread works on it and the reader waits less. Errors: WC_E_RANGE
  * (more than 1024 threads), WC_E_NOMEM, WC_E_IO (a thread failed to start). */
 wc_err wc_backend_cpu_create(unsigned threads, wc_backend **out);
 
