@@ -38,7 +38,7 @@ int wcfs_ra_note_stream(wcfs_ra *ra, uint64_t off, uint64_t len, uint64_t last_s
 			lru = s;
 	}
 	if (!hit) {
-		*lru = (wcfs_ra_slot){ .start = off, .end = end, .stamp = now };
+		*lru = (wcfs_ra_slot){ .start = off, .end = end, .read = len, .stamp = now };
 		pthread_mutex_unlock(&ra->lock);
 		return 0;
 	}
@@ -47,9 +47,22 @@ int wcfs_ra_note_stream(wcfs_ra *ra, uint64_t off, uint64_t len, uint64_t last_s
 		hit->start = off;
 	if (end > hit->end)
 		hit->end = end;
+	hit->read += len;
+	/* A stream reads most of what it spans. Random reads of a file only a
+	 * few hundred tolerances long also land near some slot's frontier and
+	 * stretch it by up to a tolerance each, but read a small share of it:
+	 * such a slot starts again at this read, so a stream that joins it is
+	 * found as soon as in a fresh slot. */
+	if (hit->read < (hit->end - hit->start) / 2) {
+		hit->start = off;
+		hit->end = end;
+		hit->read = len;
+	}
+	const uint64_t span = hit->end - hit->start;
+	const int stream = span >= min_run && hit->read >= min_run;
 	if (streaming)
-		*streaming = hit->end - hit->start >= min_run;
-	if (hit->end - hit->start >= min_run && hit->issued_tile != last_span_off + 1) {
+		*streaming = stream;
+	if (stream && hit->issued_tile != last_span_off + 1) {
 		hit->issued_tile = last_span_off + 1;
 		fire = 1;
 	}

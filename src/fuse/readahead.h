@@ -6,8 +6,9 @@
  * readers (loader threads) may stream different parts of one file at once.
  * A file keeps WCFS_RA_SLOTS stream slots; a read joins the slot whose
  * frontier (end of the bytes read so far) it touches within a tolerance,
- * else it replaces the least recently used slot. A slot that has covered
- * `min_run` contiguous bytes is a sequential stream: the caller then decodes
+ * else it replaces the least recently used slot. A slot whose reads span
+ * `min_run` bytes or more and asked for at least half of them (and for
+ * min_run bytes) is a sequential stream: the caller then decodes
  * the next tiles ahead of it (wc_cache_prefetch), once per tile the stream
  * enters.
  * Same idea as the kernel's on-demand readahead and DwarFS's sequential
@@ -29,7 +30,8 @@
 #define WCFS_RA_SLOTS 64
 
 typedef struct wcfs_ra_slot {
-	uint64_t start, end;  /* contiguous virtual byte range seen, [start, end) */
+	uint64_t start, end;  /* virtual byte range the slot's reads span, [start, end) */
+	uint64_t read;        /* bytes its reads asked for (overlaps counted again) */
 	uint64_t issued_tile; /* span offset of the tile a prefetch was last issued for, +1; 0 = none */
 	uint64_t stamp;       /* LRU clock */
 } wcfs_ra_slot;
@@ -45,7 +47,9 @@ void wcfs_ra_destroy(wcfs_ra *ra);
 
 /* Record a read of virtual bytes [off, off+len) whose last byte lies in the
  * span (tile) starting at virtual offset `last_span_off`. Returns 1 when the
- * read continues a stream of at least `min_run` contiguous bytes and no
+ * read continues a stream of at least `min_run` bytes, at least half of
+ * which its reads asked for (random reads that happen to land near each
+ * other span much and read little), and no
  * prefetch was issued yet for that tile of that stream: the caller should
  * prefetch the tiles after off+len. `tolerance` is how far (bytes) a read may
  * start before or after the frontier and still join the stream. */
