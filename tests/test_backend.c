@@ -217,6 +217,66 @@ START_TEST(dhash_mismatch_and_damage_are_corrupt)
 }
 END_TEST
 
+/* A batch of fewer tiles than threads is decoded in parts on every thread:
+ * the bytes are the same, a damaged chunk in any part or a wrong hash is
+ * still WC_E_CORRUPT with a reason, and a tile too small to cut, an image
+ * tile's kind or a zero-size tile still decode whole. */
+START_TEST(cpu_splits_lone_tiles)
+{
+	tile_case big, tc[NCASES];
+	make_cases(tc);
+	size_t n = 512 * 1024; /* 1 MiB of BF16: 4 parts on 4 threads */
+	uint8_t *d = malloc(2 * n);
+	tu_weights_bf16(d, n, 0.02, 9);
+	tile_case_make(&big, "BF16", d, 2 * n);
+	wc_backend *be = NULL;
+	ck_assert_int_eq(wc_backend_cpu_create(4, &be), WC_OK);
+	for (int round = 0; round < 3; round++) { /* the same workers' tables again */
+		wc_tile_job one = job_for(&big);
+		ck_assert_int_eq(wc_backend_decode(be, &one, 1), WC_OK);
+		ck_assert_msg(one.status == WC_OK, "%s", one.detail);
+		ck_assert(memcmp(big.out, big.data, big.nbytes) == 0);
+	}
+	wc_tile_job two[2] = { job_for(&big), job_for(&tc[0]) }; /* 2 threads each */
+	ck_assert_int_eq(wc_backend_decode(be, two, 2), WC_OK);
+	ck_assert_int_eq(two[0].status, WC_OK);
+	ck_assert_int_eq(two[1].status, WC_OK);
+	ck_assert(memcmp(big.out, big.data, big.nbytes) == 0);
+	ck_assert(memcmp(tc[0].out, tc[0].data, tc[0].nbytes) == 0);
+	wc_tile_job small[3] = { job_for(&tc[1]), job_for(&tc[5]), job_for(&tc[4]) };
+	ck_assert_int_eq(wc_backend_decode(be, small, 3), WC_OK);
+	for (int i = 0; i < 3; i++)
+		ck_assert_msg(small[i].status == WC_OK, "%d: %s", i, small[i].detail);
+	ck_assert(memcmp(tc[1].out, tc[1].data, tc[1].nbytes) == 0);
+	ck_assert(memcmp(tc[4].out, tc[4].data, tc[4].nbytes) == 0);
+	/* Wrong hash, right bytes. */
+	wc_tile_job h = job_for(&big);
+	h.dhash ^= 1;
+	ck_assert_int_eq(wc_backend_decode(be, &h, 1), WC_OK);
+	ck_assert_int_eq(h.status, WC_E_CORRUPT);
+	ck_assert_msg(strstr(h.detail, "hash"), "detail: %s", h.detail);
+	/* A flipped bit in the first, a middle and the last part's bytes. */
+	const size_t at[] = { big.len / 8, big.len / 2, big.len - 40 };
+	for (size_t k = 0; k < sizeof at / sizeof at[0]; k++) {
+		big.payload[at[k]] ^= 0x21;
+		wc_tile_job j = job_for(&big);
+		ck_assert_int_eq(wc_backend_decode(be, &j, 1), WC_OK);
+		ck_assert_msg(j.status == WC_E_CORRUPT, "flip at %zu of %zu: status %d", at[k], big.len, j.status);
+		ck_assert_str_ne(j.detail, "");
+		big.payload[at[k]] ^= 0x21;
+	}
+	/* A reader's miss on the shared CPU backend, parts and all. */
+	wc_tile_job r = job_for(&big);
+	ck_assert_int_eq(wc_decode_jobs_cpu(&r, 1), WC_OK);
+	ck_assert_int_eq(r.status, WC_OK);
+	ck_assert(memcmp(big.out, big.data, big.nbytes) == 0);
+	wc_backend_destroy(be);
+	tile_case_free(&big);
+	for (int i = 0; i < NCASES; i++)
+		tile_case_free(&tc[i]);
+}
+END_TEST
+
 typedef struct decoder_thread {
 	wc_backend *be;
 	tile_case *tc;
@@ -549,7 +609,8 @@ START_TEST(cache_over_cpu_backend_decodes_real_tiles)
 END_TEST
 
 /* decode_misses_on_caller: a reader's miss that no dispatcher has taken is
- * decoded on the reader's thread, while the backend is stuck; prefetches
+ * decoded on the CPU (the reader's thread and the shared CPU backend's idle
+ * threads), while the backend is stuck; prefetches
  * still go to the backend, and a damaged tile is still an error. */
 START_TEST(cache_decodes_untaken_misses_on_the_caller)
 {
@@ -598,6 +659,7 @@ int main(void)
 	tcase_add_test(tc, cpu_decodes_real_payloads_bit_exactly);
 	tcase_add_test(tc, dhash_mismatch_and_damage_are_corrupt);
 	tcase_add_test(tc, cpu_decode_from_several_threads);
+	tcase_add_test(tc, cpu_splits_lone_tiles);
 	tcase_add_test(tc, cuda_without_plugin_fails_cleanly_and_auto_uses_cpu);
 	tcase_add_test(tc, failed_backend_falls_back_to_cpu);
 	tcase_add_test(tc, warm_up_runs_every_call_and_reports_failures);

@@ -84,7 +84,8 @@ wc_err wc_decode_job_cpu(wc_tile_job *job)
 /* The CPU backend batches fall back to, started on the first fallback (one
  * thread per online CPU) and kept for the life of the process: a GPU that
  * failed once tends to fail again, and its batches should then be decoded
- * at the CPU backend's speed, not one dispatcher thread's. */
+ * at the CPU backend's speed, not one dispatcher thread's. Readers of a GPU
+ * backend decode their lone misses on it too (wc_decode_jobs_cpu). */
 static pthread_once_t fallback_once = PTHREAD_ONCE_INIT;
 static wc_backend *fallback_cpu;
 
@@ -115,6 +116,11 @@ wc_err wc_backend_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
 	wc_log(WC_LOG_WARN, "%s backend failed (%s); decoding %zu tile%s on the CPU",
 	       be->ops->name, *wc_last_detail() ? wc_last_detail() : "no reason given", n,
 	       n == 1 ? "" : "s");
+	return wc_decode_jobs_cpu(jobs, n);
+}
+
+wc_err wc_decode_jobs_cpu(wc_tile_job *jobs, size_t n)
+{
 	pthread_once(&fallback_once, fallback_start);
 	if (fallback_cpu)
 		return fallback_cpu->ops->decode(fallback_cpu, jobs, n);

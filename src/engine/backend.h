@@ -129,6 +129,16 @@ void wc_backend_destroy(wc_backend *be);
  * Returns WC_OK (every job's status says how it ended). Thread-safe. */
 wc_err wc_backend_decode(wc_backend *be, wc_tile_job *jobs, size_t n);
 
+/* Decode jobs[0..n) on the CPU: on the process's shared CPU backend (one
+ * thread per online CPU, the calling thread among them; started on first
+ * use and kept, the one wc_backend_decode falls back to), which cuts a
+ * batch of fewer tiles than threads into parts so that one tile is decoded
+ * by every idle thread; if that backend cannot start, on the calling
+ * thread alone. Sets every job's status; returns WC_OK. Thread-safe. For a
+ * reader of a GPU backend decoding its own miss (a GPU round trip takes
+ * longer than the CPU does for one tile). */
+wc_err wc_decode_jobs_cpu(wc_tile_job *jobs, size_t n);
+
 /* Host buffers for tile payloads and decoded tiles, `bytes` bytes (rounded
  * up to whole 4096-byte pages here): from be's host allocator when it has
  * one (the CUDA backend's page-locked memory, which the GPU DMAs from and

@@ -1030,9 +1030,10 @@ static entry *entry_new(wc_cache *c, wc_tile_source *src, uint32_t tile, int whi
 	return e;
 }
 
-/* Decode a DECODING entry on the calling thread with the reference CPU
- * decoder (wc_decode_job_cpu), or set its err and reason. No lock, as in
- * decode_batch: nobody else touches a DECODING entry's buffer or error. */
+/* Decode a DECODING entry on the CPU, the calling thread and the idle
+ * threads of the shared CPU backend together (wc_decode_jobs_cpu), or set
+ * its err and reason. No lock, as in decode_batch: nobody else touches a
+ * DECODING entry's buffer or error. */
 static void decode_on_caller(wc_cache *c, entry *e)
 {
 	uint8_t *payload = malloc(e->csize ? e->csize : 1);
@@ -1051,7 +1052,8 @@ static void decode_on_caller(wc_cache *c, entry *e)
 	}
 	wc_tile_job job;
 	entry_job(e, payload, &job);
-	if (wc_decode_job_cpu(&job) != WC_OK)
+	wc_decode_jobs_cpu(&job, 1);
+	if (job.status != WC_OK)
 		entry_set_failed(c, e, job.status, job.detail);
 	free(payload);
 }

@@ -48,9 +48,10 @@ typedef struct wc_cache_opts {
 				 * them, and each dispatcher allocates a payload buffer
 				 * of 4 such tiles before its first batch; 0 = neither */
 	bool decode_misses_on_caller; /* a get of a tile no dispatcher has taken yet
-				 * decodes it on the calling thread with the reference
-				 * CPU decoder (wc_decode_job_cpu) instead of waiting:
-				 * for a backend whose calls have a long round trip
+				 * decodes it on the CPU instead of waiting: the
+				 * calling thread with the idle threads of the shared
+				 * CPU backend (wc_decode_jobs_cpu), for
+				 * a backend whose calls have a long round trip
 				 * (a GPU's 0.65 ms or more), so a reader's miss costs
 				 * one CPU decode of its tile, not a place in the
 				 * queue behind other streams' prefetches */
