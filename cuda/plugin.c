@@ -64,7 +64,7 @@ static const wc_backend_ops cuda_ops_pageable = {
 	.destroy = cuda_destroy,
 };
 
-EXPORT wc_err wcodec_cuda_backend_create_v2(const wc_backend_opts *opts, wc_backend **out)
+EXPORT wc_err wcodec_cuda_backend_create_v3(const wc_backend_opts *opts, wc_backend **out)
 {
 	wc_backend_opts def = { 0 };
 	if (!opts)

@@ -13,7 +13,7 @@
 
 #include "engine/backend.h"
 
-wc_err wcodec_cuda_backend_create_v2(const wc_backend_opts *opts, wc_backend **out);
+wc_err wcodec_cuda_backend_create_v3(const wc_backend_opts *opts, wc_backend **out);
 
 static wc_err fake_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
 {
@@ -37,7 +37,7 @@ static const wc_backend_ops fake_ops = {
 	.destroy = fake_destroy,
 };
 
-wc_err wcodec_cuda_backend_create_v2(const wc_backend_opts *opts, wc_backend **out)
+wc_err wcodec_cuda_backend_create_v3(const wc_backend_opts *opts, wc_backend **out)
 {
 	(void)opts;
 	const char *mode = getenv("WCODEC_FAKE_PLUGIN_MODE");

@@ -83,6 +83,7 @@ static wc_tile_job job_for(tile_case *tc)
 	j.out = tc->out;
 	j.out_size = (uint32_t)tc->nbytes;
 	j.dhash = XXH3_64bits(tc->data, tc->nbytes);
+	j.reader_waits = true; /* the CPU backend may cut it into parts */
 	j.status = WC_E_INVAL; /* the backend must set it */
 	memset(tc->out, 0xEE, tc->nbytes);
 	return j;
@@ -249,6 +250,12 @@ START_TEST(cpu_splits_lone_tiles)
 		ck_assert_msg(small[i].status == WC_OK, "%d: %s", i, small[i].detail);
 	ck_assert(memcmp(tc[1].out, tc[1].data, tc[1].nbytes) == 0);
 	ck_assert(memcmp(tc[4].out, tc[4].data, tc[4].nbytes) == 0);
+	/* A prefetch (no reader waits) decodes whole, alone in its batch too. */
+	wc_tile_job pre = job_for(&big);
+	pre.reader_waits = false;
+	ck_assert_int_eq(wc_backend_decode(be, &pre, 1), WC_OK);
+	ck_assert_int_eq(pre.status, WC_OK);
+	ck_assert(memcmp(big.out, big.data, big.nbytes) == 0);
 	/* Wrong hash, right bytes. */
 	wc_tile_job h = job_for(&big);
 	h.dhash ^= 1;

@@ -17,8 +17,10 @@
 # configuration costs the machine besides its wall time.
 #
 # Usage: bench-ab-readers.sh CONFIG...
-#   CONFIG    [VAR=VALUE@]OPTS: wcodecfs -o OPTS, with an environment variable
-#             for that daemon (e.g. WCODEC_CUDA_CALLS=6@backend=cuda);
+#   CONFIG    [VAR=VALUE[ VAR=VALUE...]@]OPTS: wcodecfs -o OPTS, with
+#             environment variables for that daemon (e.g.
+#             WCODEC_CUDA_CALLS=6@backend=cuda); WCODECFS=PATH among them runs
+#             that daemon binary instead of BUILD's (an A/B of two builds);
 #             "ramfs:FILE" serves FILE from RAM (contrib/bench/ramfs), the
 #             FUSE ceiling
 # Environment: BUILD (build directory with wcodecfs and contrib/bench/ramfs;
@@ -74,17 +76,22 @@ trace_off() {
 proc_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 
 run_one() { # run_one INDEX CONFIG
-	local i=$1 cfg=$2 env='' opts f pid s t log=$OUT/daemon.$1.log ddp='' k mib q
+	local i=$1 cfg=$2 env='' envs bin kv opts f pid s t log=$OUT/daemon.$1.log ddp='' k mib q
 	if [ "${cfg#ramfs:}" != "$cfg" ]; then
 		need_tool "$RAMFS" RAMFS
 		"$RAMFS" -f "${cfg#ramfs:}" "$MNT" 2>>"$log" &
 		pid=$!
 		f=$MNT/$(basename "${cfg#ramfs:}")
 	else
-		opts=$cfg
+		opts=$cfg bin=$WCODECFS
 		case $cfg in *@*) env=${cfg%%@*}; opts=${cfg#*@} ;; esac
-		# shellcheck disable=SC2086 # env: one VAR=VALUE or nothing
-		env $env "$WCODECFS" -f "$SRC" "$MNT" -o "$opts" 2>>"$log" &
+		# WCODECFS=PATH among them picks another build's daemon (A/B of builds)
+		envs=
+		for kv in $env; do
+			case $kv in WCODECFS=*) bin=${kv#WCODECFS=} ;; *) envs="$envs $kv" ;; esac
+		done
+		# shellcheck disable=SC2086 # envs: VAR=VALUE words, or nothing
+		env $envs "$bin" -f "$SRC" "$MNT" -o "$opts" 2>>"$log" &
 		pid=$!
 		f=$MNT/$NAME
 	fi

@@ -64,6 +64,12 @@ typedef struct wc_tile_job {
 	 * planes; NULL and 0 for other layouts. */
 	const uint8_t *dict;
 	uint32_t dict_entries;
+	/* A reader waits for this tile now (its miss, not a prefetch): a
+	 * backend with idle threads may put several on it. The CPU backend
+	 * cuts such a tile into parts when its batch has fewer tiles than
+	 * threads; cutting prefetches too cost a streaming reader 6-15% on 16
+	 * cores (docs/BENCHMARKS-GPU.md, section 21). */
+	bool reader_waits;
 } wc_tile_job;
 
 /* Set job->status = e and job->detail from a printf-style reason; returns e.
@@ -194,18 +200,19 @@ wc_err wc_backend_warm_up(wc_backend *be, unsigned calls);
  * online CPUs): threads - 1 pool workers plus the calling thread. Prefers
  * batches of 2 * threads tiles and 2 concurrent callers. A batch of fewer
  * tiles than threads (a reader's miss with nothing queued behind it) has
- * its tiles cut into parts of consecutive chunks (wc_tile_decode_part), so
- * every thread works on it and the reader waits less. Errors: WC_E_RANGE
+ * the tiles a reader waits for (wc_tile_job.reader_waits) cut into parts of
+ * consecutive chunks (wc_tile_decode_part), so every thread works on them
+ * and the reader waits less. Errors: WC_E_RANGE
  * (more than 1024 threads), WC_E_NOMEM, WC_E_IO (a thread failed to start). */
 wc_err wc_backend_cpu_create(unsigned threads, wc_backend **out);
 
 /* The symbol the CUDA plugin exports (cuda/plugin.c):
- *   wc_err wcodec_cuda_backend_create_v2(const wc_backend_opts *, wc_backend **);
+ *   wc_err wcodec_cuda_backend_create_v3(const wc_backend_opts *, wc_backend **);
  * The suffix is the layout of struct wc_backend and wc_tile_job: a plugin
  * left from a build with another layout lacks this symbol and is refused
  * with a message, rather than read past the end of its backend. */
 #define WC_CUDA_PLUGIN_NAME "wcodec-cuda.so"
-#define WC_CUDA_PLUGIN_SYMBOL "wcodec_cuda_backend_create_v2"
+#define WC_CUDA_PLUGIN_SYMBOL "wcodec_cuda_backend_create_v3"
 typedef wc_err (*wc_backend_create_fn)(const wc_backend_opts *opts, wc_backend **out);
 
 #endif /* WC_BACKEND_H */

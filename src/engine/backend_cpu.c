@@ -56,12 +56,13 @@ static void decode_part(void *ctx, size_t i)
 			 *wc_last_detail() ? wc_last_detail() : wc_strerror(jp->err));
 }
 
-/* Parts for job j when `share` threads are its share of the pool: tensor
- * tiles only (an image tile decodes whole), and no part smaller than
- * PART_MIN_BYTES. */
+/* Parts for job j when `share` threads are its share of the pool: tiles a
+ * reader waits for only (prefetches keep the stream's threads busy already:
+ * cutting them made 5 times the context switches), tensor tiles only (an
+ * image tile decodes whole), and no part smaller than PART_MIN_BYTES. */
 static unsigned parts_for(const wc_tile_job *j, unsigned share)
 {
-	if (j->kind != WC_JOB_PLANES)
+	if (!j->reader_waits || j->kind != WC_JOB_PLANES)
 		return 1;
 	size_t by_size = j->out_size / PART_MIN_BYTES;
 	return by_size < 1 ? 1 : by_size < share ? (unsigned)by_size : share;
@@ -70,13 +71,16 @@ static unsigned parts_for(const wc_tile_job *j, unsigned share)
 /* Decode jobs[0..n), n below the thread count, in parts spread over every
  * thread; then each job whose parts all decoded is checked against its
  * hash, and a job with a failed part takes the first failure's reason.
- * False if the parts' table cannot be allocated (nothing decoded). */
+ * False, with nothing decoded, if no job is worth cutting or the parts'
+ * table cannot be allocated. */
 static bool decode_split(cpu_backend *cb, wc_tile_job *jobs, size_t n, unsigned threads)
 {
 	const unsigned share = (unsigned)((threads + n - 1) / n);
 	size_t nparts = 0;
 	for (size_t i = 0; i < n; i++)
 		nparts += parts_for(&jobs[i], share);
+	if (nparts == n)
+		return false; /* nothing to cut */
 	job_part *parts = malloc(nparts * sizeof *parts);
 	if (!parts)
 		return false;

@@ -87,6 +87,7 @@ typedef struct entry {
 	bool in_table;
 	bool dropped;             /* its source was dropped while it was decoding */
 	bool consumed;            /* a sequential reader read it to its end */
+	bool waited;              /* a reader waited for it when its decode began */
 	uint64_t due;             /* prefetch queue order: when its reader should want it (ns) */
 	uint32_t refs;            /* readers holding or waiting */
 	uint64_t charge;          /* bytes counted in cache->bytes */
@@ -603,6 +604,7 @@ static size_t take_batch(wc_cache *c, entry **batch, entry **dead)
 			continue;
 		}
 		start_decode(c, e, dead);
+		e->waited = e->refs > 0;
 		payload += e->csize;
 		batch[nb++] = e;
 	}
@@ -679,6 +681,7 @@ static void entry_job(const entry *e, const uint8_t *payload, wc_tile_job *job)
 	job->payload_size = e->csize;
 	job->out = e->buf;
 	job->out_size = e->ref.size;
+	job->reader_waits = e->waited;
 	job->status = WC_OK;
 	job->detail[0] = '\0';
 }
@@ -1100,6 +1103,7 @@ wc_err wc_cache_get(wc_cache *c, wc_tile_source *src, uint32_t tile, wc_tile_ref
 		list_unlink(c, e);
 		make_room(c, e->ref.size, &dead);
 		start_decode(c, e, &dead);
+		e->waited = true;
 		pthread_mutex_unlock(&c->lock);
 		free_chain(c, dead);
 		decode_on_caller(c, e);
