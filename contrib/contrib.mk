@@ -29,6 +29,7 @@ EXTRA_DIST += \
 	contrib/bench/bench-gpu-mount.sh \
 	contrib/bench/bench-ab-readers.sh \
 	contrib/bench/bench-walk.sh \
+	contrib/bench/bench-random-ab.sh \
 	contrib/bench/gpu_mount_model.py \
 	contrib/bench/hostcopy.cu \
 	contrib/bench/hostload.cu \
