@@ -24,14 +24,15 @@ set -u
 # shellcheck source=contrib/bench/lib.sh
 . "$(dirname "$0")/lib.sh"
 runs=5 reads=2000 threads=1 common=
+usage="usage: bench-random-ab.sh [-r RUNS] [-n READS] [-t THREADS] [-o OPTS] SRC NAME REFERENCE DAEMON..."
 while getopts r:n:t:o: opt; do
 	case $opt in
 	r) runs=$OPTARG ;; n) reads=$OPTARG ;; t) threads=$OPTARG ;; o) common=$OPTARG ;;
-	*) die "usage: bench-random-ab.sh [-r RUNS] [-n READS] [-t THREADS] [-o OPTS] SRC NAME REFERENCE DAEMON..." ;;
+	*) die "$usage" ;;
 	esac
 done
 shift $((OPTIND - 1))
-[ $# -ge 4 ] || die "usage: bench-random-ab.sh [-r RUNS] [-n READS] [-t THREADS] [-o OPTS] SRC NAME REFERENCE DAEMON..."
+[ $# -ge 4 ] || die "$usage"
 src=$1 name=$2 ref=$3
 shift 3
 need_tool "$RANDREAD" RANDREAD

@@ -1,8 +1,9 @@
 /*
  * backend_cpu.c - the CPU decode backend: a batch of tile jobs spread over a
  * thread pool, each decoded by the reference decoder wc_decode_job_cpu().
- * A batch of fewer tiles than threads has its tiles decoded in parts, one
- * run of chunks per thread (wc_tile_decode_part), then hashed whole.
+ * In a batch of fewer tiles than threads, the tiles a reader waits for are
+ * decoded in parts, one run of chunks per thread (wc_tile_decode_part), then
+ * hashed whole.
  */
 #include <stdio.h>
 #include <stdlib.h>
