@@ -685,6 +685,67 @@ START_TEST(consumed_tiles_recycle_their_buffers)
 }
 END_TEST
 
+/* A stream through tensors of many tile sizes (a model file: 1 MiB tiles of
+ * big tensors, smaller ones of small tensors), each tile prefetched ahead of
+ * the reader and released as consumed, three times over under a 64 MiB
+ * budget: after the first pass the stream decodes into pooled buffers and
+ * maps almost none (with a pool of an eighth of the budget it mapped a
+ * fresh buffer for about every fourth tile, pass after pass). Then tiles
+ * released normally fill the budget: the pool gives up only the room they
+ * need, and the budget holds throughout. */
+START_TEST(a_stream_of_mixed_tile_sizes_reuses_its_buffers)
+{
+	fake_backend fb;
+	fake_backend_init(&fb, 4, 2);
+	enum { NSRC = 6 };
+	static const uint32_t dsize[NSRC] = { 1024 * KIB, 96 * KIB, 512 * KIB, 200 * KIB, 1024 * KIB, 300 * KIB };
+	static const uint32_t ntiles[NSRC] = { 12, 20, 6, 10, 8, 9 };
+	fake_source src[NSRC];
+	for (int i = 0; i < NSRC; i++)
+		fake_source_init(&src[i], (uint64_t)(10 + i), (uint64_t)(70 + i), ntiles[i], dsize[i], dsize[i]);
+	const uint64_t budget = 64ull << 20;
+	wc_cache *c = make_cache(&fb, budget, 8);
+	wc_cache_stats st;
+	uint64_t allocs_after[3];
+	for (int pass = 0; pass < 3; pass++) {
+		for (int k = 0; k < 4 * NSRC; k++) { /* the sources in turn, four times a pass */
+			fake_source *f = &src[k % NSRC];
+			for (uint32_t t = 0; t < f->ntiles; t++) {
+				wc_cache_prefetch(c, &f->base, t + 1, 8);
+				wc_tile_ref *r = NULL;
+				ck_assert_int_eq(wc_cache_get(c, &f->base, t, &r), WC_OK);
+				ck_assert_uint_eq(fake_tile_check(f->seed, t, r->data, r->size), 0);
+				wc_cache_release_consumed(c, r);
+			}
+		}
+		wc_cache_get_stats(c, &st);
+		allocs_after[pass] = st.buf_allocs;
+		ck_assert_uint_le(st.bytes_cached, budget);
+	}
+	ck_assert_msg(allocs_after[2] - allocs_after[0] <= 8, "passes 2 and 3 mapped %llu buffers (%llu in pass 1)",
+		      (unsigned long long)(allocs_after[2] - allocs_after[0]), (unsigned long long)allocs_after[0]);
+	/* 56 tiles of 1 MiB held by readers, released normally: the budget
+	 * holds, the pool gives up buffers only as they are needed, and every
+	 * byte is right. */
+	fake_source lru;
+	fake_source_init(&lru, 30, 80, 56, 1024 * KIB, 1024 * KIB);
+	const uint64_t frees_before = st.buf_frees;
+	for (uint32_t t = 0; t < lru.ntiles; t++) {
+		get_check(c, &lru, t);
+		wc_cache_get_stats(c, &st);
+		ck_assert_uint_le(st.bytes_cached, budget);
+	}
+	ck_assert_msg(st.buf_frees - frees_before <= 40, "%llu buffers freed",
+		      (unsigned long long)(st.buf_frees - frees_before));
+	for (uint32_t t = 0; t < lru.ntiles; t++) /* all still cached */
+		get_check(c, &lru, t);
+	wc_cache_destroy(c);
+	for (int i = 0; i < NSRC; i++)
+		ck_assert_int_eq(atomic_load(&src[i].refs), 1);
+	ck_assert_int_eq(atomic_load(&lru.refs), 1);
+}
+END_TEST
+
 /* Two FUSE threads hold one tile (two requests of one stream); the one that
  * read the tile's end releases it as consumed first, the other lets go of it
  * last with a plain release: the tile is still filed as consumed, so the
@@ -821,11 +882,11 @@ static wc_cache_stats wait_for_prefill(wc_cache *c, uint64_t allocs)
 	return st;
 }
 
-/* The options of the prefill tests: a 16 MiB budget over backend b, so a
- * pool of budget / 8 = 2 MiB, eight 256 KiB tile buffers. */
+/* The options of the prefill tests: a 4 MiB budget over backend b, so a
+ * pool of budget / 2 = 2 MiB, eight 256 KiB tile buffers. */
 static wc_cache_opts prefill_opts(wc_backend *b, unsigned max_prefetch)
 {
-	return (wc_cache_opts){ .budget_bytes = 16u << 20, .backend = b,
+	return (wc_cache_opts){ .budget_bytes = 4u << 20, .backend = b,
 				.max_prefetch = max_prefetch, .prefill_tile_bytes = 256 * KIB };
 }
 
@@ -1002,6 +1063,7 @@ int main(void)
 	tcase_add_test(tc, dispatchers_share_the_queue);
 	tcase_add_test(tc, prefill_gives_the_first_tiles_their_buffers);
 	tcase_add_test(tc, tiles_beyond_the_pool_never_wait_for_backend_memory);
+	tcase_add_test(tc, a_stream_of_mixed_tile_sizes_reuses_its_buffers);
 	tcase_add_test(tc, create_rejects_missing_backend);
 	suite_add_tcase(su, tc);
 	return check_run(su);

@@ -392,12 +392,17 @@ static bool buf_fits(size_t cap, size_t n)
 	return cap >= MMAP_MIN_BYTES && n <= cap && cap <= 2 * wc_backend_buf_size(n);
 }
 
-/* The pool's byte limit: small against the budget, so a tight budget leaves
- * its room to decoded tiles. */
+/* The pool's byte limit: half the budget at most. Pooled buffers count
+ * against the budget and make_room unmaps them, smallest first, as soon as
+ * decoded tiles need the room, so the limit only bounds what a stream keeps
+ * for reuse. A stream over tiles of 64 KiB to 1 MiB needs a few MiB of
+ * slack for its sizes to meet: with an eighth of a 64 MiB budget, each read
+ * of a 145 MB file mapped (and faulted in) 116 fresh buffers and unmapped
+ * 109 (docs/BENCHMARKS.md, fifteenth session). */
 static uint64_t pool_max(const wc_cache *c)
 {
 	uint64_t max = wc_backend_buf_is_backend_memory(c->backend) ? POOL_MAX_BACKEND_BYTES : POOL_MAX_BYTES;
-	return c->budget / 8 < max ? c->budget / 8 : max;
+	return c->budget / 2 < max ? c->budget / 2 : max;
 }
 
 /* Put the free buffer *buf of *cap bytes (tile_alloc's, or the backend's
@@ -479,11 +484,12 @@ static uint8_t *pool_take(wc_cache *c, size_t n, size_t *cap, bool *backend)
 	return p;
 }
 
-/* Unmap the whole pool. Lock held (rare: only when the budget needs the
- * room, or at the end). */
-static void pool_drain(wc_cache *c)
+/* Unmap pooled buffers, smallest first (a big one can hold any tile), until
+ * decoded tiles of `bytes` bytes plus the pool fit in the budget, or the
+ * pool is empty; with UINT64_MAX, all of them. Lock held. */
+static void pool_shrink(wc_cache *c, uint64_t bytes)
 {
-	while (c->pool) {
+	while (c->pool && (bytes == UINT64_MAX || bytes + c->pool_bytes > c->budget)) {
 		free_buf *f = c->pool;
 		c->pool = f->next;
 		c->pool_bytes -= f->cap;
@@ -548,8 +554,7 @@ static entry *victim(wc_cache *c)
 static void make_room(wc_cache *c, uint64_t need, entry **dead)
 {
 	entry *e;
-	if (c->pool && c->bytes + c->pool_bytes + need > c->budget)
-		pool_drain(c);
+	pool_shrink(c, c->bytes + need);
 	while (c->bytes + need > c->budget && (e = victim(c))) {
 		entry_discard(c, e, dead);
 		c->st.evictions++;
@@ -901,7 +906,7 @@ static void cache_free(wc_cache *c)
 			entry_discard(c, c->buckets[i], &dead);
 	}
 	free_chain(c, dead);
-	pool_drain(c);
+	pool_shrink(c, UINT64_MAX);
 	dispatchers_free(c);
 	wc_threadpool_destroy(c->readers);
 	free(c->buckets);
