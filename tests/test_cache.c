@@ -690,7 +690,7 @@ END_TEST
  * the reader and released as consumed, three times over under a 64 MiB
  * budget: after the first pass the stream decodes into pooled buffers and
  * maps almost none (with a pool of an eighth of the budget it mapped a
- * fresh buffer for about every fourth tile, pass after pass). Then tiles
+ * fresh buffer for about one tile in three, pass after pass). Then tiles
  * released normally fill the budget: the pool gives up only the room they
  * need, and the budget holds throughout. */
 START_TEST(a_stream_of_mixed_tile_sizes_reuses_its_buffers)
