@@ -564,8 +564,8 @@ static void make_room(wc_cache *c, uint64_t need, entry **dead)
 /* ---- dispatch ------------------------------------------------------------ */
 
 /* Charge a QUEUED entry, already off its queue, to the budget (room was
- * made for it), give it a pooled buffer if one fits, and mark it DECODING.
- * Lock held. */
+ * made for it), give it a pooled buffer if one fits, note whether a reader
+ * waits for it, and mark it DECODING. Lock held. */
 static void start_decode(wc_cache *c, entry *e, entry **dead)
 {
 	c->bytes += e->ref.size;
@@ -580,6 +580,7 @@ static void start_decode(wc_cache *c, entry *e, entry **dead)
 			make_room(c, 0, dead);
 		}
 	}
+	e->waited = e->refs > 0;
 	e->state = E_DECODING;
 	c->ndecoding++;
 }
@@ -609,7 +610,6 @@ static size_t take_batch(wc_cache *c, entry **batch, entry **dead)
 			continue;
 		}
 		start_decode(c, e, dead);
-		e->waited = e->refs > 0;
 		payload += e->csize;
 		batch[nb++] = e;
 	}
@@ -1108,7 +1108,6 @@ wc_err wc_cache_get(wc_cache *c, wc_tile_source *src, uint32_t tile, wc_tile_ref
 		list_unlink(c, e);
 		make_room(c, e->ref.size, &dead);
 		start_decode(c, e, &dead);
-		e->waited = true;
 		pthread_mutex_unlock(&c->lock);
 		free_chain(c, dead);
 		decode_on_caller(c, e);

@@ -48,10 +48,10 @@ typedef struct wc_cache_opts {
 				 * them, and each dispatcher allocates a payload buffer
 				 * of 4 such tiles before its first batch; 0 = neither */
 	bool decode_misses_on_caller; /* a get of a tile no dispatcher has taken yet
-				 * decodes it on the CPU instead of waiting: the
+				 * decodes it on the CPU instead of waiting (the
 				 * calling thread with the idle threads of the shared
-				 * CPU backend (wc_decode_jobs_cpu), for
-				 * a backend whose calls have a long round trip
+				 * CPU backend, wc_decode_jobs_cpu): for a backend
+				 * whose calls have a long round trip
 				 * (a GPU's 0.65 ms or more), so a reader's miss costs
 				 * one CPU decode of its tile, not a place in the
 				 * queue behind other streams' prefetches */
@@ -72,7 +72,7 @@ typedef struct wc_cache_stats {
 	uint64_t buf_allocs, buf_frees; /* tile buffers mapped and backend buffers (tile and
 				    * payload) allocated; freed */
 	uint64_t buf_ns;        /* time spent allocating and freeing them */
-	uint64_t caller_decodes; /* misses decoded on the reader's thread
+	uint64_t caller_decodes; /* misses decoded by their reader on the CPU
 				  * (decode_misses_on_caller), also counted in decodes */
 } wc_cache_stats;
 
