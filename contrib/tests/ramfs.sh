@@ -33,9 +33,13 @@ cmp "$mnt/blob.bin" "$work/blob.bin"
 if (echo x >> "$mnt/blob.bin") 2>/dev/null; then echo "FAIL: write accepted"; exit 1; fi
 [ ! -e "$mnt/other" ] || { echo "FAIL: a name that is not there exists"; exit 1; }
 
-# randread must notice wrong bytes: compare against a file that differs in one byte.
+# randread must notice wrong bytes: compare against a file that differs in
+# one byte (the byte at 4096 plus one: a fixed 'Z' was already there in 1 of
+# 256 random blobs, which failed the fixture check).
 cp "$work/blob.bin" "$work/changed.bin"
-printf 'Z' | dd of="$work/changed.bin" bs=1 seek=4096 count=1 conv=notrunc 2>/dev/null
+b=$(od -An -tu1 -j 4096 -N 1 "$work/blob.bin" | tr -d ' ')
+# shellcheck disable=SC2059 # the format is the octal escape of the new byte
+printf "\\$(printf '%03o' $(((b + 1) % 256)))" | dd of="$work/changed.bin" bs=1 seek=4096 count=1 conv=notrunc 2>/dev/null
 cmp -s "$work/blob.bin" "$work/changed.bin" && { echo "FAIL: fixture"; exit 1; }
 if "$randread" -n 1 -b 3145728 "$mnt/blob.bin" "$work/changed.bin"; then
 	echo "FAIL: randread missed a differing byte"; exit 1
