@@ -27,6 +27,7 @@
 
 #include "codec/codec_internal.h" /* wc_rans_isa_limit */
 #include "codec/tile_codec.h"
+#include "codec_testutil.h" /* tu_f32_to_f16, tu_f16_to_f32 */
 
 /* Thread CPU time: on a shared machine, time slices given to other
  * processes do not count against the codec (cache pollution still does). */
@@ -51,7 +52,7 @@ static void store_elem(const char *dtype, uint8_t *out, size_t i, float g)
 	if (!strcmp(dtype, "F32")) {
 		memcpy(out + 4 * i, &g, 4);
 	} else if (!strcmp(dtype, "F16")) {
-		_Float16 h = (_Float16)g;
+		uint16_t h = tu_f32_to_f16(g);
 		memcpy(out + 2 * i, &h, 2);
 	} else { /* BF16, round to nearest even */
 		uint32_t b;
@@ -82,9 +83,9 @@ static void quantize(const char *dtype, uint8_t *data, size_t n, unsigned k, dou
 		if (!strcmp(dtype, "F32")) {
 			memcpy(&g, data + 4 * i, 4);
 		} else if (!strcmp(dtype, "F16")) {
-			_Float16 h;
+			uint16_t h;
 			memcpy(&h, data + 2 * i, 2);
-			g = (float)h;
+			g = tu_f16_to_f32(h);
 		} else {
 			uint16_t h;
 			memcpy(&h, data + 2 * i, 2);

@@ -34,11 +34,49 @@ static inline uint16_t tu_f32_to_bf16(float f)
 	return (uint16_t)(u >> 16);
 }
 
+/* IEEE 754 binary32 -> binary16 bits, round to nearest even (overflow to
+ * infinity, subnormals kept, NaN stays NaN), in integer arithmetic: C11 has
+ * no half type, and _Float16 is missing from some compilers' x86 targets. */
 static inline uint16_t tu_f32_to_f16(float f)
 {
-	_Float16 h = (_Float16)f;
-	uint16_t v;
-	memcpy(&v, &h, 2);
+	uint32_t x;
+	memcpy(&x, &f, 4);
+	uint32_t sign = (x >> 16) & 0x8000u, exp = (x >> 23) & 0xffu, man = x & 0x7fffffu;
+	if (exp == 0xffu)
+		return (uint16_t)(sign | 0x7c00u | (man ? 0x200u | (man >> 13) : 0));
+	int e = (int)exp - 127 + 15;
+	if (e >= 31)
+		return (uint16_t)(sign | 0x7c00u);
+	uint32_t h, rem, half;
+	if (e <= 0) { /* binary16 subnormal: units of 2^-24 */
+		if (e < -10)
+			return (uint16_t)sign;
+		man |= 0x800000u;
+		unsigned shift = (unsigned)(14 - e);
+		h = man >> shift;
+		rem = man & ((1u << shift) - 1);
+		half = 1u << (shift - 1);
+	} else {
+		h = ((uint32_t)e << 10) | (man >> 13);
+		rem = man & 0x1fffu;
+		half = 0x1000u;
+	}
+	if (rem > half || (rem == half && (h & 1))) /* a carry into the exponent is right */
+		h++;
+	return (uint16_t)(sign | h);
+}
+
+/* binary16 bits -> binary32, exact. */
+static inline float tu_f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+	if (exp == 0) {
+		float v = ldexpf((float)man, -24);
+		return sign ? -v : v;
+	}
+	uint32_t x = sign | (exp == 31 ? 0x7f800000u | (man << 13) : ((exp + 112) << 23) | (man << 13));
+	float v;
+	memcpy(&v, &x, 4);
 	return v;
 }
 

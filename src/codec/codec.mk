@@ -33,6 +33,7 @@ tests_test_dict_LDADD = $(TEST_LIBS)
 # Decode/encode throughput benchmark (not a test: timing never runs in make check).
 noinst_PROGRAMS += bench/bench_decode
 bench_bench_decode_SOURCES = bench/bench_decode.c
+bench_bench_decode_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
 bench_bench_decode_CFLAGS = $(AM_CFLAGS)
 bench_bench_decode_LDADD = libwcodec.la -lm
 # wcodec against zstd -19 on real model files (docs/BENCHMARKS.md, dictionary layout).

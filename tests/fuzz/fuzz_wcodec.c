@@ -1,0 +1,192 @@
+/* fuzz_wcodec.c - fuzz target for the .wcodec reader (container/container.h).
+ *
+ * The input is a .wcodec file, with one convenience: its metadata section
+ * may hold the JSON itself instead of the zstd frame of it, and is then
+ * compressed here, so a fuzzer's edits reach the JSON parser. Before the
+ * file is opened its checksums are made right again (each tile's payload
+ * chash and the header's check): a mutated file then fails the reader's
+ * validation, not just a checksum, which test_container already covers.
+ *
+ * Properties checked (abort() on a violation):
+ * - wc_container_open either fails or gives a container that keeps the
+ *   promises container.h makes: tensors within the virtual file, tiles
+ *   within their tensor, in order, with sizes under the tile size;
+ * - every tile then reads and decodes or fails with WC_E_CORRUPT (the
+ *   decoded checksum is not fixed, so decoding runs to the end);
+ * - wc_container_pread of the whole virtual file succeeds exactly when
+ *   every tile decoded, and then gives the tiles' bytes after the prefix. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "container/container.h"
+#include "container/format.h"
+#include "core/hash.h"
+#include "fuzz/fuzz_target.h"
+
+#define FUZZ_MAX_INPUT (4u << 20)
+
+static void fail(const char *what)
+{
+	fprintf(stderr, "fuzz_wcodec: %s\n", what);
+	abort();
+}
+
+/* in -> a file image with compressed metadata and right checksums, or NULL
+ * when the header does not decode (the reader's header checks then run on
+ * the input as it is). */
+static uint8_t *rebuild(const uint8_t *in, size_t size, size_t *out_size)
+{
+	wc_file_header h;
+	if (size < WC_HEADER_BYTES || wc_header_decode(in, size, &h) != WC_OK)
+		return NULL;
+	const uint8_t *meta = in + h.meta_off;
+	size_t mlen = (size_t)h.meta_len, cap = mlen, n = (size_t)h.meta_off;
+	int plain = mlen < 4 || memcmp(meta, "\x28\xb5\x2f\xfd", 4) != 0;
+	if (plain)
+		cap = ZSTD_compressBound(mlen);
+	uint8_t *f = malloc(n + cap);
+	if (!f)
+		fail("out of memory");
+	memcpy(f, in, n);
+	if (plain) {
+		size_t z = ZSTD_compress(f + n, cap, meta, mlen, 1);
+		if (ZSTD_isError(z))
+			fail("zstd");
+		mlen = z;
+	} else {
+		memcpy(f + n, meta, mlen);
+	}
+	h.meta_len = mlen;
+	h.file_size = n + mlen;
+	/* chash of every payload the index places inside the file. */
+	for (uint32_t i = 0; i < h.ntiles && (uint64_t)(i + 1) * WC_INDEX_ENTRY_BYTES <= h.index_len; i++) {
+		uint8_t *e = f + h.index_off + (size_t)i * WC_INDEX_ENTRY_BYTES;
+		wc_tile_info t;
+		wc_index_entry_decode(e, &t);
+		if (t.coff <= h.file_size && t.csize <= h.file_size - t.coff) {
+			t.chash = wc_xxh3_64(f + t.coff, t.csize);
+			wc_index_entry_encode(&t, e);
+		}
+	}
+	wc_header_encode(&h, f);
+	XXH3_state_t *s = XXH3_createState();
+	if (!s)
+		fail("out of memory");
+	XXH3_64bits_reset(s);
+	XXH3_64bits_update(s, f, WC_HEADER_HASH_OFF);
+	XXH3_64bits_update(s, f + h.prefix_off, h.prefix_len);
+	XXH3_64bits_update(s, f + h.tables_off, h.tables_len);
+	XXH3_64bits_update(s, f + h.dicts_off, h.dicts_len);
+	XXH3_64bits_update(s, f + h.index_off, h.index_len);
+	XXH3_64bits_update(s, f + h.meta_off, h.meta_len);
+	h.check = XXH3_64bits_digest(s);
+	XXH3_freeState(s);
+	wc_header_encode(&h, f);
+	*out_size = (size_t)h.file_size;
+	return f;
+}
+
+/* The promises of container.h about an opened container. */
+static void check_tables(const wc_container *c)
+{
+	uint64_t vsize = wc_container_virtual_size(c);
+	size_t plen = 0;
+	wc_container_prefix(c, &plen);
+	uint32_t nt = wc_container_ntensors(c), ntiles = wc_container_ntiles(c);
+	uint32_t tsize = wc_container_tile_size(c);
+	for (uint32_t i = 0; i < nt; i++) {
+		const wc_tensor_info *ti = wc_container_tensor(c, i);
+		if (ti->begin < plen || ti->begin > ti->end || ti->end > vsize)
+			fail("tensor outside the virtual file");
+		if (ti->first_tile > ntiles || ti->ntiles > ntiles - ti->first_tile)
+			fail("tensor's tiles outside the index");
+		uint64_t at = ti->begin;
+		for (uint32_t k = ti->first_tile; k < ti->first_tile + ti->ntiles; k++) {
+			const wc_tile_info *t = wc_container_tile(c, k);
+			if (t->tensor != i || t->voff != at || t->dsize > tsize || t->dsize % ti->layout.elem_size)
+				fail("tile not where its tensor says");
+			at += t->dsize;
+		}
+		if (at != ti->end)
+			fail("tiles do not cover their tensor");
+		uint32_t found;
+		if (wc_container_find_tensor(c, ti->name, &found) != WC_OK ||
+		    strcmp(wc_container_tensor(c, found)->name, ti->name))
+			fail("tensor not found by its name");
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size > FUZZ_MAX_INPUT)
+		return 0;
+	size_t fsize = size;
+	uint8_t *img = rebuild(data, size, &fsize);
+	int fd = memfd_create("fuzz.wcodec", 0);
+	if (fd < 0)
+		fail("memfd_create");
+	const uint8_t *src = img ? img : data;
+	for (size_t o = 0; o < fsize;) {
+		ssize_t k = write(fd, src + o, fsize - o);
+		if (k <= 0)
+			fail("write");
+		o += (size_t)k;
+	}
+	free(img);
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	wc_container *c = NULL;
+	wc_err oe = wc_container_open(path, &c);
+	if (getenv("FUZZ_VERBOSE"))
+		fprintf(stderr, "fuzz_wcodec: open: %s\n", oe ? wc_last_detail() : "ok");
+	if (oe == WC_OK) {
+		check_tables(c);
+		uint32_t ntiles = wc_container_ntiles(c), tsize = wc_container_tile_size(c);
+		uint64_t vsize = wc_container_virtual_size(c);
+		size_t plen = 0;
+		const uint8_t *prefix = wc_container_prefix(c, &plen);
+		uint8_t *payload = malloc(fsize + 1), *out = malloc(tsize + 1);
+		uint8_t *whole = vsize <= (64u << 20) ? malloc(vsize + 1) : NULL;
+		if (!payload || !out)
+			fail("out of memory");
+		if (whole) {
+			memset(whole, 0, vsize + 1);
+			memcpy(whole, prefix, plen);
+		}
+		int all_ok = 1;
+		for (uint32_t i = 0; i < ntiles; i++) {
+			const wc_tile_info *t = wc_container_tile(c, i);
+			wc_err e = t->csize <= fsize ? wc_container_read_payload(c, i, payload) : WC_E_IO;
+			if (e == WC_OK)
+				e = wc_container_decode_tile(c, i, payload, out);
+			if (e != WC_OK && e != WC_E_CORRUPT && e != WC_E_IO)
+				fail("a tile failed with an unexpected error");
+			if (e != WC_OK)
+				all_ok = 0;
+			else if (whole)
+				memcpy(whole + t->voff, out, t->dsize);
+		}
+		if (whole) {
+			uint8_t *got = malloc(vsize + 1);
+			if (!got)
+				fail("out of memory");
+			wc_err e = wc_container_pread(c, got, (size_t)vsize, 0);
+			if ((e == WC_OK) != all_ok)
+				fail("pread and the tile decodes disagree");
+			if (e == WC_OK && memcmp(got, whole, (size_t)vsize))
+				fail("pread gave other bytes than the tiles");
+			free(got);
+		}
+		free(whole);
+		free(payload);
+		free(out);
+		wc_container_release(c);
+	}
+	close(fd);
+	return 0;
+}
