@@ -75,16 +75,9 @@ mnt=$data/mnt
 
 # ---- 4. pack ---------------------------------------------------------------------
 step "wcodec pack $models -> $mirror"
-mkdir -p "$mirror"
-for f in "$models"/*; do
-	b=$(basename "$f")
-	case $b in
-	*.safetensors)
-		out=$mirror/${b%.safetensors}.wcodec
-		if [ ! "$out" -nt "$f" ]; then "$wcodec" pack "$f" "$out" >/dev/null; fi ;;
-	*) cp -p "$f" "$mirror/$b" ;;
-	esac
-done
+# Every .safetensors packed, every other file copied; -u skips what an
+# earlier run already did.
+"$wcodec" pack -u "$models" "$mirror" | tail -1
 du -sh "$models" "$mirror"
 printf '%-48s %12s %12s %7s\n' file original packed ratio
 for f in "$models"/*.safetensors; do

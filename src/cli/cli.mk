@@ -2,12 +2,12 @@
 bin_PROGRAMS += wcodec
 wcodec_SOURCES = src/cli/main.c src/cli/cli.h src/cli/cli_util.c src/cli/formats.c \
 	src/cli/decode_tiles.c src/cli/cmd_pack.c src/cli/cmd_unpack.c src/cli/cmd_info.c \
-	src/cli/cmd_verify.c src/cli/cmd_cat.c
+	src/cli/cmd_verify.c src/cli/cmd_cat.c src/cli/pack_tree.c src/cli/pack_tree.h
 wcodec_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 wcodec_LDADD = libwcodec.la $(JANSSON_LIBS)
 dist_man_MANS += docs/wcodec.1
 
 TESTS += tests/cli_roundtrip.sh tests/cli_malformed.sh tests/cli_verify.sh tests/cli_help.sh \
-	tests/cli_docreader.sh tests/cli_dict.sh
+	tests/cli_docreader.sh tests/cli_dict.sh tests/cli_pack_tree.sh
 EXTRA_DIST += tests/cli_roundtrip.sh tests/cli_malformed.sh tests/cli_verify.sh tests/cli_help.sh \
-	tests/cli_lib.sh tests/cli_docreader.sh tests/doc_reader.py tests/cli_dict.sh
+	tests/cli_lib.sh tests/cli_docreader.sh tests/doc_reader.py tests/cli_dict.sh tests/cli_pack_tree.sh

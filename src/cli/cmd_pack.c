@@ -1,23 +1,29 @@
-/* cmd_pack.c - `wcodec pack`: safetensors -> .wcodec. */
+/* cmd_pack.c - `wcodec pack`: safetensors -> .wcodec, or a directory of them (pack_tree.c). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "cli/pack_tree.h"
 #include "config.h"
 #include "container/container.h"
 
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"Usage: wcodec pack [OPTIONS] IN.safetensors OUT.wcodec\n\n"
+		"Usage: wcodec pack [OPTIONS] IN.safetensors OUT.wcodec\n"
+		"       wcodec pack [OPTIONS] DIR OUTDIR\n\n"
 		"Compress a safetensors file losslessly. Tiles are encoded in parallel; OUT is\n"
-		"written to a temporary file, verified, fsynced and renamed into place.\n\n"
+		"written to a temporary file, verified, fsynced and renamed into place.\n"
+		"With a directory, every X.safetensors under DIR (or symlink to one) is packed to\n"
+		"OUTDIR/X.wcodec and every other file copied, so that wcodecfs OUTDIR shows DIR.\n\n"
 		"  -t, --tile-size SIZE  decoded bytes per tile, a multiple of 8 from 4K to 64M\n"
 		"                        (suffixes K, M; default 1M)\n"
 		"  -c, --chunk N         rANS chunk in symbols, a multiple of 32 (default %u)\n"
 		"  -j, --threads N       encoder threads (default: all online CPUs)\n"
 		"      --no-verify       skip decoding the written file against the input\n"
+		"  -u, --update          with a directory: skip outputs newer than their inputs\n"
 		"  -q, --quiet           no progress bar and no summary\n"
 		"  -h, --help            this help\n"
 		"  -V, --version         the version\n",
@@ -38,12 +44,13 @@ int cmd_pack(int argc, char **argv)
 		{"tile-size", required_argument, NULL, 't'}, {"chunk", required_argument, NULL, 'c'},
 		{"threads", required_argument, NULL, 'j'},   {"no-verify", no_argument, NULL, 'n'},
 		{"quiet", no_argument, NULL, 'q'},           {"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},         {NULL, 0, NULL, 0},
+		{"version", no_argument, NULL, 'V'},         {"update", no_argument, NULL, 'u'},
+		{NULL, 0, NULL, 0},
 	};
 	wc_pack_opts po = {.verify = 1, .progress = on_progress, .temp_file = cli_tmp_watch_path};
-	int quiet = 0, c;
+	int quiet = 0, update = 0, c;
 	uint64_t v;
-	while ((c = getopt_long(argc, argv, "t:c:j:qhV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:c:j:quhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 't':
 			if (cli_parse_size(optarg, WC_TILE_SIZE_MAX, &v) || v < WC_TILE_SIZE_MIN || v % 8)
@@ -64,14 +71,22 @@ int cmd_pack(int argc, char **argv)
 			break;
 		case 'n': po.verify = 0; break;
 		case 'q': quiet = 1; break;
+		case 'u': update = 1; break;
 		case 'h': usage(stdout); return CLI_OK;
 		case 'V': printf("wcodec pack (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return CLI_OK;
 		default: return cli_usage_error("pack", "bad option");
 		}
 	}
 	if (argc - optind != 2)
-		return cli_usage_error("pack", "expected IN.safetensors OUT.wcodec");
+		return cli_usage_error("pack", "expected IN.safetensors OUT.wcodec, or DIR OUTDIR");
 	const char *in = argv[optind], *out = argv[optind + 1];
+	struct stat in_st;
+	if (stat(in, &in_st) == 0 && S_ISDIR(in_st.st_mode)) {
+		cli_pack_tree_opts to = {.pack = po, .quiet = quiet, .update = update};
+		return cli_pack_tree(in, out, &to);
+	}
+	if (update)
+		return cli_usage_error("pack", "--update needs a directory to pack");
 
 	cli_progress_init(&progress, "packing", quiet);
 	wc_pack_stats st;

@@ -1,0 +1,277 @@
+/* pack_tree.c - `wcodec pack DIR OUTDIR`: a model directory made into one that
+ * wcodecfs mounts as the original.
+ *
+ * Every X.safetensors under DIR (recursively) is packed to OUTDIR/X.wcodec,
+ * every other regular file is copied with its mode and mtime, directories
+ * are made, and other symlinks are made again as they are. A symlink to a
+ * regular file counts as that file under the link's name, which is how the
+ * Hugging Face cache's snapshot directories point into its blobs. Each
+ * output is written to a temporary file and renamed into place, so an
+ * interrupted run leaves only whole files; --update skips outputs newer
+ * than their inputs, so running again finishes the job. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/pack_tree.h"
+#include "container/container.h"
+
+typedef struct tree_run {
+	const cli_pack_tree_opts *o;
+	unsigned packed, copied, current, linked;
+	uint64_t in_bytes, out_bytes;       /* packed files */
+	uint64_t copied_bytes;
+} tree_run;
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+	return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+static char *join(const char *dir, const char *name)
+{
+	size_t n = strlen(dir) + strlen(name) + 2;
+	char *p = malloc(n);
+	if (p)
+		snprintf(p, n, "%s/%s", dir, name);
+	return p;
+}
+
+/* out exists and is at least as new as in (by mtime). */
+static int up_to_date(const char *out, const struct stat *in)
+{
+	struct stat st;
+	if (stat(out, &st) != 0)
+		return 0;
+	return st.st_mtim.tv_sec > in->st_mtim.tv_sec ||
+	       (st.st_mtim.tv_sec == in->st_mtim.tv_sec && st.st_mtim.tv_nsec >= in->st_mtim.tv_nsec);
+}
+
+/* Copy a regular file through a temporary file, keeping mode and mtime. */
+static wc_err copy_file(const char *in, const char *out, const struct stat *st)
+{
+	int fd = open(in, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return wc_fail(WC_E_IO, "%s: %s", in, strerror(errno));
+	cli_tmpfile t;
+	wc_err e = cli_tmp_create(&t, out);
+	if (e) {
+		close(fd);
+		return e;
+	}
+	static char buf[1 << 16];
+	for (;;) {
+		ssize_t k = read(fd, buf, sizeof buf);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			e = wc_fail(WC_E_IO, "reading %s: %s", in, strerror(errno));
+			break;
+		}
+		if (k == 0)
+			break;
+		for (ssize_t o = 0; o < k;) {
+			ssize_t w = write(t.fd, buf + o, (size_t)(k - o));
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0) {
+				e = wc_fail(WC_E_IO, "writing %s: %s", t.tmp, strerror(errno));
+				break;
+			}
+			o += w;
+		}
+		if (e)
+			break;
+	}
+	close(fd);
+	if (!e) {
+		struct timespec times[2] = {st->st_atim, st->st_mtim};
+		if (fchmod(t.fd, st->st_mode & 07777) != 0 || futimens(t.fd, times) != 0)
+			e = wc_fail(WC_E_IO, "%s: %s", t.tmp, strerror(errno));
+	}
+	if (e) {
+		cli_tmp_abort(&t);
+		return e;
+	}
+	return cli_tmp_commit(&t);
+}
+
+static cli_progress file_progress;
+
+static void on_progress(void *ctx, uint64_t done, uint64_t total)
+{
+	(void)ctx;
+	cli_progress_update(&file_progress, done, total);
+}
+
+static wc_err pack_one(tree_run *r, const char *in, const char *out, const char *rel, const struct stat *st)
+{
+	if (r->o->update && up_to_date(out, st)) {
+		r->current++;
+		return WC_OK;
+	}
+	wc_pack_opts po = r->o->pack;
+	po.progress = on_progress;
+	cli_progress_init(&file_progress, rel, r->o->quiet);
+	wc_pack_stats ps;
+	wc_err e = wc_pack_safetensors(in, out, &po, &ps);
+	cli_progress_done(&file_progress);
+	if (e)
+		return e;
+	r->packed++;
+	r->in_bytes += ps.input_bytes;
+	r->out_bytes += ps.output_bytes;
+	if (!r->o->quiet) {
+		char a[32], b[32];
+		printf("%s: %s -> %s (ratio %.3fx)\n", rel, cli_human_bytes(ps.input_bytes, a),
+		       cli_human_bytes(ps.output_bytes, b),
+		       ps.output_bytes ? (double)ps.input_bytes / (double)ps.output_bytes : 0.0);
+	}
+	return WC_OK;
+}
+
+static wc_err walk(tree_run *r, const char *in, const char *out, const char *rel);
+
+/* One directory entry: in/out are its paths, rel its path under DIR. */
+static wc_err entry(tree_run *r, const char *dir_in, const char *name, const char *in, const char *out,
+		    const char *rel)
+{
+	struct stat lst, st;
+	if (lstat(in, &lst) != 0)
+		return wc_fail(WC_E_IO, "%s: %s", in, strerror(errno));
+	int link = S_ISLNK(lst.st_mode);
+	if (link && (stat(in, &st) != 0 || !S_ISREG(st.st_mode))) {
+		/* A link to a directory or to nothing: made again as it is (a
+		 * directory link is not followed, so a loop cannot trap the walk). */
+		char target[PATH_MAX];
+		ssize_t n = readlink(in, target, sizeof target - 1);
+		if (n < 0)
+			return wc_fail(WC_E_IO, "%s: %s", in, strerror(errno));
+		target[n] = '\0';
+		if (unlink(out) != 0 && errno != ENOENT)
+			return wc_fail(WC_E_IO, "%s: %s", out, strerror(errno));
+		if (symlink(target, out) != 0)
+			return wc_fail(WC_E_IO, "%s: %s", out, strerror(errno));
+		r->linked++;
+		return WC_OK;
+	}
+	if (!link)
+		st = lst;
+	if (S_ISDIR(st.st_mode)) {
+		if (mkdir(out, (st.st_mode & 07777) | 0700) != 0 && errno != EEXIST)
+			return wc_fail(WC_E_IO, "%s: %s", out, strerror(errno));
+		return walk(r, in, out, rel);
+	}
+	if (!S_ISREG(st.st_mode)) {
+		fprintf(stderr, "wcodec pack: %s: not a regular file, directory or symlink: skipped\n", in);
+		return WC_OK;
+	}
+	if (ends_with(name, ".safetensors")) {
+		size_t n = strlen(out);
+		char *wout = malloc(n + 8);
+		if (!wout)
+			return wc_fail(WC_E_NOMEM, "out of memory");
+		snprintf(wout, n + 8, "%.*s.wcodec", (int)(n - strlen(".safetensors")), out);
+		wc_err e = pack_one(r, in, wout, rel, &st);
+		free(wout);
+		return e;
+	}
+	if (ends_with(name, ".wcodec")) {
+		/* X.wcodec beside X.safetensors would be overwritten by its packing. */
+		size_t n = strlen(name);
+		size_t cap = strlen(dir_in) + n + 16;
+		char *sib = malloc(cap);
+		if (!sib)
+			return wc_fail(WC_E_NOMEM, "out of memory");
+		snprintf(sib, cap, "%s/%.*s.safetensors", dir_in, (int)(n - strlen(".wcodec")), name);
+		struct stat sst;
+		int clash = stat(sib, &sst) == 0;
+		free(sib);
+		if (clash) {
+			fprintf(stderr, "wcodec pack: %s: skipped, the .safetensors file beside it is packed "
+				"to the same name\n", in);
+			return WC_OK;
+		}
+	}
+	if (r->o->update && up_to_date(out, &st)) {
+		r->current++;
+		return WC_OK;
+	}
+	wc_err e = copy_file(in, out, &st);
+	if (!e) {
+		r->copied++;
+		r->copied_bytes += (uint64_t)st.st_size;
+	}
+	return e;
+}
+
+static int by_name(const struct dirent **a, const struct dirent **b)
+{
+	return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+static int not_dot(const struct dirent *d)
+{
+	return strcmp(d->d_name, ".") && strcmp(d->d_name, "..");
+}
+
+static wc_err walk(tree_run *r, const char *in, const char *out, const char *rel)
+{
+	struct dirent **ents;
+	int n = scandir(in, &ents, not_dot, by_name);
+	if (n < 0)
+		return wc_fail(WC_E_IO, "%s: %s", in, strerror(errno));
+	wc_err e = WC_OK;
+	for (int i = 0; i < n; i++) {
+		const char *name = ents[i]->d_name;
+		char *pin = join(in, name), *pout = join(out, name), *prel = *rel ? join(rel, name) : strdup(name);
+		if (!pin || !pout || !prel)
+			e = e ? e : wc_fail(WC_E_NOMEM, "out of memory");
+		else if (!e)
+			e = entry(r, in, name, pin, pout, prel);
+		free(pin);
+		free(pout);
+		free(prel);
+		free(ents[i]);
+	}
+	free(ents);
+	return e;
+}
+
+int cli_pack_tree(const char *in, const char *out, const cli_pack_tree_opts *o)
+{
+	struct stat st;
+	if (stat(in, &st) != 0 || !S_ISDIR(st.st_mode))
+		return cli_error(wc_fail(WC_E_IO, "%s: not a directory", in), "pack");
+	if (mkdir(out, 0777) != 0 && errno != EEXIST)
+		return cli_error(wc_fail(WC_E_IO, "%s: %s", out, strerror(errno)), "pack");
+	char rin[PATH_MAX], rout[PATH_MAX];
+	if (!realpath(in, rin) || !realpath(out, rout))
+		return cli_error(wc_fail(WC_E_IO, "%s: %s", out, strerror(errno)), "pack");
+	if (stat(rout, &st) != 0 || !S_ISDIR(st.st_mode))
+		return cli_error(wc_fail(WC_E_IO, "%s: not a directory", out), "pack");
+	size_t k = strlen(rin);
+	if (strncmp(rout, rin, k) == 0 && (rout[k] == '\0' || rout[k] == '/' || k == 1))
+		return cli_usage_error("pack", "OUTDIR '%s' lies inside DIR '%s'", out, in);
+
+	tree_run r = {.o = o};
+	wc_err e = walk(&r, in, out, "");
+	if (e)
+		return cli_error(e, "pack");
+	if (!o->quiet) {
+		char a[32], b[32], c[32];
+		printf("%s -> %s: %u packed (%s -> %s, ratio %.3fx), %u copied (%s), %u up to date, %u symlinks\n",
+		       in, out, r.packed, cli_human_bytes(r.in_bytes, a), cli_human_bytes(r.out_bytes, b),
+		       r.out_bytes ? (double)r.in_bytes / (double)r.out_bytes : 0.0, r.copied,
+		       cli_human_bytes(r.copied_bytes, c), r.current, r.linked);
+	}
+	return CLI_OK;
+}

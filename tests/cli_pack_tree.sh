@@ -1,0 +1,79 @@
+#!/bin/sh
+# cli_pack_tree.sh - `wcodec pack DIR OUTDIR`: a model directory (shards, index,
+# config, a subdirectory, symlinks as in the Hugging Face cache) mirrored into
+# one that wcodecfs mounts as the original: every .safetensors packed and
+# byte-identical when unpacked, other files copied with mode and mtime,
+# symlinks kept; --update skips what is done; bad input names the file.
+. "${top_srcdir:-.}/tests/cli_lib.sh"
+
+M=$T/model
+mkdir -p "$M/sub" "$M/blobs" "$M/empty"
+"$PY" "$GEN" --profile weights --dtype BF16 --params 30000 --seed 21 "$M/model-00001-of-00002.safetensors"
+"$PY" "$GEN" --profile weights --dtype F32 --params 20000 --seed 22 "$M/model-00002-of-00002.safetensors"
+"$PY" "$GEN" --profile all --seed 23 "$M/blobs/3f2a9c"
+"$PY" "$GEN" --profile quantized --seed 24 "$M/sub/adapter.safetensors"
+echo '{"weight_map": {}}' >"$M/model.safetensors.index.json"
+printf '{"model_type": "test"}\n' >"$M/config.json"
+chmod 600 "$M/config.json"
+touch -d '2020-01-02 03:04:05' "$M/config.json"
+printf 'tok' >"$M/sub/tokenizer.model"
+ln -s blobs/3f2a9c "$M/linked.safetensors"   # HF cache style: a link to a blob
+ln -s sub "$M/subdir-link"                   # a link to a directory: kept as a link
+ln -s nowhere "$M/dangling"                  # kept as a link too
+
+O=$T/out
+"$WCODEC" pack -j 2 --tile-size 8K "$M" "$O" >"$T/pack.txt" || { cat "$T/pack.txt"; fail "pack DIR OUTDIR"; }
+grep -q "4 packed" "$T/pack.txt" || fail "summary: $(tail -1 "$T/pack.txt")"
+grep -q "4 copied" "$T/pack.txt" || fail "summary: $(tail -1 "$T/pack.txt")"
+for f in model-00001-of-00002 model-00002-of-00002 sub/adapter linked; do
+	[ -f "$O/$f.wcodec" ] || fail "$f.wcodec missing"
+	[ ! -L "$O/$f.wcodec" ] || fail "$f.wcodec is a link"
+	"$WCODEC" unpack -q "$O/$f.wcodec" "$T/back.safetensors" || fail "unpack $f"
+	cmp "$M/$f.safetensors" "$T/back.safetensors" || fail "$f: not byte-identical"
+done
+[ ! -e "$O/model-00001-of-00002.safetensors" ] || fail "an original was copied too"
+# The blob is no .safetensors by name: copied as it is.
+cmp "$M/blobs/3f2a9c" "$O/blobs/3f2a9c" || fail "blob not copied"
+for f in model.safetensors.index.json config.json sub/tokenizer.model; do
+	cmp "$M/$f" "$O/$f" || fail "$f not copied"
+done
+[ "$(stat -c %a "$O/config.json")" = 600 ] || fail "config.json mode not kept"
+[ "$(stat -c %Y "$O/config.json")" = "$(stat -c %Y "$M/config.json")" ] || fail "config.json mtime not kept"
+[ -d "$O/empty" ] || fail "empty directory not made"
+[ "$(readlink "$O/subdir-link")" = sub ] || fail "directory link not kept"
+[ "$(readlink "$O/dangling")" = nowhere ] || fail "dangling link not kept"
+[ "$(find "$O" -name '*.tmp.*' | wc -l)" = 0 ] || fail "temporary files left"
+
+# Mounted, OUTDIR shows DIR's files (where FUSE can be used here).
+if [ -n "${WCODECFS:-}" ] && command -v fusermount3 >/dev/null 2>&1 && [ -c /dev/fuse ] &&
+	(exec 3<>/dev/fuse) 2>/dev/null; then
+	mkdir "$T/mnt"
+	"$WCODECFS" "$O" "$T/mnt" || fail "mount OUTDIR"
+	ok=1
+	for f in model-00001-of-00002.safetensors model-00002-of-00002.safetensors sub/adapter.safetensors \
+		linked.safetensors model.safetensors.index.json config.json sub/tokenizer.model; do
+		cmp "$M/$f" "$T/mnt/$f" || ok=0
+	done
+	fusermount3 -u "$T/mnt"
+	[ $ok = 1 ] || fail "the mounted OUTDIR differs from DIR"
+	echo "mounted OUTDIR: the files of DIR"
+fi
+
+# --update: nothing to do the second time; a touched input is packed again.
+"$WCODEC" pack -u "$M" "$O" >"$T/again.txt" || fail "pack -u"
+grep -q "0 packed.*0 copied.*8 up to date" "$T/again.txt" || fail "update: $(tail -1 "$T/again.txt")"
+sleep 1
+touch "$M/sub/adapter.safetensors"
+"$WCODEC" pack -u -q "$M" "$O" || fail "pack -u after touch"
+[ "$O/sub/adapter.wcodec" -nt "$M/model-00001-of-00002.safetensors" ] || fail "touched input not packed again"
+rejects "$WCODEC" pack -u "$M/config.json" "$T/x.wcodec" 2>/dev/null || fail "--update with a file accepted"
+
+# OUTDIR inside DIR is refused; so is a malformed .safetensors, by name.
+rejects "$WCODEC" pack "$M" "$M/sub/out" 2>"$T/err.txt" || fail "OUTDIR inside DIR accepted"
+grep -q "inside" "$T/err.txt" || fail "no reason: $(cat "$T/err.txt")"
+mkdir -p "$T/bad"
+"$PY" "$GEN" --malform overlap "$T/bad/broken.safetensors"
+rejects "$WCODEC" pack -q "$T/bad" "$T/badout" 2>"$T/err.txt" || fail "malformed input accepted"
+grep -q "broken.safetensors" "$T/err.txt" || fail "error does not name the file: $(cat "$T/err.txt")"
+[ "$(find "$T/badout" -type f | wc -l)" = 0 ] || fail "output left for a malformed input"
+echo "pack DIR OUTDIR: ok"
