@@ -17,6 +17,7 @@
 #include "container/format.h"
 #include "engine/backend.h"
 #include "st_builder.h"
+#include "wcodec_resign.h"
 
 static char dir[256];
 static char st_path[300], wc_path[300];
@@ -223,21 +224,11 @@ START_TEST(truncated_files_rejected)
 }
 END_TEST
 
-/* Rewrite the header's XXH3 check so structural validation is what must
- * catch a modified field. */
-static void fix_check(uint8_t *b, const wc_file_header *hp)
+/* Rewrite the header's XXH3 check (of the unmodified file's section
+ * offsets h) so structural validation is what must catch a modified field. */
+static void fix_check(uint8_t *b, const wc_file_header *h)
 {
-	wc_file_header h = *hp; /* the section offsets of the unmodified file */
-	XXH3_state_t *s = XXH3_createState();
-	XXH3_64bits_reset(s);
-	XXH3_64bits_update(s, b, WC_HEADER_HASH_OFF);
-	XXH3_64bits_update(s, b + h.prefix_off, h.prefix_len);
-	XXH3_64bits_update(s, b + h.tables_off, h.tables_len);
-	XXH3_64bits_update(s, b + h.dicts_off, h.dicts_len);
-	XXH3_64bits_update(s, b + h.index_off, h.index_len);
-	XXH3_64bits_update(s, b + h.meta_off, h.meta_len);
-	wc_put_u64(b + WC_HEADER_HASH_OFF, XXH3_64bits_digest(s));
-	XXH3_freeState(s);
+	tu_wcodec_fix_check(b, h);
 }
 
 static wc_err open_bytes(const uint8_t *b, size_t len)

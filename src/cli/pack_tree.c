@@ -254,7 +254,9 @@ int cli_pack_tree(const char *in, const char *out, const cli_pack_tree_opts *o)
 	if (mkdir(out, 0777) != 0 && errno != EEXIST)
 		return cli_error(wc_fail(WC_E_IO, "%s: %s", out, strerror(errno)), "pack");
 	char rin[PATH_MAX], rout[PATH_MAX];
-	if (!realpath(in, rin) || !realpath(out, rout))
+	if (!realpath(in, rin))
+		return cli_error(wc_fail(WC_E_IO, "%s: %s", in, strerror(errno)), "pack");
+	if (!realpath(out, rout))
 		return cli_error(wc_fail(WC_E_IO, "%s: %s", out, strerror(errno)), "pack");
 	if (stat(rout, &st) != 0 || !S_ISDIR(st.st_mode))
 		return cli_error(wc_fail(WC_E_IO, "%s: not a directory", out), "pack");

@@ -9,7 +9,7 @@
 FUZZ_TARGETS = tests/fuzz/fuzz_tile tests/fuzz/fuzz_wcodec tests/fuzz/fuzz_qvq \
 	tests/fuzz/fuzz_safetensors
 check_PROGRAMS += $(FUZZ_TARGETS)
-noinst_HEADERS += tests/fuzz/fuzz_target.h
+noinst_HEADERS += tests/fuzz/fuzz_target.h tests/wcodec_resign.h
 FUZZ_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
 FUZZ_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS) $(ZSTD_CFLAGS) $(JANSSON_CFLAGS)
 FUZZ_LIBS = libwcodec.la $(XXHASH_LIBS) $(ZSTD_LIBS) $(JANSSON_LIBS)

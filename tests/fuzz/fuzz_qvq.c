@@ -16,8 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "core/hash.h"
 #include "fuzz/fuzz_target.h"
@@ -90,18 +88,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size > FUZZ_MAX_INPUT)
 		return 0;
 	uint8_t *img = rebuild(data, size);
-	int fd = memfd_create("fuzz.qvq", 0);
-	if (fd < 0)
-		fail("memfd_create");
-	for (size_t o = 0; o < size;) {
-		ssize_t k = write(fd, img + o, size - o);
-		if (k <= 0)
-			fail("write");
-		o += (size_t)k;
-	}
-	free(img);
 	char path[64];
-	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	int fd = fuzz_memfd(img, size, path);
+	free(img);
 	wc_qvq *q = NULL;
 	wc_err oe = wc_qvq_open(path, &q);
 	if (getenv("FUZZ_VERBOSE"))

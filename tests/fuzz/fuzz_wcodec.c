@@ -18,15 +18,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
-#include <xxhash.h>
 #include <zstd.h>
 
 #include "container/container.h"
 #include "container/format.h"
 #include "core/hash.h"
 #include "fuzz/fuzz_target.h"
+#include "wcodec_resign.h"
 
 #define FUZZ_MAX_INPUT (4u << 20)
 
@@ -74,19 +72,7 @@ static uint8_t *rebuild(const uint8_t *in, size_t size, size_t *out_size)
 		}
 	}
 	wc_header_encode(&h, f);
-	XXH3_state_t *s = XXH3_createState();
-	if (!s)
-		fail("out of memory");
-	XXH3_64bits_reset(s);
-	XXH3_64bits_update(s, f, WC_HEADER_HASH_OFF);
-	XXH3_64bits_update(s, f + h.prefix_off, h.prefix_len);
-	XXH3_64bits_update(s, f + h.tables_off, h.tables_len);
-	XXH3_64bits_update(s, f + h.dicts_off, h.dicts_len);
-	XXH3_64bits_update(s, f + h.index_off, h.index_len);
-	XXH3_64bits_update(s, f + h.meta_off, h.meta_len);
-	h.check = XXH3_64bits_digest(s);
-	XXH3_freeState(s);
-	wc_header_encode(&h, f);
+	tu_wcodec_fix_check(f, &h);
 	*out_size = (size_t)h.file_size;
 	return f;
 }
@@ -127,19 +113,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	size_t fsize = size;
 	uint8_t *img = rebuild(data, size, &fsize);
-	int fd = memfd_create("fuzz.wcodec", 0);
-	if (fd < 0)
-		fail("memfd_create");
-	const uint8_t *src = img ? img : data;
-	for (size_t o = 0; o < fsize;) {
-		ssize_t k = write(fd, src + o, fsize - o);
-		if (k <= 0)
-			fail("write");
-		o += (size_t)k;
-	}
-	free(img);
 	char path[64];
-	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	int fd = fuzz_memfd(img ? img : data, fsize, path);
+	free(img);
 	wc_container *c = NULL;
 	wc_err oe = wc_container_open(path, &c);
 	if (getenv("FUZZ_VERBOSE"))
