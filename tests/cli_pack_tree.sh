@@ -21,7 +21,7 @@ ln -s blobs/3f2a9c "$M/linked.safetensors"   # HF cache style: a link to a blob
 ln -s sub "$M/subdir-link"                   # a link to a directory: kept as a link
 ln -s nowhere "$M/dangling"                  # kept as a link too
 
-O=$T/out
+O=$T/out/models/m  # parents made as with mkdir -p
 "$WCODEC" pack -j 2 --tile-size 8K "$M" "$O" >"$T/pack.txt" || { cat "$T/pack.txt"; fail "pack DIR OUTDIR"; }
 grep -q "4 packed" "$T/pack.txt" || fail "summary: $(tail -1 "$T/pack.txt")"
 grep -q "4 copied" "$T/pack.txt" || fail "summary: $(tail -1 "$T/pack.txt")"
@@ -69,8 +69,9 @@ touch "$M/sub/adapter.safetensors"
 rejects "$WCODEC" pack -u "$M/config.json" "$T/x.wcodec" 2>/dev/null || fail "--update with a file accepted"
 
 # OUTDIR inside DIR is refused; so is a malformed .safetensors, by name.
-rejects "$WCODEC" pack "$M" "$M/sub/out" 2>"$T/err.txt" || fail "OUTDIR inside DIR accepted"
+rejects "$WCODEC" pack "$M" "$M/sub/out/deeper" 2>"$T/err.txt" || fail "OUTDIR inside DIR accepted"
 grep -q "inside" "$T/err.txt" || fail "no reason: $(cat "$T/err.txt")"
+[ ! -e "$M/sub/out" ] || fail "a refused OUTDIR was left inside DIR"
 mkdir -p "$T/bad"
 "$PY" "$GEN" --malform overlap "$T/bad/broken.safetensors"
 rejects "$WCODEC" pack -q "$T/bad" "$T/badout" 2>"$T/err.txt" || fail "malformed input accepted"

@@ -246,12 +246,57 @@ static wc_err walk(tree_run *r, const char *in, const char *out, const char *rel
 	return e;
 }
 
+/* mkdir -p: path and any missing parents (0777 less the umask). *made is
+ * the length of the first prefix of path it made (0: none), for
+ * unmake_p(). Returns 0, or -1 with errno. */
+static int mkdir_p(const char *path, size_t *made)
+{
+	*made = 0;
+	char *p = strdup(path);
+	if (!p)
+		return -1;
+	int rc = 0;
+	for (char *c = p + 1;; c++) {
+		if (*c != '/' && *c != '\0')
+			continue;
+		char keep = *c;
+		*c = '\0';
+		if (mkdir(p, 0777) == 0) {
+			if (!*made)
+				*made = strlen(p);
+		} else if (errno != EEXIST) {
+			rc = -1;
+			break;
+		}
+		*c = keep;
+		if (!keep)
+			break;
+	}
+	free(p);
+	return rc;
+}
+
+/* Remove what mkdir_p(path) made (they are empty: nothing was written). */
+static void unmake_p(const char *path, size_t made)
+{
+	char *p = made ? strdup(path) : NULL;
+	while (p && strlen(p) >= made) {
+		rmdir(p);
+		char *slash = strrchr(p, '/');
+		if (!slash)
+			break;
+		*slash = '\0';
+	}
+	free(p);
+}
+
 int cli_pack_tree(const char *in, const char *out, const cli_pack_tree_opts *o)
 {
 	struct stat st;
 	if (stat(in, &st) != 0 || !S_ISDIR(st.st_mode))
 		return cli_error(wc_fail(WC_E_IO, "%s: not a directory", in), "pack");
-	if (mkdir(out, 0777) != 0 && errno != EEXIST)
+	size_t made;
+	if (mkdir_p(out, &made) != 0)
 		return cli_error(wc_fail(WC_E_IO, "%s: %s", out, strerror(errno)), "pack");
 	char rin[PATH_MAX], rout[PATH_MAX];
 	if (!realpath(in, rin))
@@ -261,8 +306,10 @@ int cli_pack_tree(const char *in, const char *out, const cli_pack_tree_opts *o)
 	if (stat(rout, &st) != 0 || !S_ISDIR(st.st_mode))
 		return cli_error(wc_fail(WC_E_IO, "%s: not a directory", out), "pack");
 	size_t k = strlen(rin);
-	if (strncmp(rout, rin, k) == 0 && (rout[k] == '\0' || rout[k] == '/' || k == 1))
+	if (strncmp(rout, rin, k) == 0 && (rout[k] == '\0' || rout[k] == '/' || k == 1)) {
+		unmake_p(out, made); /* leave DIR as it was */
 		return cli_usage_error("pack", "OUTDIR '%s' lies inside DIR '%s'", out, in);
+	}
 
 	tree_run r = {.o = o};
 	wc_err e = walk(&r, in, out, "");

@@ -10,8 +10,8 @@ typedef struct cli_pack_tree_opts {
 	int update;        /* skip outputs at least as new as their inputs */
 } cli_pack_tree_opts;
 
-/* Mirror directory `in` into `out` (made if missing; it must not lie inside
- * `in`): every *.safetensors file (or symlink to one) is packed to the same
+/* Mirror directory `in` into `out` (made if missing, with its parents; it
+ * must not lie inside `in`): every *.safetensors file (or symlink to one) is packed to the same
  * relative path with the .wcodec suffix, every other regular file copied
  * with its mode and mtime, directories made, other symlinks made again with
  * the same target. Entries are visited in name order; the first failure
