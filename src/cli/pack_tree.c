@@ -22,6 +22,7 @@
 #include "cli/cli.h"
 #include "cli/pack_tree.h"
 #include "container/container.h"
+#include "core/fileio.h"
 
 typedef struct tree_run {
 	const cli_pack_tree_opts *o;
@@ -67,30 +68,19 @@ static wc_err copy_file(const char *in, const char *out, const struct stat *st)
 		close(fd);
 		return e;
 	}
-	static char buf[1 << 16];
-	for (;;) {
-		ssize_t k = read(fd, buf, sizeof buf);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0) {
-			e = wc_fail(WC_E_IO, "reading %s: %s", in, strerror(errno));
-			break;
-		}
-		if (k == 0)
-			break;
-		for (ssize_t o = 0; o < k;) {
-			ssize_t w = write(t.fd, buf + o, (size_t)(k - o));
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w < 0) {
-				e = wc_fail(WC_E_IO, "writing %s: %s", t.tmp, strerror(errno));
-				break;
-			}
-			o += w;
-		}
-		if (e)
-			break;
+	/* st_size bytes, as stat saw them: a file that shrinks meanwhile is
+	 * an error (wc_pread_full names the early end), not a short copy. */
+	enum { COPY_BLOCK = 1 << 20 };
+	uint8_t *buf = malloc(COPY_BLOCK);
+	if (!buf)
+		e = wc_fail(WC_E_NOMEM, "out of memory");
+	for (uint64_t off = 0, size = (uint64_t)st->st_size; !e && off < size;) {
+		size_t k = size - off < COPY_BLOCK ? (size_t)(size - off) : COPY_BLOCK;
+		if (!(e = wc_pread_full(fd, buf, k, off, in)))
+			e = wc_pwrite_full(t.fd, buf, k, off, t.tmp);
+		off += k;
 	}
+	free(buf);
 	close(fd);
 	if (!e) {
 		struct timespec times[2] = {st->st_atim, st->st_mtim};

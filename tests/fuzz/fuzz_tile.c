@@ -24,6 +24,7 @@
 
 #include "codec/codec_internal.h" /* wc_rans_isa_limit */
 #include "codec/tile_codec.h"
+#include "codec_testutil.h" /* tu_hist */
 #include "fuzz/fuzz_target.h"
 
 #define HEAD 12u
@@ -118,9 +119,8 @@ static void plan_tables(tile_case *tc, uint8_t *const planes[], size_t nelem, in
 {
 	tc->ntables = tc->l.nplanes;
 	for (unsigned p = 0; p < tc->l.nplanes; p++) {
-		uint64_t h[256] = {0};
-		for (size_t i = 0; i < nelem; i++)
-			h[planes[p][i]]++;
+		uint64_t h[256];
+		tu_hist(planes[p], nelem, h);
 		plan[p] = (wc_plane_plan){NULL, p, zstd};
 		if (rans && wc_freq_normalize(h, &tc->tabs[p]) == WC_OK)
 			plan[p].table = &tc->tabs[p];
