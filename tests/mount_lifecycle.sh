@@ -1,6 +1,7 @@
 #!/bin/sh
 # The daemon's life: readiness without -f, clear non-zero exits for a bad
-# SOURCE, MOUNTPOINT or option, unmount on SIGTERM and SIGINT, --help.
+# SOURCE, MOUNTPOINT or option, unmount on SIGTERM and SIGINT, counters on
+# SIGUSR1, --help, a mount made as /etc/fstab makes it.
 . "${top_srcdir:-.}/tests/mount_lib.sh"
 
 S=$TMP/src
@@ -59,13 +60,52 @@ for sig in TERM INT; do
 	[ "$sig" = TERM ] && mount_fs "$S" "$M"
 done
 
-# Foreground mode: -f stays attached and logs to stderr.
+# Foreground mode: -f stays attached and logs to stderr, under its own name.
+# SIGUSR1 logs the counters and the daemon serves on; unmount logs them too.
+gen "$TMP/w.safetensors" --profile weights --dtype BF16 --params 600000 --seed 5
+pack "$TMP/w.safetensors" "$S/w.wcodec" 65536
 "$WCODECFS" "$S" "$M" -f 2> "$TMP/fg.log" &
 fg=$!
 MOUNTS="$MOUNTS $M"
 wait_mounted "$M" "$TMP/fg.log"
 [ "$(cat "$M/hello.txt")" = hello ] || fail "-f mount does not serve"
+cmp -s "$M/w.safetensors" "$TMP/w.safetensors" || fail "-f mount serves wrong bytes"
+tiles=$("$WCODEC" info --json "$S/w.wcodec" |
+	"$PYTHON3" -c 'import json, sys; print(json.load(sys.stdin)["ntiles"])') || fail "wcodec info --json"
+[ "$tiles" -gt 10 ] || fail "only $tiles tiles: the test needs several"
+grep -q "SIGUSR1" "$TMP/fg.log" && fail "counters logged before SIGUSR1"
+kill -s USR1 $fg
+i=0
+until grep -q "SIGUSR1: cache: " "$TMP/fg.log"; do
+	i=$((i + 1))
+	[ $i -lt 100 ] || fail "no counters 5 s after SIGUSR1: $(cat "$TMP/fg.log")"
+	sleep 0.05
+done
+kill -0 $fg 2>/dev/null || fail "SIGUSR1 ended the daemon"
+# Every tile was read once, from a fresh cache: decoded once each, none failed.
+grep -q "SIGUSR1: cache: .* $tiles decodes (0 failed)" "$TMP/fg.log" ||
+	fail "SIGUSR1 counters do not show $tiles decodes: $(grep SIGUSR1 "$TMP/fg.log")"
+grep -q "SIGUSR1: reads: [1-9][0-9]* of .*; cache [0-9.]* of 1024 MiB; daemon RSS [0-9.]* MiB" \
+	"$TMP/fg.log" || fail "SIGUSR1 read counters: $(grep SIGUSR1 "$TMP/fg.log")"
+[ "$(cat "$M/hello.txt")" = hello ] || fail "not serving after SIGUSR1"
 fusermount3 -u "$M" || fail "fusermount3 -u (foreground)"
 wait $fg || fail "foreground daemon exited with $?"
-grep -q "mounted" "$TMP/fg.log" || fail "foreground log: $(cat "$TMP/fg.log")"
+grep -q "^wcodecfs: info: mounted" "$TMP/fg.log" || fail "foreground log: $(cat "$TMP/fg.log")"
+grep -q "^wcodecfs: info: unmount: cache: .* $tiles decodes (0 failed)" "$TMP/fg.log" ||
+	fail "no counters at unmount: $(cat "$TMP/fg.log")"
+# As /etc/fstab mounts it: mount(8) runs mount.fuse3, which runs wcodecfs
+# (found on PATH) with the options, fstab's own ones among them. Root only.
+if [ "$(id -u)" = 0 ] && command -v mount.fuse3 >/dev/null 2>&1; then
+	PATH="$(dirname "$WCODECFS"):$PATH" mount -t fuse.wcodecfs "$S" "$M" \
+		-o ro,nofail,_netdev,cache_size=64M 2> "$TMP/fstab.log" ||
+		fail "mount -t fuse.wcodecfs: $(cat "$TMP/fstab.log")"
+	MOUNTS="$MOUNTS $M"
+	grep -qs " $M fuse.wcodecfs ro," /proc/mounts || fail "not mounted read-only as fuse.wcodecfs: $(grep " $M " /proc/mounts)"
+	cmp -s "$M/w.safetensors" "$TMP/w.safetensors" || fail "fstab mount serves wrong bytes"
+	pid=$(daemon_pid_of "$M") || fail "no daemon for the fstab mount"
+	umount "$M" || fail "umount $M"
+	wait_gone "$pid" "$M"
+else
+	note "not root or no mount.fuse3: the fstab-style mount is not tried"
+fi
 echo "PASS"

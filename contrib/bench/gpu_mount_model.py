@@ -225,7 +225,7 @@ def load_bench(a):
         if m and not res[label]["line"]:
             with open(log) as f:
                 lines = [x for x in f.read().splitlines() if "mounted" in x and "backend" in x]
-            # "wcodec: info: mounted SRC on MNT: backend cuda, cache ..." -> "backend cuda"
+            # "wcodecfs: info: mounted SRC on MNT: backend cuda, cache ..." -> "backend cuda"
             res[label]["line"] = lines[-1].split(": ")[-1].split(",")[0] if lines else "?"
         res[label][what].append(dt)
         res[label]["cpu_lf" if what == "load_file" else "cpu_fp"].append(c1 - c0)

@@ -73,10 +73,14 @@ static const char *level_name(int level)
 	}
 }
 
+static const char *_Atomic program = "wcodec";
+
+void wc_log_set_program(const char *name) { program = name ? name : "wcodec"; }
+
 static void stderr_sink(int level, const char *msg, void *ctx)
 {
 	(void)ctx;
-	fprintf(stderr, "wcodec: %s: %s\n", level_name(level), msg);
+	fprintf(stderr, "%s: %s: %s\n", program, level_name(level), msg);
 }
 
 static pthread_mutex_t sink_lock = PTHREAD_MUTEX_INITIALIZER;

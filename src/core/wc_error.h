@@ -52,12 +52,15 @@ void wc_clear_detail(void);
 wc_err wc_fail_context(wc_err e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Logging. Levels follow syslog's order. The default sink writes
- * "wcodec: LEVEL: message\n" to stderr for levels <= the threshold
- * (default WC_LOG_INFO). The daemon installs a syslog sink once it detaches. */
+ * "PROGRAM: LEVEL: message\n" to stderr for levels <= the threshold
+ * (default WC_LOG_INFO); PROGRAM is "wcodec" unless wc_log_set_program()
+ * named another (a string that outlives the logging). The daemon installs a
+ * syslog sink once it detaches. */
 enum { WC_LOG_ERR = 3, WC_LOG_WARN = 4, WC_LOG_INFO = 6, WC_LOG_DEBUG = 7 };
 typedef void (*wc_log_sink)(int level, const char *msg, void *ctx);
 void wc_log_set_sink(wc_log_sink sink, void *ctx);
 void wc_log_set_level(int max_level);
+void wc_log_set_program(const char *name);
 void wc_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif /* WC_ERROR_H */

@@ -11,6 +11,7 @@ wcodecfs_SOURCES = \
 	src/fuse/vtree.c src/fuse/vtree.h \
 	src/fuse/readahead.c src/fuse/readahead.h \
 	src/fuse/ops.c src/fuse/ops.h \
+	src/fuse/stats.c src/fuse/stats.h \
 	src/fuse/provider.h src/fuse/providers.c src/fuse/provider_wcodec.c
 wcodecfs_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS) $(XXHASH_CFLAGS)
 wcodecfs_LDADD = libwcodec.la $(FUSE_LIBS) $(XXHASH_LIBS)

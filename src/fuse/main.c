@@ -20,6 +20,7 @@
 #include "fuse/daemon.h"
 #include "fuse/ops.h"
 #include "fuse/options.h"
+#include "fuse/stats.h"
 
 /* Every directory and container the kernel has looked up holds an O_PATH
  * descriptor while the limit allows (past a cap they are found again by
@@ -52,31 +53,6 @@ static uint64_t raise_fd_limit(void)
 	return rl.rlim_cur == RLIM_INFINITY ? 0 : (uint64_t)rl.rlim_cur;
 }
 
-static void log_stats(wcfs_fs *fs)
-{
-	uint64_t reads = atomic_load(&fs->reads);
-	if (reads)
-		wc_log(WC_LOG_INFO, "reads: %llu of %.0f KiB on average; %.1f ms from request to reply "
-		       "written, %.1f ms of it writing replies", (unsigned long long)reads,
-		       (double)atomic_load(&fs->read_bytes) / 1024.0 / (double)reads,
-		       1e-6 * (double)atomic_load(&fs->read_ns), 1e-6 * (double)atomic_load(&fs->reply_ns));
-	wc_cache *cache = fs->cache;
-	wc_cache_stats s;
-	wc_cache_get_stats(cache, &s);
-	wc_log(WC_LOG_INFO,
-	       "cache: %llu hits, %llu misses (readers waited %.1f ms), %llu decodes (%llu failed), "
-	       "%llu prefetches, %llu evictions, %llu batches of %llu tiles; dispatchers spent "
-	       "%.1f ms reading payloads and %.1f ms in decode calls; %llu buffers allocated and %llu "
-	       "freed in %.1f ms; %llu misses decoded by readers",
-	       (unsigned long long)s.hits, (unsigned long long)s.misses, 1e-6 * (double)s.wait_ns,
-	       (unsigned long long)s.decodes, (unsigned long long)s.decode_errors,
-	       (unsigned long long)s.prefetches, (unsigned long long)s.evictions,
-	       (unsigned long long)s.batches, (unsigned long long)s.batch_tiles, 1e-6 * (double)s.read_ns,
-	       1e-6 * (double)s.decode_ns, (unsigned long long)s.buf_allocs,
-	       (unsigned long long)s.buf_frees, 1e-6 * (double)s.buf_ns,
-	       (unsigned long long)s.caller_decodes);
-}
-
 int main(int argc, char **argv)
 {
 	wcfs_options o;
@@ -96,6 +72,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	wc_log_set_level(o.log_level);
+	wc_log_set_program("wcodecfs"); /* until the daemon logs to syslog */
 
 	/* Check SOURCE and MOUNTPOINT here, where the user sees the message. */
 	int root_fd = open(o.source, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -132,7 +109,11 @@ int main(int argc, char **argv)
 		return WCFS_EXIT_RUNTIME;
 	}
 
-	/* From here on: the daemon (or the foreground process). */
+	/* From here on: the daemon (or the foreground process). SIGUSR1 is
+	 * blocked before any thread exists, so only the stats thread takes it
+	 * (stats.h). */
+	if (wcfs_stats_block_signal() != 0)
+		wc_log(WC_LOG_WARN, "cannot block SIGUSR1: it will end the daemon");
 	wcfs_fs fs = { .opt = &o, .timeout = o.timeout, .readahead = o.readahead };
 	atomic_init(&fs.bdi_pending, o.kernel_readahead != 0);
 	atomic_init(&fs.reads, 0);
@@ -211,6 +192,9 @@ int main(int argc, char **argv)
 		goto out_signals;
 	}
 	wcfs_daemon_ready(); /* detached: the log goes to syslog from here on */
+	int serr = wcfs_stats_thread_start(&fs);
+	if (serr != 0)
+		wc_log(WC_LOG_WARN, "no statistics on SIGUSR1: %s", strerror(serr));
 	wc_log(WC_LOG_INFO, "mounted %s on %s: backend %s, cache %llu MiB, %u decode threads, "
 	       "readahead %u tiles", o.source, o.mountpoint, fs.backend->ops->name,
 	       (unsigned long long)(o.cache_size >> 20), o.threads, o.readahead);
@@ -226,8 +210,9 @@ int main(int argc, char **argv)
 		fuse_loop_cfg_destroy(cfg);
 	}
 	rc = loop == 0 || fuse_session_exited(se) ? WCFS_EXIT_OK : WCFS_EXIT_RUNTIME;
+	wcfs_stats_thread_stop();
 	if (fs.cache)
-		log_stats(&fs);
+		wcfs_stats_log(&fs, "unmount");
 	wc_log(WC_LOG_INFO, "unmounting %s", o.mountpoint);
 	fuse_session_unmount(se);
 out_signals:
