@@ -29,7 +29,8 @@ check damaged "$M/bad.safetensors" "$O/m.safetensors" "$voff" "$dsize" || fail "
 if cat "$M/bad.safetensors" > /dev/null 2>&1; then fail "cat of the damaged file succeeded"; fi
 [ "$(sha "$M/good.safetensors")" = "$(sha "$O/m.safetensors")" ] || fail "the intact copy differs"
 kill -0 $fg || fail "daemon died"
-grep -q "tile $bad" "$TMP/log" || fail "no logged reason naming tile $bad: $(cat "$TMP/log")"
+grep -q "^wcodecfs: error: $(cd "$S" && pwd -P)/bad.wcodec: read of .*tile $bad" "$TMP/log" ||
+	fail "no logged reason naming $S/bad.wcodec and tile $bad: $(cat "$TMP/log")"
 grep -qi "checksum\|corrupt\|hash" "$TMP/log" || fail "logged reason does not say why: $(cat "$TMP/log")"
 
 fusermount3 -u "$M" || fail "unmount"

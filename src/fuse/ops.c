@@ -26,26 +26,6 @@ static wcfs_node *node_of(fuse_req_t req, fuse_ino_t ino)
 	return wcfs_node_of(fs_of(req)->vt.itable, ino);
 }
 
-/* A name for a node in the log: its source path (a virtual child's: its
- * provider root's). */
-static void node_name(const wcfs_node *n, char *buf, size_t cap)
-{
-	while (n->fd < 0 && n->parent)
-		n = n->parent;
-	if (n->name) { /* a named node: its directory's path and its name */
-		node_name(n->dir, buf, cap);
-		size_t k = strlen(buf);
-		snprintf(buf + k, cap - k, "/%s", n->name);
-		return;
-	}
-	char link[64];
-	snprintf(link, sizeof link, "/proc/self/fd/%d", n->fd);
-	ssize_t k = readlink(link, buf, cap - 1);
-	if (k < 0)
-		k = snprintf(buf, cap, "(inode %p)", (const void *)n) < 0 ? 0 : (ssize_t)strlen(buf);
-	buf[k] = '\0';
-}
-
 /* Raise the mount's kernel readahead (bdi.h) on the first request after
  * INIT: the kernel lowers it to the INIT reply's max_readahead while it
  * processes that reply, so setting it earlier does not last. */
@@ -505,7 +485,7 @@ static void read_virtual(fuse_req_t req, wcfs_fs *fs, wcfs_node *n, size_t size,
 
 	if (!err && werr != WC_OK) {
 		char name[PATH_MAX];
-		node_name(n, name, sizeof name);
+		wcfs_vtree_source_path(n, name, sizeof name);
 		uint64_t key = !strcmp(why, "decode") ? (uint64_t)bad_tile + 1 : 0;
 		uint64_t rep = atomic_exchange(&n->bad_tile, key) == key
 				       ? atomic_fetch_add(&n->bad_repeats, 1) + 1

@@ -92,12 +92,38 @@ static int open_named(const wcfs_node *n, int flags)
 	return err ? -err : fd;
 }
 
-/* The attributes of n's source entry (a virtual child's: its provider
- * root's). Returns 0 or an errno value. */
-static int source_stat(const wcfs_node *n, struct stat *st)
+/* The node whose source entry stands for n: n itself, or for a virtual
+ * child (no descriptor, no name) its nearest ancestor with a descriptor,
+ * its provider root. */
+static const wcfs_node *source_node(const wcfs_node *n)
 {
 	while (n->fd < 0 && n->parent)
 		n = n->parent;
+	return n;
+}
+
+void wcfs_vtree_source_path(const wcfs_node *n, char *buf, size_t cap)
+{
+	n = source_node(n);
+	if (n->name) { /* a named node: its directory's path and its name */
+		wcfs_vtree_source_path(n->dir, buf, cap);
+		size_t k = strlen(buf);
+		snprintf(buf + k, cap - k, "/%s", n->name);
+		return;
+	}
+	char link[64];
+	fd_path(n->fd, link, sizeof link);
+	ssize_t k = readlink(link, buf, cap - 1);
+	if (k < 0)
+		k = snprintf(buf, cap, "(inode %p)", (const void *)n) < 0 ? 0 : (ssize_t)strlen(buf);
+	buf[k] = '\0';
+}
+
+/* The attributes of n's source entry (source_node). Returns 0 or an errno
+ * value. */
+static int source_stat(const wcfs_node *n, struct stat *st)
+{
+	n = source_node(n);
 	if (!n->name)
 		return fstatat(n->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0 ? errno : 0;
 	int tmp;

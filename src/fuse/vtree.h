@@ -72,4 +72,10 @@ int wcfs_vtree_open_source(wcfs_node *n, int flags);
  * ESTALE as above). */
 int wcfs_vtree_readlink(wcfs_node *n, char *buf, size_t cap);
 
+/* The path of n's source entry (a virtual child's: its provider root's)
+ * into buf (cap bytes with the NUL; longer paths are cut), for the log:
+ * from /proc/self/fd of the nearest descriptor, then the names of named
+ * nodes; "(inode ADDRESS)" where that link cannot be read. */
+void wcfs_vtree_source_path(const wcfs_node *n, char *buf, size_t cap);
+
 #endif /* WCFS_VTREE_H */
