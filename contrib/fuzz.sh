@@ -9,6 +9,7 @@
 #   wcodec       the .wcodec reader, checksums made right after mutation
 #   qvq          the .qvq reader and its files, likewise
 #   safetensors  the safetensors parser, and pack + read back of what it accepts
+#   image        the PNG, JPEG and PPM readers of pack-images, and the resize
 # Builds in build/fuzz (configure CC=clang), runs each target for SECONDS
 # (default 60) from tests/fuzz/corpus/TARGET, keeps the grown corpus in
 # build/fuzz/corpus/TARGET and any failing input as build/fuzz/crash-TARGET-*.
@@ -20,11 +21,11 @@ secs=60
 while getopts t: opt; do
 	case $opt in
 	t) secs=$OPTARG ;;
-	*) sed -n '2,20s/^# \{0,1\}//p' "$0"; exit 2 ;;
+	*) sed -n '2,21s/^# \{0,1\}//p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
-targets=${*:-tile wcodec qvq safetensors}
+targets=${*:-tile wcodec qvq safetensors image}
 command -v clang >/dev/null || { echo "fuzz.sh: clang is needed (libFuzzer)"; exit 2; }
 
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"

@@ -22,3 +22,4 @@ run tile 300
 run wcodec 1500
 run qvq 1500
 run safetensors 150
+run image 300

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -561,6 +562,110 @@ START_TEST(gather_generic_matches_definition)
 }
 END_TEST
 
+/* This process's address space (VmSize), bytes. */
+static uint64_t vm_size_bytes(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	ck_assert_ptr_nonnull(f);
+	char line[256];
+	unsigned long long kib = 0;
+	while (fgets(line, sizeof line, f) && sscanf(line, "VmSize: %llu", &kib) != 1)
+		;
+	fclose(f);
+	ck_assert_uint_gt(kib, 0);
+	return (uint64_t)kib << 10;
+}
+
+/* Write n bytes to tmpdir/rel; returns the path (static buffer). */
+static const char *write_file(const char *rel, const void *d, size_t n)
+{
+	static char path[512];
+	snprintf(path, sizeof path, "%s/%s", tmpdir, rel);
+	FILE *f = fopen(path, "wb");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(d, 1, n, f), n);
+	ck_assert_int_eq(fclose(f), 0);
+	return path;
+}
+
+/* The binary PPM/PGM reader (image_io.h): pixels, maxval scaling with
+ * rounding, and the refusals, a short file's before any allocation of the
+ * size its header claims. */
+START_TEST(ppm_reader)
+{
+	wc_image img;
+	/* P6, maxval 255, a comment: bytes as they are. */
+	const uint8_t p6[] = "P6\n# c\n2 1\n255\n\x01\x02\x03\xfd\xfe\xff";
+	ck_assert_int_eq(wc_image_load(write_file("a.ppm", p6, sizeof p6 - 1), &img), WC_OK);
+	ck_assert_uint_eq(img.width, 2);
+	ck_assert_uint_eq(img.height, 1);
+	ck_assert_mem_eq(img.rgb, p6 + sizeof p6 - 7, 6);
+	wc_image_free(&img);
+	/* P5, maxval 1000, 16-bit big-endian samples: grey to RGB, v * 255 / 1000
+	 * rounded; a sample above maxval counts as maxval. */
+	const uint8_t p5[] = "P5 3 1 1000\n\x00\x00\x01\xf4\x0f\xff";
+	ck_assert_int_eq(wc_image_load(write_file("b.pgm", p5, sizeof p5 - 1), &img), WC_OK);
+	const uint8_t want[] = {0, 0, 0, 128, 128, 128, 255, 255, 255}; /* 500 -> 127.5 -> 128 */
+	ck_assert_mem_eq(img.rgb, want, sizeof want);
+	wc_image_free(&img);
+	/* A header that claims 30000 x 8000 pixels over no data: refused as
+	 * truncated before 720 MB are allocated for it, which the address
+	 * space limit here would refuse (WC_E_NOMEM). */
+	const char big[] = "P6\n30000 8000\n255\n";
+	const char *big_path = write_file("c.ppm", big, sizeof big - 1);
+	struct rlimit as;
+	ck_assert_int_eq(getrlimit(RLIMIT_AS, &as), 0);
+	struct rlimit low = as;
+	low.rlim_cur = vm_size_bytes() + (128u << 20);
+	ck_assert_int_eq(setrlimit(RLIMIT_AS, &low), 0);
+	wc_err big_err = wc_image_load(big_path, &img);
+	ck_assert_int_eq(setrlimit(RLIMIT_AS, &as), 0);
+	ck_assert_int_eq(big_err, WC_E_FORMAT);
+	ck_assert_ptr_nonnull(strstr(wc_last_detail(), "truncated"));
+	ck_assert_ptr_null(img.rgb);
+	/* One byte short. */
+	ck_assert_int_eq(wc_image_load(write_file("d.ppm", p6, sizeof p6 - 2), &img), WC_E_FORMAT);
+	/* Sides and maxval out of range, not an image at all. */
+	const char wide[] = "P6\n40000 1\n255\n";
+	ck_assert_int_eq(wc_image_load(write_file("e.ppm", wide, sizeof wide - 1), &img), WC_E_RANGE);
+	const char zero[] = "P5\n0 4\n255\n";
+	ck_assert_int_eq(wc_image_load(write_file("f.pgm", zero, sizeof zero - 1), &img), WC_E_RANGE);
+	const char maxv[] = "P5\n1 1\n70000\n\x00\x00";
+	ck_assert_int_eq(wc_image_load(write_file("g.pgm", maxv, sizeof maxv - 1), &img), WC_E_FORMAT);
+	const char text[] = "P3\n1 1\n255\n1 2 3\n";
+	ck_assert_int_eq(wc_image_load(write_file("h.ppm", text, sizeof text - 1), &img), WC_E_FORMAT);
+}
+END_TEST
+
+/* wc_image_resize_crop at its limits: a 32768 x 1 sliver cropped to
+ * 1 x 131073 would be scaled to 4295000064 x 131073 pixels, past what the
+ * scaled size can hold: WC_E_RANGE, not a wrapped size. Just inside, the
+ * same sliver cropped to 1 x 131071 works, and a 1 x 1 image stretched to
+ * 3 x 2 gives its one pixel everywhere. */
+START_TEST(resize_limits)
+{
+	wc_image sliver = {.width = 32768, .height = 1, .rgb = malloc(32768 * 3)};
+	ck_assert_ptr_nonnull(sliver.rgb);
+	memset(sliver.rgb, 7, 32768 * 3);
+	wc_image out = {0};
+	ck_assert_int_eq(wc_image_resize_crop(&sliver, 1, 131073, &out), WC_E_RANGE);
+	ck_assert_ptr_null(out.rgb);
+	ck_assert_int_eq(wc_image_resize_crop(&sliver, 1, 131071, &out), WC_OK);
+	ck_assert_uint_eq(out.width, 1);
+	ck_assert_uint_eq(out.height, 131071);
+	for (size_t i = 0; i < 131071 * 3; i++)
+		ck_assert_uint_eq(out.rgb[i], 7);
+	wc_image_free(&out);
+	wc_image_free(&sliver);
+	uint8_t px[3] = {10, 200, 33};
+	wc_image one = {.width = 1, .height = 1, .rgb = px};
+	ck_assert_int_eq(wc_image_resize_crop(&one, 3, 2, &out), WC_OK);
+	for (size_t i = 0; i < 3 * 2 * 3; i++)
+		ck_assert_uint_eq(out.rgb[i], px[i % 3]);
+	wc_image_free(&out);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("qvq");
@@ -577,6 +682,8 @@ int main(void)
 	tcase_add_test(tc, names_refused_by_writer);
 	tcase_add_test(tc, damaged_payload_is_an_error);
 	tcase_add_test(tc, gather_generic_matches_definition);
+	tcase_add_test(tc, ppm_reader);
+	tcase_add_test(tc, resize_limits);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }

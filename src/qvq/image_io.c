@@ -8,6 +8,7 @@
 #include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 const char *wc_image_sniff(const uint8_t *head, size_t len)
 {
@@ -214,6 +215,14 @@ static wc_err load_ppm(const char *path, FILE *f, wc_image *out)
 		return wc_fail(WC_E_FORMAT, "%s: PPM maxval %lu outside 1..65535", path, maxval);
 	unsigned comps = magic[1] == '6' ? 3 : 1, bps = maxval > 255 ? 2 : 1;
 	size_t n = (size_t)w * h;
+	/* The pixels are stored uncompressed: a file too short for the header's
+	 * size is refused before any buffer of that size is allocated. */
+	struct stat st;
+	long at = ftell(f);
+	if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && at >= 0 &&
+	    (uint64_t)st.st_size - (uint64_t)at < (uint64_t)n * comps * bps)
+		return wc_fail(WC_E_FORMAT, "%s: PPM pixel data truncated (%llu bytes for %lux%lu pixels)",
+			       path, (unsigned long long)((uint64_t)st.st_size - (uint64_t)at), w, h);
 	uint8_t *raw = malloc(n * comps * bps), *rgb = malloc(n * 3);
 	if (!raw || !rgb) {
 		free(raw);

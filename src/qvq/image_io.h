@@ -41,7 +41,8 @@ wc_err wc_image_write_ppm(const char *path, const wc_image *img);
  * an antialiased triangle (bilinear) filter whose support widens by 1/s
  * when shrinking (so it averages like an area filter), round to 8 bits,
  * and keep the centre w x h pixels (offset floor((scaled - w) / 2)).
- * Errors: WC_E_INVAL (w or h 0), WC_E_NOMEM. */
+ * Errors: WC_E_INVAL (w or h 0), WC_E_RANGE (a scaled side past 2^32 - 1
+ * pixels: a sliver of an image stretched to a tall crop), WC_E_NOMEM. */
 wc_err wc_image_resize_crop(const wc_image *src, uint32_t w, uint32_t h, wc_image *out);
 
 #endif /* WC_IMAGE_IO_H */

@@ -74,8 +74,12 @@ wc_err wc_image_resize_crop(const wc_image *src, uint32_t w, uint32_t h, wc_imag
 	double sx = (double)w / src->width, sy = (double)h / src->height;
 	double s = sx > sy ? sx : sy;
 	/* Scaled size: the side that matches keeps exactly w (or h). */
-	uint32_t rw = sx >= sy ? w : (uint32_t)floor(src->width * s + 0.5);
-	uint32_t rh = sx >= sy ? (uint32_t)floor(src->height * s + 0.5) : h;
+	const double fw = floor(src->width * s + 0.5), fh = floor(src->height * s + 0.5);
+	if ((sx < sy && fw > UINT32_MAX) || (sx >= sy && fh > UINT32_MAX))
+		return wc_fail(WC_E_RANGE, "resize of %ux%u to %ux%u: the scaled image would be "
+			       "%.0fx%.0f", src->width, src->height, w, h, sx >= sy ? w : fw, sx >= sy ? fh : h);
+	uint32_t rw = sx >= sy ? w : (uint32_t)fw;
+	uint32_t rh = sx >= sy ? (uint32_t)fh : h;
 	if (rw < w)
 		rw = w;
 	if (rh < h)

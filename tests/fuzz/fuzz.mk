@@ -7,7 +7,7 @@
 # (tests/fuzz_corpus.sh); contrib/fuzz.sh builds them with clang's libFuzzer
 # for open-ended runs.
 FUZZ_TARGETS = tests/fuzz/fuzz_tile tests/fuzz/fuzz_wcodec tests/fuzz/fuzz_qvq \
-	tests/fuzz/fuzz_safetensors
+	tests/fuzz/fuzz_safetensors tests/fuzz/fuzz_image
 check_PROGRAMS += $(FUZZ_TARGETS)
 noinst_HEADERS += tests/fuzz/fuzz_target.h tests/wcodec_resign.h
 FUZZ_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
@@ -30,6 +30,10 @@ tests_fuzz_fuzz_safetensors_SOURCES = tests/fuzz/fuzz_safetensors.c tests/fuzz/f
 tests_fuzz_fuzz_safetensors_CPPFLAGS = $(FUZZ_CPPFLAGS)
 tests_fuzz_fuzz_safetensors_CFLAGS = $(FUZZ_CFLAGS)
 tests_fuzz_fuzz_safetensors_LDADD = $(FUZZ_LIBS)
+tests_fuzz_fuzz_image_SOURCES = tests/fuzz/fuzz_image.c tests/fuzz/fuzz_main.c
+tests_fuzz_fuzz_image_CPPFLAGS = $(FUZZ_CPPFLAGS)
+tests_fuzz_fuzz_image_CFLAGS = $(FUZZ_CFLAGS)
+tests_fuzz_fuzz_image_LDADD = $(FUZZ_LIBS)
 
 TESTS += tests/fuzz_corpus.sh
 EXTRA_DIST += tests/fuzz_corpus.sh tests/fuzz/corpus contrib/fuzz.sh
