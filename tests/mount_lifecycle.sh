@@ -93,11 +93,12 @@ wait $fg || fail "foreground daemon exited with $?"
 grep -q "^wcodecfs: info: mounted" "$TMP/fg.log" || fail "foreground log: $(cat "$TMP/fg.log")"
 grep -q "^wcodecfs: info: unmount: cache: .* $tiles decodes (0 failed)" "$TMP/fg.log" ||
 	fail "no counters at unmount: $(cat "$TMP/fg.log")"
-# As /etc/fstab mounts it: mount(8) runs mount.fuse3, which runs wcodecfs
-# (found on PATH) with the options, fstab's own ones among them. Root only.
+# As /etc/fstab mounts it: mount(8) runs mount.fuse, which runs wcodecfs
+# with the options, fstab's own ones among them. The program is named in the
+# "PROGRAM#SOURCE" form, as it is not installed: some mount(8) versions do
+# not pass the caller's PATH on to the helper. Root only.
 if [ "$(id -u)" = 0 ] && command -v mount.fuse3 >/dev/null 2>&1; then
-	PATH="$(dirname "$WCODECFS"):$PATH" mount -t fuse.wcodecfs "$S" "$M" \
-		-o ro,nofail,_netdev,cache_size=64M 2> "$TMP/fstab.log" ||
+	mount -t fuse "$WCODECFS#$S" "$M" -o ro,nofail,_netdev,cache_size=64M 2> "$TMP/fstab.log" ||
 		fail "mount -t fuse.wcodecfs: $(cat "$TMP/fstab.log")"
 	MOUNTS="$MOUNTS $M"
 	grep -qs " $M fuse.wcodecfs ro," /proc/mounts || fail "not mounted read-only as fuse.wcodecfs: $(grep " $M " /proc/mounts)"
