@@ -1,7 +1,9 @@
 #!/bin/sh
 # cli_verify.sh - verify passes a good file, and reports a flipped payload
 # byte (naming the tile) or a damaged index with a non-zero exit; unpack of a
-# damaged file fails and writes nothing.
+# damaged file fails and writes nothing. verify of directories and several
+# operands: every *.wcodec and *.qvq below, links not followed, a summary,
+# exit 1 if any file is damaged or missing or a directory holds none.
 . "${top_srcdir:-.}/tests/cli_lib.sh"
 
 "$PY" "$GEN" --profile all --seed 21 "$T/in.safetensors"
@@ -36,4 +38,28 @@ cp "$T/good.wcodec" "$T/index.wcodec"
 flip "$T/index.wcodec" "index_off + 20"
 rejects "$WCODEC" verify "$T/index.wcodec" 2>"$T/err" || fail "verify missed a damaged index"
 grep -q "checksum" "$T/err" || fail "damaged index: $(cat "$T/err")"
+# Directories: a tree of good files (one .qvq), other files, a symlink
+# back up the tree (not followed: each file is verified once).
+D=$T/tree
+mkdir -p "$D/a/b" "$D/c" "$T/empty"
+cp "$T/good.wcodec" "$D/a/one.wcodec"
+cp "$T/good.wcodec" "$D/a/b/two.wcodec"
+cp "$top_srcdir/tests/fuzz/corpus/qvq/small.qvq" "$D/c/imgs.qvq"
+echo '{}' > "$D/a/config.json"
+ln -s .. "$D/c/up"
+"$WCODEC" verify "$D" >"$T/out" 2>"$T/err" || fail "verify of a good tree failed: $(cat "$T/err")"
+[ "$(grep -c ': OK' "$T/out")" = 3 ] || fail "verify of the tree: $(cat "$T/out")"
+grep -q "^verified 3 files: 3 OK, 0 damaged or unreadable$" "$T/out" || fail "no summary: $(cat "$T/out")"
+grep -q "a/b/two.wcodec: OK" "$T/out" && grep -q "c/imgs.qvq: OK" "$T/out" || fail "files missed: $(cat "$T/out")"
+"$WCODEC" verify -q "$D" >"$T/out" || fail "verify -q of a good tree failed"
+[ ! -s "$T/out" ] || fail "verify -q printed: $(cat "$T/out")"
+# A damaged file in the tree, and a missing operand beside it.
+cp "$T/payload.wcodec" "$D/a/b/two.wcodec"
+rejects "$WCODEC" verify "$D" "$T/missing.wcodec" >"$T/out" 2>"$T/err" || fail "verify of a damaged tree passed"
+grep -q "two.wcodec: damaged tile" "$T/err" || fail "the damaged file is not named: $(cat "$T/err")"
+grep -q "missing.wcodec" "$T/err" || fail "the missing operand is not named: $(cat "$T/err")"
+grep -q "^verified 4 files: 2 OK, 2 damaged or unreadable$" "$T/err" || fail "summary: $(cat "$T/err")"
+rejects "$WCODEC" verify "$T/empty" 2>"$T/err" || fail "verify of a directory with no containers passed"
+grep -q "no .wcodec or .qvq files" "$T/err" || fail "empty directory: $(cat "$T/err")"
+rejects "$WCODEC" verify 2>/dev/null || fail "verify with no operand passed"
 exit 0

@@ -45,10 +45,18 @@ int cli_decode_opt(const char *cmd, int c, const char *arg, cli_decode_opts *o);
 
 /* Parse the options of a decoding command (cat, unpack, verify): -b, -j,
  * -q (if allow_quiet), -h (prints usage to stdout), -V. Requires exactly
- * nargs operands, which start at argv[optind]. Returns -1 to go on, or the
- * exit status to return (after printing help, the version or the error). */
+ * nargs operands (nargs < 0: at least -nargs), which start at
+ * argv[optind]. Returns -1 to go on, or the exit status to return (after
+ * printing help, the version or the error). */
 int cli_parse_decode_cmd(const char *cmd, int argc, char **argv, int nargs, int allow_quiet,
 			 void (*usage)(FILE *), cli_decode_opts *o);
+
+/* The entries of directory dir but "." and "..", sorted by name (strcmp,
+ * not the locale, so runs are reproducible), as scandir(3): returns their
+ * number and a malloc()ed array of malloc()ed entries in *ents, or -1 with
+ * errno set. */
+struct dirent;
+int cli_scandir(const char *dir, struct dirent ***ents);
 
 /* A container format the CLI can unpack, describe and verify. Handlers
  * return an exit status and print their own errors. */

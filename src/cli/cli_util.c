@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <getopt.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -251,7 +252,23 @@ int cli_parse_decode_cmd(const char *cmd, int argc, char **argv, int nargs, int 
 		default: return cli_usage_error(cmd, "bad option");
 		}
 	}
-	if (argc - optind != nargs)
-		return cli_usage_error(cmd, nargs == 1 ? "expected one FILE" : "expected IN OUT");
+	if (nargs < 0 ? argc - optind < -nargs : argc - optind != nargs)
+		return cli_usage_error(cmd, nargs < 0 ? "expected FILE or DIR operands"
+					    : nargs == 1 ? "expected one FILE" : "expected IN OUT");
 	return -1;
+}
+
+static int by_name(const struct dirent **a, const struct dirent **b)
+{
+	return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+static int not_dot(const struct dirent *d)
+{
+	return strcmp(d->d_name, ".") && strcmp(d->d_name, "..");
+}
+
+int cli_scandir(const char *dir, struct dirent ***ents)
+{
+	return scandir(dir, ents, not_dot, by_name);
 }

@@ -1,6 +1,10 @@
 /* cmd_verify.c - `wcodec verify`: decode every tile, check every checksum. */
+#include <dirent.h>
+#include <errno.h>
 #include <getopt.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "config.h"
@@ -8,10 +12,12 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out, "Usage: wcodec verify [OPTIONS] FILE\n\n"
-		     "Check FILE's header/index checksum, then read and decode every tile and check its\n"
-		     "payload and decoded checksums. Each damaged tile is reported; the exit status is 1\n"
-		     "if any is damaged.\n\n" CLI_DECODE_HELP
+	fprintf(out, "Usage: wcodec verify [OPTIONS] FILE|DIR...\n\n"
+		     "Check each FILE's header/index checksum, then read and decode every tile and check\n"
+		     "its payload and decoded checksums. A DIR is searched recursively for *.wcodec and\n"
+		     "*.qvq files (symlinks are not followed), in name order. Each damaged tile is\n"
+		     "reported; the exit status is 1 if any file is damaged or unreadable, or a DIR holds\n"
+		     "none.\n\n" CLI_DECODE_HELP
 		     "  -q, --quiet           report damaged tiles only\n"
 		     "  -h, --help            this help\n"
 		     "  -V, --version         the version\n");
@@ -63,14 +69,91 @@ int wcodec_verify(const char *path, const cli_decode_opts *o)
 	return CLI_OK;
 }
 
+/* The files verify checks in a directory, by name. */
+static int is_container_name(const char *name)
+{
+	size_t n = strlen(name);
+	return (n > 7 && !strcmp(name + n - 7, ".wcodec")) || (n > 4 && !strcmp(name + n - 4, ".qvq"));
+}
+
+typedef struct verify_run {
+	const cli_decode_opts *o;
+	unsigned files, failed;
+} verify_run;
+
+static void verify_file(verify_run *r, const char *path)
+{
+	r->files++;
+	const cli_format *f = cli_format_of(path);
+	if (!f || f->verify(path, r->o) != CLI_OK)
+		r->failed++;
+}
+
+/* Verify every *.wcodec and *.qvq regular file under dir, depth first in
+ * name order; symlinks are not followed (a link to a directory could loop).
+ * An unreadable directory counts as a failed file. */
+static void verify_dir(verify_run *r, const char *dir)
+{
+	struct dirent **ents;
+	int n = cli_scandir(dir, &ents);
+	if (n < 0) {
+		fprintf(stderr, "wcodec: verify: %s: %s\n", dir, strerror(errno));
+		r->files++;
+		r->failed++;
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		size_t len = strlen(dir) + 1 + strlen(ents[i]->d_name) + 1;
+		char *path = malloc(len);
+		struct stat st;
+		if (!path) {
+			fprintf(stderr, "wcodec: verify: out of memory\n");
+			r->failed++;
+		} else {
+			snprintf(path, len, "%s/%s", dir, ents[i]->d_name);
+			if (lstat(path, &st) != 0) {
+				fprintf(stderr, "wcodec: verify: %s: %s\n", path, strerror(errno));
+				r->files++;
+				r->failed++;
+			} else if (S_ISDIR(st.st_mode)) {
+				verify_dir(r, path);
+			} else if (S_ISREG(st.st_mode) && is_container_name(ents[i]->d_name)) {
+				verify_file(r, path);
+			}
+		}
+		free(path);
+		free(ents[i]);
+	}
+	free(ents);
+}
+
 int cmd_verify(int argc, char **argv)
 {
 	cli_decode_opts o = {.backend = "auto"};
-	int st = cli_parse_decode_cmd("verify", argc, argv, 1, 1, usage, &o);
+	int st = cli_parse_decode_cmd("verify", argc, argv, -1, 1, usage, &o);
 	if (st >= 0)
 		return st;
-	const cli_format *f = cli_format_of(argv[optind]);
-	if (!f)
-		return CLI_FAIL;
-	return f->verify(argv[optind], &o);
+	verify_run r = {.o = &o};
+	const int nargs = argc - optind;
+	for (int i = optind; i < argc; i++) {
+		struct stat sb;
+		if (stat(argv[i], &sb) == 0 && S_ISDIR(sb.st_mode)) {
+			const unsigned before = r.files;
+			verify_dir(&r, argv[i]);
+			if (r.files == before) {
+				fprintf(stderr, "wcodec: verify: %s: no .wcodec or .qvq files\n", argv[i]);
+				r.failed++;
+			}
+		} else {
+			verify_file(&r, argv[i]); /* a missing file is reported there */
+		}
+	}
+	if (nargs > 1 || r.files > 1) {
+		FILE *out = r.failed ? stderr : stdout;
+		if (r.failed || !o.quiet)
+			fprintf(out, "verified %u file%s: %u OK, %u damaged or unreadable\n", r.files,
+				r.files == 1 ? "" : "s", r.files - (r.failed < r.files ? r.failed : r.files),
+				r.failed);
+	}
+	return r.failed ? CLI_FAIL : CLI_OK;
 }

@@ -8,10 +8,10 @@
 #include "qvq/qvq_cli.h"
 
 static const cli_command commands[] = {
-	{"pack", "compress a .safetensors file into a .wcodec container", cmd_pack},
+	{"pack", "compress a .safetensors file (or a model directory) into .wcodec", cmd_pack},
 	{"unpack", "restore the original file, byte-identical", cmd_unpack},
 	{"info", "describe a container: tensors, ratios, entropy bound", cmd_info},
-	{"verify", "decode every tile and check every checksum", cmd_verify},
+	{"verify", "decode every tile and check every checksum (files, or trees of them)", cmd_verify},
 	{"cat", "write the original file's bytes to standard output", cmd_cat},
 	{"pack-images", "vector-quantize a directory of images into a .qvq archive", cmd_pack_images},
 };

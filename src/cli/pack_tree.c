@@ -203,20 +203,10 @@ static wc_err entry(tree_run *r, const char *dir_in, const char *name, const cha
 	return e;
 }
 
-static int by_name(const struct dirent **a, const struct dirent **b)
-{
-	return strcmp((*a)->d_name, (*b)->d_name);
-}
-
-static int not_dot(const struct dirent *d)
-{
-	return strcmp(d->d_name, ".") && strcmp(d->d_name, "..");
-}
-
 static wc_err walk(tree_run *r, const char *in, const char *out, const char *rel)
 {
 	struct dirent **ents;
-	int n = scandir(in, &ents, not_dot, by_name);
+	int n = cli_scandir(in, &ents);
 	if (n < 0)
 		return wc_fail(WC_E_IO, "%s: %s", in, strerror(errno));
 	wc_err e = WC_OK;
