@@ -48,4 +48,43 @@ head -c $((size - 100)) "$T/good.wcodec" >"$T/cut.wcodec"
 rejects "$WCODEC" unpack -q "$T/cut.wcodec" "$T/cut.out" 2>"$T/err" || fail "truncated container unpacked"
 grep -q "file size" "$T/err" || fail "truncated container: $(cat "$T/err")"
 [ ! -e "$T/cut.out" ] && [ "$(leftovers "$T")" = 0 ] || fail "unpack left an output"
+
+# An input that shrinks while it is packed (the packer maps it): the bus
+# error is reported and the temporary output removed. 128 MB of random BF16
+# take long enough to pack that the truncation lands first; should the pack
+# win the race, its output must still be whole and right.
+S=$T/shrink
+mkdir -p "$S"
+"$PY" - "$S/in.safetensors" <<'PYEOF'
+import json, os, struct, sys
+n = 128 << 20
+h = json.dumps({"w": {"dtype": "BF16", "shape": [n // 2], "data_offsets": [0, n]}}).encode()
+h += b" " * (-len(h) % 8)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<Q", len(h)) + h)
+    f.write(os.urandom(n))
+PYEOF
+cp "$S/in.safetensors" "$T/shrink.orig"
+set +e
+"$WCODEC" pack -q "$S/in.safetensors" "$S/out.wcodec" 2>"$T/err" &
+pid=$!
+i=0
+until [ "$(leftovers "$S")" != 0 ] || ! kill -0 $pid 2>/dev/null || [ $i -ge 500 ]; do
+	sleep 0.01
+	i=$((i + 1))
+done
+truncate -s 4096 "$S/in.safetensors"
+wait $pid
+rc=$?
+set -e
+if [ $rc = 0 ]; then
+	echo "# the pack finished before the truncation: its output is checked instead"
+	"$WCODEC" unpack -q "$S/out.wcodec" "$T/shrink.back" && cmp -s "$T/shrink.back" "$T/shrink.orig" ||
+		fail "a pack that finished gave a wrong output"
+else
+	[ $rc = 135 ] || [ $rc = 1 ] || fail "pack of a shrinking input: exit $rc ($(cat "$T/err"))"
+	[ $rc = 1 ] || grep -q "did the input shrink" "$T/err" || fail "no message for the bus error: $(cat "$T/err")"
+	[ ! -e "$S/out.wcodec" ] || fail "an output was written for a shrinking input"
+	[ "$(leftovers "$S")" = 0 ] || fail "the temporary output was left: $(ls "$S")"
+fi
 exit 0

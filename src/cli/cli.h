@@ -124,8 +124,9 @@ const char *cli_human_bytes(uint64_t n, char buf[32]);
 
 
 /* Temporary output "OUT.tmp.XXXXXX" next to OUT, removed by cli_tmp_abort or
- * renamed over OUT (after fsync) by cli_tmp_commit. A SIGINT/SIGTERM while
- * one is open removes it before the process dies. */
+ * renamed over OUT (after fsync) by cli_tmp_commit. A SIGINT, SIGTERM or
+ * SIGHUP while one is open removes it before the process dies, and so does
+ * a SIGBUS (an input mapped by the packer shrank), with a message. */
 typedef struct cli_tmpfile {
 	char *tmp, *final;
 	int fd;

@@ -113,13 +113,24 @@ void cli_progress_done(cli_progress *p)
 		fprintf(stderr, "\r\033[K");
 }
 
-/* ---- temporary outputs, removed on SIGINT/SIGTERM ------------------- */
+/* ---- temporary outputs, removed on SIGINT/SIGTERM/SIGHUP/SIGBUS ------ */
 
 static char watched[4096];
 static volatile sig_atomic_t have_watched;
 
+/* Only async-signal-safe calls here (signal-safety(7)): write, unlink,
+ * signal, raise. */
 static void on_signal(int sig)
 {
+	if (sig == SIGBUS) {
+		/* The packer maps its input: a bus error there means the file
+		 * shrank while being read. Say so, since the default action
+		 * prints nothing useful. */
+		static const char msg[] = "wcodec: bus error reading a mapped file (did the input "
+					  "shrink while being packed?)\n";
+		ssize_t k = write(STDERR_FILENO, msg, sizeof msg - 1);
+		(void)k;
+	}
 	if (have_watched)
 		unlink(watched);
 	signal(sig, SIG_DFL);
@@ -137,6 +148,7 @@ void cli_tmp_watch_path(const char *path)
 		sigaction(SIGINT, &sa, NULL);
 		sigaction(SIGTERM, &sa, NULL);
 		sigaction(SIGHUP, &sa, NULL);
+		sigaction(SIGBUS, &sa, NULL);
 		installed = 1;
 	}
 	have_watched = 0;
