@@ -61,5 +61,8 @@ grep -q "missing.wcodec" "$T/err" || fail "the missing operand is not named: $(c
 grep -q "^verified 4 files: 2 OK, 2 damaged or unreadable$" "$T/err" || fail "summary: $(cat "$T/err")"
 rejects "$WCODEC" verify "$T/empty" 2>"$T/err" || fail "verify of a directory with no containers passed"
 grep -q "no .wcodec or .qvq files" "$T/err" || fail "empty directory: $(cat "$T/err")"
+# A good file beside it: the file is counted OK, the run still fails.
+rejects "$WCODEC" verify "$T/good.wcodec" "$T/empty" >/dev/null 2>"$T/err" || fail "an empty directory beside a good file passed"
+grep -q "^verified 1 file: 1 OK, 0 damaged or unreadable$" "$T/err" || fail "summary: $(cat "$T/err")"
 rejects "$WCODEC" verify 2>/dev/null || fail "verify with no operand passed"
 exit 0

@@ -78,7 +78,8 @@ static int is_container_name(const char *name)
 
 typedef struct verify_run {
 	const cli_decode_opts *o;
-	unsigned files, failed;
+	unsigned files, bad; /* files tried; of them damaged or unreadable */
+	unsigned other;      /* other failures: unreadable or empty directories */
 } verify_run;
 
 static void verify_file(verify_run *r, const char *path)
@@ -86,20 +87,19 @@ static void verify_file(verify_run *r, const char *path)
 	r->files++;
 	const cli_format *f = cli_format_of(path);
 	if (!f || f->verify(path, r->o) != CLI_OK)
-		r->failed++;
+		r->bad++;
 }
 
 /* Verify every *.wcodec and *.qvq regular file under dir, depth first in
  * name order; symlinks are not followed (a link to a directory could loop).
- * An unreadable directory counts as a failed file. */
+ * An unreadable directory or entry is a failure of its own. */
 static void verify_dir(verify_run *r, const char *dir)
 {
 	struct dirent **ents;
 	int n = cli_scandir(dir, &ents);
 	if (n < 0) {
 		fprintf(stderr, "wcodec: verify: %s: %s\n", dir, strerror(errno));
-		r->files++;
-		r->failed++;
+		r->other++;
 		return;
 	}
 	for (int i = 0; i < n; i++) {
@@ -108,13 +108,12 @@ static void verify_dir(verify_run *r, const char *dir)
 		struct stat st;
 		if (!path) {
 			fprintf(stderr, "wcodec: verify: out of memory\n");
-			r->failed++;
+			r->other++;
 		} else {
 			snprintf(path, len, "%s/%s", dir, ents[i]->d_name);
 			if (lstat(path, &st) != 0) {
 				fprintf(stderr, "wcodec: verify: %s: %s\n", path, strerror(errno));
-				r->files++;
-				r->failed++;
+				r->other++;
 			} else if (S_ISDIR(st.st_mode)) {
 				verify_dir(r, path);
 			} else if (S_ISREG(st.st_mode) && is_container_name(ents[i]->d_name)) {
@@ -142,18 +141,17 @@ int cmd_verify(int argc, char **argv)
 			verify_dir(&r, argv[i]);
 			if (r.files == before) {
 				fprintf(stderr, "wcodec: verify: %s: no .wcodec or .qvq files\n", argv[i]);
-				r.failed++;
+				r.other++;
 			}
 		} else {
 			verify_file(&r, argv[i]); /* a missing file is reported there */
 		}
 	}
+	const int failed = r.bad || r.other;
 	if (nargs > 1 || r.files > 1) {
-		FILE *out = r.failed ? stderr : stdout;
-		if (r.failed || !o.quiet)
-			fprintf(out, "verified %u file%s: %u OK, %u damaged or unreadable\n", r.files,
-				r.files == 1 ? "" : "s", r.files - (r.failed < r.files ? r.failed : r.files),
-				r.failed);
+		if (failed || !o.quiet)
+			fprintf(failed ? stderr : stdout, "verified %u file%s: %u OK, %u damaged or unreadable\n",
+				r.files, r.files == 1 ? "" : "s", r.files - r.bad, r.bad);
 	}
-	return r.failed ? CLI_FAIL : CLI_OK;
+	return failed ? CLI_FAIL : CLI_OK;
 }
