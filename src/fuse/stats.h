@@ -16,8 +16,8 @@
 
 #include "fuse/ops.h"
 
-/* Log fs's counters (WC_LOG_INFO, two lines). `when` starts the first line
- * ("unmount", "SIGUSR1"). Thread-safe. */
+/* Log fs's counters (WC_LOG_INFO, two lines, each starting with `when`:
+ * "unmount", "SIGUSR1"). Thread-safe. */
 void wcfs_stats_log(wcfs_fs *fs, const char *when);
 
 /* Block SIGUSR1 in the calling thread, before any other thread exists.
