@@ -1,9 +1,10 @@
 #!/bin/sh
 # cli_verify.sh - verify passes a good file, and reports a flipped payload
 # byte (naming the tile) or a damaged index with a non-zero exit; unpack of a
-# damaged file fails and writes nothing. verify of directories and several
-# operands: every *.wcodec and *.qvq below, links not followed, a summary,
-# exit 1 if any file is damaged or missing or a directory holds none.
+# damaged file fails and writes nothing. verify and info of directories and
+# several operands: every *.wcodec and *.qvq below, links not followed, a
+# summary, exit 1 if any file is damaged or missing or a directory holds
+# none.
 . "${top_srcdir:-.}/tests/cli_lib.sh"
 
 "$PY" "$GEN" --profile all --seed 21 "$T/in.safetensors"
@@ -53,6 +54,24 @@ grep -q "^verified 3 files: 3 OK, 0 damaged or unreadable$" "$T/out" || fail "no
 grep -q "a/b/two.wcodec: OK" "$T/out" && grep -q "c/imgs.qvq: OK" "$T/out" || fail "files missed: $(cat "$T/out")"
 "$WCODEC" verify -q "$D" >"$T/out" || fail "verify -q of a good tree failed"
 [ ! -s "$T/out" ] || fail "verify -q printed: $(cat "$T/out")"
+# info of the tree: a line per file and the totals; in JSON, decoded bytes
+# are the original file for .wcodec and the RGB pixels for .qvq, stored
+# bytes the files' sizes.
+"$WCODEC" info "$D" >"$T/out" || fail "info of the tree failed"
+[ "$(grep -c ' -> ' "$T/out")" = 4 ] && grep -q "^total: 3 files, " "$T/out" || fail "info of the tree: $(cat "$T/out")"
+"$WCODEC" info --json "$D" >"$T/info.json" || fail "info --json of the tree failed"
+"$WCODEC" info --json "$D/c/imgs.qvq" >"$T/qvq.json" || fail "info --json of the .qvq failed"
+"$PY" - "$T/info.json" "$T/qvq.json" "$T/in.safetensors" "$D" <<'PYEOF' || fail "info --json totals"
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+q = json.load(open(sys.argv[2]))
+orig = os.path.getsize(sys.argv[3])
+files = [os.path.join(r, f) for r, _, fs in os.walk(sys.argv[4]) for f in fs if f.endswith((".wcodec", ".qvq"))]
+assert len(d["files"]) == 3, d
+assert d["decoded_bytes"] == 2 * orig + 3 * q["pixels"], d
+assert d["file_bytes"] == sum(os.path.getsize(f) for f in files), d
+assert abs(d["ratio"] - d["decoded_bytes"] / d["file_bytes"]) < 1e-9, d
+PYEOF
 # A damaged file in the tree, and a missing operand beside it.
 cp "$T/payload.wcodec" "$D/a/b/two.wcodec"
 rejects "$WCODEC" verify "$D" "$T/missing.wcodec" >"$T/out" 2>"$T/err" || fail "verify of a damaged tree passed"
@@ -65,4 +84,6 @@ grep -q "no .wcodec or .qvq files" "$T/err" || fail "empty directory: $(cat "$T/
 rejects "$WCODEC" verify "$T/good.wcodec" "$T/empty" >/dev/null 2>"$T/err" || fail "an empty directory beside a good file passed"
 grep -q "^verified 1 file: 1 OK, 0 damaged or unreadable$" "$T/err" || fail "summary: $(cat "$T/err")"
 rejects "$WCODEC" verify 2>/dev/null || fail "verify with no operand passed"
+rejects "$WCODEC" info "$T/empty" >/dev/null 2>"$T/err" || fail "info of a directory with no containers passed"
+grep -q "no .wcodec or .qvq files" "$T/err" || fail "info, empty directory: $(cat "$T/err")"
 exit 0

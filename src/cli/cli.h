@@ -58,6 +58,14 @@ int cli_parse_decode_cmd(const char *cmd, int argc, char **argv, int nargs, int 
 struct dirent;
 int cli_scandir(const char *dir, struct dirent ***ents);
 
+/* Call fn(ctx, path) for every regular file named *.wcodec or *.qvq under
+ * directory dir, depth first in name order; symbolic links are not
+ * followed (a link to a directory could loop). An unreadable directory or
+ * entry is reported on stderr as "wcodec: CMD: PATH: reason" and counted.
+ * Sets *found to the number of calls; returns the number of failures. */
+unsigned cli_for_each_container(const char *cmd, const char *dir,
+				void (*fn)(void *ctx, const char *path), void *ctx, unsigned *found);
+
 /* A container format the CLI can unpack, describe and verify. Handlers
  * return an exit status and print their own errors. */
 typedef struct cli_format {
@@ -67,6 +75,10 @@ typedef struct cli_format {
 	int (*unpack)(const char *in, const char *out, const cli_decode_opts *o);
 	int (*info)(const char *path, int json);
 	int (*verify)(const char *path, const cli_decode_opts *o);
+	/* *decoded: the bytes it decodes to (the original .safetensors file;
+	 * a .qvq archive's RGB pixels), *stored: the file's bytes. Opens the
+	 * file (its header and index are validated), decodes nothing. */
+	int (*sizes)(const char *path, uint64_t *decoded, uint64_t *stored);
 } cli_format;
 
 /* The format of the file at path by its magic; NULL (with a message
@@ -77,6 +89,7 @@ const cli_format *cli_format_of(const char *path);
 int wcodec_unpack(const char *in, const char *out, const cli_decode_opts *o);
 int wcodec_info(const char *path, int json);
 int wcodec_verify(const char *path, const cli_decode_opts *o);
+int wcodec_sizes(const char *path, uint64_t *decoded, uint64_t *stored);
 
 /* Commands (one file each). */
 int cmd_pack(int argc, char **argv);

@@ -284,3 +284,45 @@ int cli_scandir(const char *dir, struct dirent ***ents)
 {
 	return scandir(dir, ents, not_dot, by_name);
 }
+
+static int is_container_name(const char *name)
+{
+	size_t n = strlen(name);
+	return (n > 7 && !strcmp(name + n - 7, ".wcodec")) || (n > 4 && !strcmp(name + n - 4, ".qvq"));
+}
+
+unsigned cli_for_each_container(const char *cmd, const char *dir,
+				void (*fn)(void *ctx, const char *path), void *ctx, unsigned *found)
+{
+	struct dirent **ents;
+	int n = cli_scandir(dir, &ents);
+	if (n < 0) {
+		fprintf(stderr, "wcodec: %s: %s: %s\n", cmd, dir, strerror(errno));
+		return 1;
+	}
+	unsigned failures = 0;
+	for (int i = 0; i < n; i++) {
+		size_t len = strlen(dir) + 1 + strlen(ents[i]->d_name) + 1;
+		char *path = malloc(len);
+		struct stat st;
+		if (!path) {
+			fprintf(stderr, "wcodec: %s: out of memory\n", cmd);
+			failures++;
+		} else {
+			snprintf(path, len, "%s/%s", dir, ents[i]->d_name);
+			if (lstat(path, &st) != 0) {
+				fprintf(stderr, "wcodec: %s: %s: %s\n", cmd, path, strerror(errno));
+				failures++;
+			} else if (S_ISDIR(st.st_mode)) {
+				failures += cli_for_each_container(cmd, path, fn, ctx, found);
+			} else if (S_ISREG(st.st_mode) && is_container_name(ents[i]->d_name)) {
+				(*found)++;
+				fn(ctx, path);
+			}
+		}
+		free(path);
+		free(ents[i]);
+	}
+	free(ents);
+	return failures;
+}

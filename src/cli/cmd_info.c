@@ -2,6 +2,7 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 
@@ -12,11 +13,15 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out, "Usage: wcodec info [OPTIONS] FILE\n\n"
+	fprintf(out, "Usage: wcodec info [OPTIONS] FILE\n"
+		     "       wcodec info [OPTIONS] FILE|DIR...   (several operands, or a directory)\n\n"
 		     "Describe FILE: its tensors with dtype, shape and compression ratio, totals, the\n"
 		     "ratio per dtype, and the order-0 entropy bound of the tensor-planes with how close\n"
 		     "the coded data section comes to it: the bound of the planes coded (index planes\n"
-		     "plus the dictionary for tensors of layout dict) and that of the plain byte planes.\n\n"
+		     "plus the dictionary for tensors of layout dict) and that of the plain byte planes.\n"
+		     "With several operands or a DIR (searched recursively for *.wcodec and *.qvq, in\n"
+		     "name order, symlinks not followed): one line per file, its decoded and stored\n"
+		     "bytes and ratio, and the totals.\n\n"
 		     "  -J, --json            one JSON object on standard output\n"
 		     "  -h, --help            this help\n"
 		     "  -V, --version         the version\n");
@@ -239,6 +244,92 @@ int wcodec_info(const char *path, int json)
 	return rc;
 }
 
+int wcodec_sizes(const char *path, uint64_t *decoded, uint64_t *stored)
+{
+	wc_container *c;
+	wc_err e = wc_container_open(path, &c);
+	if (e)
+		return cli_error(e, path);
+	*decoded = wc_container_virtual_size(c);
+	*stored = wc_container_file_size(c);
+	wc_container_release(c);
+	return CLI_OK;
+}
+
+/* The summary of several files: a line (or a JSON object) per file, then
+ * the totals. */
+typedef struct info_run {
+	int json;
+	json_t *files;            /* JSON: the per-file objects */
+	unsigned n, bad;          /* files summed; files that could not be read */
+	uint64_t decoded, stored; /* totals over the files summed */
+} info_run;
+
+static double ratio_of(uint64_t decoded, uint64_t stored)
+{
+	return stored ? (double)decoded / (double)stored : 0.0;
+}
+
+static void info_file(void *ctx, const char *path)
+{
+	info_run *r = ctx;
+	const cli_format *f = cli_format_of(path);
+	uint64_t d = 0, st = 0;
+	if (!f || f->sizes(path, &d, &st) != CLI_OK) {
+		r->bad++;
+		return;
+	}
+	r->n++;
+	r->decoded += d;
+	r->stored += st;
+	if (r->json) {
+		json_array_append_new(r->files, json_pack("{s:s, s:s, s:I, s:I, s:f}", "file", path,
+							  "format", f->name, "decoded_bytes", (json_int_t)d,
+							  "file_bytes", (json_int_t)st, "ratio", ratio_of(d, st)));
+		return;
+	}
+	char hd[32], hs[32];
+	printf("%s: %s, %s -> %s (%.3fx)\n", path, f->name, cli_human_bytes(d, hd), cli_human_bytes(st, hs),
+	       ratio_of(d, st));
+}
+
+static int info_summary(int json, char **ops, int nops)
+{
+	info_run r = {.json = json, .files = json ? json_array() : NULL};
+	unsigned other = 0;
+	for (int i = 0; i < nops; i++) {
+		struct stat sb;
+		if (stat(ops[i], &sb) == 0 && S_ISDIR(sb.st_mode)) {
+			unsigned found = 0;
+			other += cli_for_each_container("info", ops[i], info_file, &r, &found);
+			if (!found) {
+				fprintf(stderr, "wcodec: info: %s: no .wcodec or .qvq files\n", ops[i]);
+				other++;
+			}
+		} else {
+			info_file(&r, ops[i]); /* a missing file is reported there */
+		}
+	}
+	if (json) {
+		json_t *o = json_pack("{s:o, s:I, s:I, s:f}", "files", r.files, "decoded_bytes",
+				      (json_int_t)r.decoded, "file_bytes", (json_int_t)r.stored, "ratio",
+				      ratio_of(r.decoded, r.stored));
+		char *txt = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
+		if (txt)
+			printf("%s\n", txt);
+		free(txt);
+		json_decref(o);
+		if (!txt)
+			return cli_error(wc_fail(WC_E_NOMEM, "no memory"), "info");
+	} else {
+		char hd[32], hs[32];
+		printf("total: %u file%s, %s -> %s (%.3fx)\n", r.n, r.n == 1 ? "" : "s",
+		       cli_human_bytes(r.decoded, hd), cli_human_bytes(r.stored, hs),
+		       ratio_of(r.decoded, r.stored));
+	}
+	return r.bad || other ? CLI_FAIL : CLI_OK;
+}
+
 int cmd_info(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -256,8 +347,11 @@ int cmd_info(int argc, char **argv)
 		default: return cli_usage_error("info", "bad option");
 		}
 	}
-	if (argc - optind != 1)
-		return cli_usage_error("info", "expected one FILE");
+	struct stat sb;
+	if (argc - optind < 1)
+		return cli_usage_error("info", "expected FILE or DIR operands");
+	if (argc - optind > 1 || (stat(argv[optind], &sb) == 0 && S_ISDIR(sb.st_mode)))
+		return info_summary(json, argv + optind, argc - optind);
 	const cli_format *f = cli_format_of(argv[optind]);
 	if (!f)
 		return CLI_FAIL;

@@ -1,8 +1,5 @@
 /* cmd_verify.c - `wcodec verify`: decode every tile, check every checksum. */
-#include <dirent.h>
-#include <errno.h>
 #include <getopt.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -69,61 +66,19 @@ int wcodec_verify(const char *path, const cli_decode_opts *o)
 	return CLI_OK;
 }
 
-/* The files verify checks in a directory, by name. */
-static int is_container_name(const char *name)
-{
-	size_t n = strlen(name);
-	return (n > 7 && !strcmp(name + n - 7, ".wcodec")) || (n > 4 && !strcmp(name + n - 4, ".qvq"));
-}
-
 typedef struct verify_run {
 	const cli_decode_opts *o;
 	unsigned files, bad; /* files tried; of them damaged or unreadable */
 	unsigned other;      /* other failures: unreadable or empty directories */
 } verify_run;
 
-static void verify_file(verify_run *r, const char *path)
+static void verify_file(void *ctx, const char *path)
 {
+	verify_run *r = ctx;
 	r->files++;
 	const cli_format *f = cli_format_of(path);
 	if (!f || f->verify(path, r->o) != CLI_OK)
 		r->bad++;
-}
-
-/* Verify every *.wcodec and *.qvq regular file under dir, depth first in
- * name order; symlinks are not followed (a link to a directory could loop).
- * An unreadable directory or entry is a failure of its own. */
-static void verify_dir(verify_run *r, const char *dir)
-{
-	struct dirent **ents;
-	int n = cli_scandir(dir, &ents);
-	if (n < 0) {
-		fprintf(stderr, "wcodec: verify: %s: %s\n", dir, strerror(errno));
-		r->other++;
-		return;
-	}
-	for (int i = 0; i < n; i++) {
-		size_t len = strlen(dir) + 1 + strlen(ents[i]->d_name) + 1;
-		char *path = malloc(len);
-		struct stat st;
-		if (!path) {
-			fprintf(stderr, "wcodec: verify: out of memory\n");
-			r->other++;
-		} else {
-			snprintf(path, len, "%s/%s", dir, ents[i]->d_name);
-			if (lstat(path, &st) != 0) {
-				fprintf(stderr, "wcodec: verify: %s: %s\n", path, strerror(errno));
-				r->other++;
-			} else if (S_ISDIR(st.st_mode)) {
-				verify_dir(r, path);
-			} else if (S_ISREG(st.st_mode) && is_container_name(ents[i]->d_name)) {
-				verify_file(r, path);
-			}
-		}
-		free(path);
-		free(ents[i]);
-	}
-	free(ents);
 }
 
 int cmd_verify(int argc, char **argv)
@@ -137,9 +92,9 @@ int cmd_verify(int argc, char **argv)
 	for (int i = optind; i < argc; i++) {
 		struct stat sb;
 		if (stat(argv[i], &sb) == 0 && S_ISDIR(sb.st_mode)) {
-			const unsigned before = r.files;
-			verify_dir(&r, argv[i]);
-			if (r.files == before) {
+			unsigned found = 0;
+			r.other += cli_for_each_container("verify", argv[i], verify_file, &r, &found);
+			if (!found) {
 				fprintf(stderr, "wcodec: verify: %s: no .wcodec or .qvq files\n", argv[i]);
 				r.other++;
 			}

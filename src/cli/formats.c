@@ -10,8 +10,8 @@
 #include "qvq/qvq_format.h"
 
 static const cli_format formats[] = {
-	{"wcodec", WC_MAGIC, 8, wcodec_unpack, wcodec_info, wcodec_verify},
-	{"qvq", WC_QVQ_MAGIC, 8, qvq_cli_unpack, qvq_cli_info, qvq_cli_verify},
+	{"wcodec", WC_MAGIC, 8, wcodec_unpack, wcodec_info, wcodec_verify, wcodec_sizes},
+	{"qvq", WC_QVQ_MAGIC, 8, qvq_cli_unpack, qvq_cli_info, qvq_cli_verify, qvq_cli_sizes},
 };
 
 const cli_format *cli_format_of(const char *path)

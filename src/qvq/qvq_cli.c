@@ -117,6 +117,22 @@ int qvq_cli_unpack(const char *in, const char *out, const cli_decode_opts *o)
 	return rc;
 }
 
+int qvq_cli_sizes(const char *path, uint64_t *decoded, uint64_t *stored)
+{
+	wc_qvq *q;
+	wc_err e = wc_qvq_open(path, &q);
+	if (e)
+		return cli_error(e, path);
+	const wc_qvq_header *h = wc_qvq_header_of(q);
+	uint64_t bytes = 0;
+	for (uint32_t i = 0; i < h->nimages; i++)
+		bytes += (uint64_t)wc_qvq_image_at(q, i)->width * wc_qvq_image_at(q, i)->height * h->channels;
+	*decoded = bytes;
+	*stored = h->file_size;
+	wc_qvq_release(q);
+	return CLI_OK;
+}
+
 int qvq_cli_info(const char *path, int json)
 {
 	wc_qvq *q;

@@ -18,6 +18,8 @@ int cmd_pack_images(int argc, char **argv);
 int qvq_cli_unpack(const char *in, const char *out, const cli_decode_opts *o);
 /* info: header, sizes, codebook, tiles, labels, metadata (JSON with json). */
 int qvq_cli_info(const char *path, int json);
+/* cli_format's sizes for .qvq: decoded is the images' RGB bytes. */
+int qvq_cli_sizes(const char *path, uint64_t *decoded, uint64_t *stored);
 /* verify: every table at open, then every tile decoded through the decode
  * backend o->backend with payload and decoded checksums checked. */
 int qvq_cli_verify(const char *path, const cli_decode_opts *o);
