@@ -11,7 +11,8 @@
 #  3. fetches the TensorFlow.js models of @vladmandic/face-api with `npm pack`
 #     and converts them to safetensors, F32 and BF16 (contrib/fetch-models.sh);
 #  4. `wcodec pack`s every .safetensors into a mirror directory of .wcodec
-#     files, copying the other files (JSON) as they are;
+#     files, copying the other files (JSON) as they are, then `wcodec info`
+#     and `wcodec verify` of the mirror;
 #  5. mounts the mirror with `wcodecfs` and shows standard tools reading it:
 #     ls -l, sha256sum of original vs virtual file, cmp, a Python mmap read
 #     of one tensor parsed from the safetensors header, `wcodec info`;
@@ -79,12 +80,8 @@ step "wcodec pack $models -> $mirror"
 # earlier run already did.
 "$wcodec" pack -u "$models" "$mirror" | tail -1
 du -sh "$models" "$mirror"
-printf '%-48s %12s %12s %7s\n' file original packed ratio
-for f in "$models"/*.safetensors; do
-	b=$(basename "$f" .safetensors)
-	o=$(stat -c %s "$f"); p=$(stat -c %s "$mirror/$b.wcodec")
-	printf '%-48s %12d %12d %7.3f\n' "$b.safetensors" "$o" "$p" "$(awk -v a="$o" -v b="$p" 'BEGIN{print a/b}')"
-done
+"$wcodec" info "$mirror" # per container: bytes decoded and stored, ratio; totals
+"$wcodec" verify -q "$mirror" # every tile decoded, every checksum: silent when all is well
 
 # ---- 5. mount and read -------------------------------------------------------------
 step "wcodecfs $mirror $mnt"
