@@ -58,13 +58,25 @@ int cli_parse_decode_cmd(const char *cmd, int argc, char **argv, int nargs, int 
 struct dirent;
 int cli_scandir(const char *dir, struct dirent ***ents);
 
-/* Call fn(ctx, path) for every regular file named *.wcodec or *.qvq under
- * directory dir, depth first in name order; symbolic links are not
- * followed (a link to a directory could loop). An unreadable directory or
- * entry is reported on stderr as "wcodec: CMD: PATH: reason" and counted.
- * Sets *found to the number of calls; returns the number of failures. */
-unsigned cli_for_each_container(const char *cmd, const char *dir,
-				void (*fn)(void *ctx, const char *path), void *ctx, unsigned *found);
+/* Call fn(ctx, path) for every container the operands ops[0..nops) name:
+ * an operand that is a directory stands for every regular file named
+ * *.wcodec or *.qvq under it, depth first in name order (symbolic links
+ * are not followed: a link to a directory could loop); any other operand
+ * is passed as it is (fn reports a missing one). An unreadable directory
+ * or entry, and a directory holding no container, is reported on stderr
+ * as "wcodec: CMD: PATH: reason" and counted. Returns that count (fn's own
+ * failures are fn's to count). */
+unsigned cli_for_each_container(const char *cmd, char *const ops[], int nops,
+				void (*fn)(void *ctx, const char *path), void *ctx);
+
+/* "dir/name", malloc()ed; NULL if out of memory. */
+char *cli_path_join(const char *dir, const char *name);
+
+/* Whether s ends with suffix. */
+int cli_ends_with(const char *s, const char *suffix);
+
+/* a / b, or 0 when b is 0: a compression ratio (original over stored). */
+double cli_ratio(uint64_t a, uint64_t b);
 
 /* A container format the CLI can unpack, describe and verify. Handlers
  * return an exit status and print their own errors. */

@@ -285,13 +285,29 @@ int cli_scandir(const char *dir, struct dirent ***ents)
 	return scandir(dir, ents, not_dot, by_name);
 }
 
-static int is_container_name(const char *name)
+char *cli_path_join(const char *dir, const char *name)
 {
-	size_t n = strlen(name);
-	return (n > 7 && !strcmp(name + n - 7, ".wcodec")) || (n > 4 && !strcmp(name + n - 4, ".qvq"));
+	size_t n = strlen(dir) + strlen(name) + 2;
+	char *p = malloc(n);
+	if (p)
+		snprintf(p, n, "%s/%s", dir, name);
+	return p;
 }
 
-unsigned cli_for_each_container(const char *cmd, const char *dir,
+int cli_ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+	return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+double cli_ratio(uint64_t a, uint64_t b)
+{
+	return b ? (double)a / (double)b : 0.0;
+}
+
+/* Walk directory dir for cli_for_each_container; *found counts the calls
+ * of fn. Returns the failures. */
+static unsigned walk_containers(const char *cmd, const char *dir,
 				void (*fn)(void *ctx, const char *path), void *ctx, unsigned *found)
 {
 	struct dirent **ents;
@@ -302,27 +318,44 @@ unsigned cli_for_each_container(const char *cmd, const char *dir,
 	}
 	unsigned failures = 0;
 	for (int i = 0; i < n; i++) {
-		size_t len = strlen(dir) + 1 + strlen(ents[i]->d_name) + 1;
-		char *path = malloc(len);
+		const char *name = ents[i]->d_name;
+		char *path = cli_path_join(dir, name);
 		struct stat st;
 		if (!path) {
 			fprintf(stderr, "wcodec: %s: out of memory\n", cmd);
 			failures++;
-		} else {
-			snprintf(path, len, "%s/%s", dir, ents[i]->d_name);
-			if (lstat(path, &st) != 0) {
-				fprintf(stderr, "wcodec: %s: %s: %s\n", cmd, path, strerror(errno));
-				failures++;
-			} else if (S_ISDIR(st.st_mode)) {
-				failures += cli_for_each_container(cmd, path, fn, ctx, found);
-			} else if (S_ISREG(st.st_mode) && is_container_name(ents[i]->d_name)) {
-				(*found)++;
-				fn(ctx, path);
-			}
+		} else if (lstat(path, &st) != 0) {
+			fprintf(stderr, "wcodec: %s: %s: %s\n", cmd, path, strerror(errno));
+			failures++;
+		} else if (S_ISDIR(st.st_mode)) {
+			failures += walk_containers(cmd, path, fn, ctx, found);
+		} else if (S_ISREG(st.st_mode) && (cli_ends_with(name, ".wcodec") || cli_ends_with(name, ".qvq"))) {
+			(*found)++;
+			fn(ctx, path);
 		}
 		free(path);
 		free(ents[i]);
 	}
 	free(ents);
+	return failures;
+}
+
+unsigned cli_for_each_container(const char *cmd, char *const ops[], int nops,
+				void (*fn)(void *ctx, const char *path), void *ctx)
+{
+	unsigned failures = 0;
+	for (int i = 0; i < nops; i++) {
+		struct stat sb;
+		if (stat(ops[i], &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+			fn(ctx, ops[i]);
+			continue;
+		}
+		unsigned found = 0;
+		failures += walk_containers(cmd, ops[i], fn, ctx, &found);
+		if (!found) {
+			fprintf(stderr, "wcodec: %s: %s: no .wcodec or .qvq files\n", cmd, ops[i]);
+			failures++;
+		}
+	}
 	return failures;
 }

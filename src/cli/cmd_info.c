@@ -77,7 +77,6 @@ static tensor_sum sum_tensor(const wc_container *c, const wc_tensor_info *t)
 	return s;
 }
 
-static double ratio(uint64_t a, uint64_t b) { return b ? (double)a / (double)b : 0.0; }
 
 static void shape_str(const wc_tensor_info *t, char *buf, size_t cap)
 {
@@ -127,9 +126,9 @@ static int info_text(const char *path, const wc_container *c, const dtype_sum *d
 	printf("original size:  %llu bytes (%s), safetensors header %zu bytes\n", (unsigned long long)f.vsize,
 	       cli_human_bytes(f.vsize, a), f.plen);
 	printf("file size:      %llu bytes (%s): ratio %.3fx, %.2f%% of the original\n", (unsigned long long)f.fsize,
-	       cli_human_bytes(f.fsize, b), ratio(f.vsize, f.fsize), 100.0 * ratio(f.fsize, f.vsize));
+	       cli_human_bytes(f.fsize, b), cli_ratio(f.vsize, f.fsize), 100.0 * cli_ratio(f.fsize, f.vsize));
 	printf("data section:   %llu -> %llu bytes, ratio %.3fx\n", (unsigned long long)total->bytes,
-	       (unsigned long long)total->coded, ratio(total->bytes, total->coded));
+	       (unsigned long long)total->coded, cli_ratio(total->bytes, total->coded));
 	printf("entropy bound:  %.0f bytes (order-0 entropy of every tensor-plane coded, index planes and "
 	       "dictionaries of dict tensors included); coded data is %.2f%% of it\n",
 	       total->bound, total->bound > 0 ? 100.0 * (double)total->coded / total->bound : 0.0);
@@ -144,7 +143,7 @@ static int info_text(const char *path, const wc_container *c, const dtype_sum *d
 	for (uint32_t k = 0; k < ndts; k++)
 		printf("%-10s %8u %16llu %16llu %8.3fx %8.2f%%\n", dts[k].dtype, dts[k].tensors,
 		       (unsigned long long)dts[k].bytes, (unsigned long long)dts[k].coded,
-		       ratio(dts[k].bytes, dts[k].coded), dts[k].bound > 0 ? 100.0 * (double)dts[k].coded / dts[k].bound : 0.0);
+		       cli_ratio(dts[k].bytes, dts[k].coded), dts[k].bound > 0 ? 100.0 * (double)dts[k].coded / dts[k].bound : 0.0);
 	printf("\n%-40s %-8s %-18s %-9s %12s %12s %8s  %s\n", "tensor", "dtype", "shape", "layout", "bytes", "coded",
 	       "ratio", "plane entropy (bits)");
 	for (uint32_t i = 0; i < wc_container_ntensors(c); i++) {
@@ -153,7 +152,7 @@ static int info_text(const char *path, const wc_container *c, const dtype_sum *d
 		char shape[64];
 		shape_str(t, shape, sizeof shape);
 		printf("%-40s %-8s %-18s %-9s %12llu %12llu %7.3fx ", t->name, t->dtype, shape, wc_layout_name(t->layout),
-		       (unsigned long long)s.bytes, (unsigned long long)s.coded, ratio(s.bytes, s.coded));
+		       (unsigned long long)s.bytes, (unsigned long long)s.coded, cli_ratio(s.bytes, s.coded));
 		for (unsigned p = 0; p < t->layout.nplanes; p++)
 			printf(" %.2f", t->planes[p].entropy_bits);
 		if (t->dict)
@@ -172,7 +171,7 @@ static int info_json(const char *path, const wc_container *c, const dtype_sum *d
 		json_object_set_new(dtypes, dts[k].dtype,
 				    json_pack("{s:i, s:I, s:I, s:f, s:f, s:f}", "tensors", (int)dts[k].tensors, "bytes",
 					      (json_int_t)dts[k].bytes, "coded_bytes", (json_int_t)dts[k].coded,
-					      "ratio", ratio(dts[k].bytes, dts[k].coded), "entropy_bound_bytes",
+					      "ratio", cli_ratio(dts[k].bytes, dts[k].coded), "entropy_bound_bytes",
 					      dts[k].bound, "plain_entropy_bound_bytes", dts[k].plain_bound));
 	for (uint32_t i = 0; i < wc_container_ntensors(c); i++) {
 		const wc_tensor_info *t = wc_container_tensor(c, i);
@@ -190,7 +189,7 @@ static int info_json(const char *path, const wc_container *c, const dtype_sum *d
 				       t->name, "dtype", t->dtype, "shape", shape, "layout", wc_layout_name(t->layout),
 				       "begin", (json_int_t)t->begin, "end", (json_int_t)t->end, "bytes",
 				       (json_int_t)s.bytes, "coded_bytes", (json_int_t)s.coded, "ratio",
-				       ratio(s.bytes, s.coded), "entropy_bound_bytes", s.bound,
+				       cli_ratio(s.bytes, s.coded), "entropy_bound_bytes", s.bound,
 				       "plain_entropy_bound_bytes", s.plain_bound, "first_tile", (int)t->first_tile,
 				       "tiles", (int)t->ntiles, "planes", planes);
 		if (to && t->dict)
@@ -202,7 +201,7 @@ static int info_json(const char *path, const wc_container *c, const dtype_sum *d
 		"format", "wcodec", "version", (int)WC_FORMAT_VERSION, "tile_size", (int)wc_container_tile_size(c),
 		"chunk_symbols", (int)wc_container_chunk_symbols(c), "ntensors", (int)wc_container_ntensors(c), "ntiles",
 		(int)wc_container_ntiles(c), "ntables", (int)f.ntables, "virtual_size", (json_int_t)f.vsize, "file_size",
-		(json_int_t)f.fsize, "prefix_bytes", (json_int_t)f.plen, "ratio", ratio(f.vsize, f.fsize), "data_bytes",
+		(json_int_t)f.fsize, "prefix_bytes", (json_int_t)f.plen, "ratio", cli_ratio(f.vsize, f.fsize), "data_bytes",
 		(json_int_t)total->bytes, "coded_data_bytes", (json_int_t)total->coded, "entropy_bound_bytes",
 		total->bound, "coded_over_bound", total->bound > 0 ? (double)total->coded / total->bound : 0.0,
 		"dtypes", dtypes, "tensors", tensors);
@@ -265,11 +264,6 @@ typedef struct info_run {
 	uint64_t decoded, stored; /* totals over the files summed */
 } info_run;
 
-static double ratio_of(uint64_t decoded, uint64_t stored)
-{
-	return stored ? (double)decoded / (double)stored : 0.0;
-}
-
 static void info_file(void *ctx, const char *path)
 {
 	info_run *r = ctx;
@@ -285,35 +279,22 @@ static void info_file(void *ctx, const char *path)
 	if (r->json) {
 		json_array_append_new(r->files, json_pack("{s:s, s:s, s:I, s:I, s:f}", "file", path,
 							  "format", f->name, "decoded_bytes", (json_int_t)d,
-							  "file_bytes", (json_int_t)st, "ratio", ratio_of(d, st)));
+							  "file_bytes", (json_int_t)st, "ratio", cli_ratio(d, st)));
 		return;
 	}
 	char hd[32], hs[32];
 	printf("%s: %s, %s -> %s (%.3fx)\n", path, f->name, cli_human_bytes(d, hd), cli_human_bytes(st, hs),
-	       ratio_of(d, st));
+	       cli_ratio(d, st));
 }
 
 static int info_summary(int json, char **ops, int nops)
 {
 	info_run r = {.json = json, .files = json ? json_array() : NULL};
-	unsigned other = 0;
-	for (int i = 0; i < nops; i++) {
-		struct stat sb;
-		if (stat(ops[i], &sb) == 0 && S_ISDIR(sb.st_mode)) {
-			unsigned found = 0;
-			other += cli_for_each_container("info", ops[i], info_file, &r, &found);
-			if (!found) {
-				fprintf(stderr, "wcodec: info: %s: no .wcodec or .qvq files\n", ops[i]);
-				other++;
-			}
-		} else {
-			info_file(&r, ops[i]); /* a missing file is reported there */
-		}
-	}
+	const unsigned other = cli_for_each_container("info", ops, nops, info_file, &r);
 	if (json) {
 		json_t *o = json_pack("{s:o, s:I, s:I, s:f}", "files", r.files, "decoded_bytes",
 				      (json_int_t)r.decoded, "file_bytes", (json_int_t)r.stored, "ratio",
-				      ratio_of(r.decoded, r.stored));
+				      cli_ratio(r.decoded, r.stored));
 		char *txt = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
 		if (txt)
 			printf("%s\n", txt);
@@ -325,7 +306,7 @@ static int info_summary(int json, char **ops, int nops)
 		char hd[32], hs[32];
 		printf("total: %u file%s, %s -> %s (%.3fx)\n", r.n, r.n == 1 ? "" : "s",
 		       cli_human_bytes(r.decoded, hd), cli_human_bytes(r.stored, hs),
-		       ratio_of(r.decoded, r.stored));
+		       cli_ratio(r.decoded, r.stored));
 	}
 	return r.bad || other ? CLI_FAIL : CLI_OK;
 }

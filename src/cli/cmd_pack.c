@@ -98,8 +98,7 @@ int cmd_pack(int argc, char **argv)
 		char a[32], b[32], d[32], cd[32];
 		printf("%s -> %s: %s -> %s (ratio %.3fx, %.2f%%)%s\n", in, out, cli_human_bytes(st.input_bytes, a),
 		       cli_human_bytes(st.output_bytes, b),
-		       st.output_bytes ? (double)st.input_bytes / (double)st.output_bytes : 0.0,
-		       st.input_bytes ? 100.0 * (double)st.output_bytes / (double)st.input_bytes : 0.0,
+		       cli_ratio(st.input_bytes, st.output_bytes), 100.0 * cli_ratio(st.output_bytes, st.input_bytes),
 		       po.verify ? ", verified" : "");
 		/* With dictionaries the coded data is the payloads plus the
 		 * dictionaries, and so is the bound of the planes coded. */

@@ -1,7 +1,6 @@
 /* cmd_verify.c - `wcodec verify`: decode every tile, check every checksum. */
 #include <getopt.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "config.h"
@@ -89,19 +88,7 @@ int cmd_verify(int argc, char **argv)
 		return st;
 	verify_run r = {.o = &o};
 	const int nargs = argc - optind;
-	for (int i = optind; i < argc; i++) {
-		struct stat sb;
-		if (stat(argv[i], &sb) == 0 && S_ISDIR(sb.st_mode)) {
-			unsigned found = 0;
-			r.other += cli_for_each_container("verify", argv[i], verify_file, &r, &found);
-			if (!found) {
-				fprintf(stderr, "wcodec: verify: %s: no .wcodec or .qvq files\n", argv[i]);
-				r.other++;
-			}
-		} else {
-			verify_file(&r, argv[i]); /* a missing file is reported there */
-		}
-	}
+	r.other = cli_for_each_container("verify", argv + optind, nargs, verify_file, &r);
 	const int failed = r.bad || r.other;
 	if (nargs > 1 || r.files > 1) {
 		if (failed || !o.quiet)

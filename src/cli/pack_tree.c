@@ -31,21 +31,6 @@ typedef struct tree_run {
 	uint64_t copied_bytes;
 } tree_run;
 
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), k = strlen(suffix);
-	return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-static char *join(const char *dir, const char *name)
-{
-	size_t n = strlen(dir) + strlen(name) + 2;
-	char *p = malloc(n);
-	if (p)
-		snprintf(p, n, "%s/%s", dir, name);
-	return p;
-}
-
 /* out exists and is at least as new as in (by mtime). */
 static int up_to_date(const char *out, const struct stat *in)
 {
@@ -123,7 +108,7 @@ static wc_err pack_one(tree_run *r, const char *in, const char *out, const char 
 		char a[32], b[32];
 		printf("%s: %s -> %s (ratio %.3fx)\n", rel, cli_human_bytes(ps.input_bytes, a),
 		       cli_human_bytes(ps.output_bytes, b),
-		       ps.output_bytes ? (double)ps.input_bytes / (double)ps.output_bytes : 0.0);
+		       cli_ratio(ps.input_bytes, ps.output_bytes));
 	}
 	return WC_OK;
 }
@@ -164,7 +149,7 @@ static wc_err entry(tree_run *r, const char *dir_in, const char *name, const cha
 		fprintf(stderr, "wcodec pack: %s: not a regular file, directory or symlink: skipped\n", in);
 		return WC_OK;
 	}
-	if (ends_with(name, ".safetensors")) {
+	if (cli_ends_with(name, ".safetensors")) {
 		size_t n = strlen(out);
 		char *wout = malloc(n + 8);
 		if (!wout)
@@ -174,7 +159,7 @@ static wc_err entry(tree_run *r, const char *dir_in, const char *name, const cha
 		free(wout);
 		return e;
 	}
-	if (ends_with(name, ".wcodec")) {
+	if (cli_ends_with(name, ".wcodec")) {
 		/* X.wcodec beside X.safetensors would be overwritten by its packing. */
 		size_t n = strlen(name);
 		size_t cap = strlen(dir_in) + n + 16;
@@ -212,7 +197,7 @@ static wc_err walk(tree_run *r, const char *in, const char *out, const char *rel
 	wc_err e = WC_OK;
 	for (int i = 0; i < n; i++) {
 		const char *name = ents[i]->d_name;
-		char *pin = join(in, name), *pout = join(out, name), *prel = *rel ? join(rel, name) : strdup(name);
+		char *pin = cli_path_join(in, name), *pout = cli_path_join(out, name), *prel = *rel ? cli_path_join(rel, name) : strdup(name);
 		if (!pin || !pout || !prel)
 			e = e ? e : wc_fail(WC_E_NOMEM, "out of memory");
 		else if (!e)
@@ -299,7 +284,7 @@ int cli_pack_tree(const char *in, const char *out, const cli_pack_tree_opts *o)
 		char a[32], b[32], c[32];
 		printf("%s -> %s: %u packed (%s -> %s, ratio %.3fx), %u copied (%s), %u up to date, %u symlinks\n",
 		       in, out, r.packed, cli_human_bytes(r.in_bytes, a), cli_human_bytes(r.out_bytes, b),
-		       r.out_bytes ? (double)r.in_bytes / (double)r.out_bytes : 0.0, r.copied,
+		       cli_ratio(r.in_bytes, r.out_bytes), r.copied,
 		       cli_human_bytes(r.copied_bytes, c), r.current, r.linked);
 	}
 	return CLI_OK;
