@@ -117,6 +117,15 @@ int qvq_cli_unpack(const char *in, const char *out, const cli_decode_opts *o)
 	return rc;
 }
 
+/* The archive's pixels, over all its images. */
+static uint64_t total_pixels(const wc_qvq *q)
+{
+	uint64_t pixels = 0;
+	for (uint32_t i = 0; i < wc_qvq_nimages(q); i++)
+		pixels += (uint64_t)wc_qvq_image_at(q, i)->width * wc_qvq_image_at(q, i)->height;
+	return pixels;
+}
+
 int qvq_cli_sizes(const char *path, uint64_t *decoded, uint64_t *stored)
 {
 	wc_qvq *q;
@@ -124,10 +133,7 @@ int qvq_cli_sizes(const char *path, uint64_t *decoded, uint64_t *stored)
 	if (e)
 		return cli_error(e, path);
 	const wc_qvq_header *h = wc_qvq_header_of(q);
-	uint64_t bytes = 0;
-	for (uint32_t i = 0; i < h->nimages; i++)
-		bytes += (uint64_t)wc_qvq_image_at(q, i)->width * wc_qvq_image_at(q, i)->height * h->channels;
-	*decoded = bytes;
+	*decoded = total_pixels(q) * h->channels;
 	*stored = h->file_size;
 	wc_qvq_release(q);
 	return CLI_OK;
@@ -140,9 +146,8 @@ int qvq_cli_info(const char *path, int json)
 	if (e)
 		return cli_error(e, path);
 	const wc_qvq_header *h = wc_qvq_header_of(q);
-	uint64_t pixels = 0, payload = 0;
-	for (uint32_t i = 0; i < h->nimages; i++)
-		pixels += (uint64_t)wc_qvq_image_at(q, i)->width * wc_qvq_image_at(q, i)->height;
+	const uint64_t pixels = total_pixels(q);
+	uint64_t payload = 0;
 	for (uint32_t t = 0; t < h->ntiles; t++)
 		payload += wc_qvq_tile_at(q, t)->csize;
 	uint32_t nlabels;
