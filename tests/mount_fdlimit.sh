@@ -6,6 +6,8 @@
 # (past the cap of 192), a 24-deep chain and containers looked up past the cap
 # answers every lookup, every file reads back byte for byte, the daemon's
 # descriptors stay below the limit, and passing the cap is logged once.
+# Then a fresh daemon whose descriptors are all taken by open files, below
+# the cap, still answers lookups of new directories (found by name).
 . "${top_srcdir:-.}/tests/mount_lib.sh"
 
 S=$TMP/src
@@ -85,5 +87,45 @@ n=$(grep -c "found again by name" "$TMP/log")
 [ "$n" -eq 1 ] || fail "passing the cap was logged $n times: $(cat "$TMP/log")"
 grep -q "limit 256" "$TMP/log" || fail "the log does not give the limit: $(cat "$TMP/log")"
 grep -q "Too many open files" "$TMP/log" && fail "descriptors ran out: $(cat "$TMP/log")"
+unmount_fs "$M"
+
+# Below the cap, open files can still take every descriptor: a fresh daemon
+# whose reader holds passed-through files open until the daemon has none
+# left. Directories looked up then have no descriptor to keep: they are
+# found again by name, and every lookup answers; once the files are closed
+# their contents read back.
+mkdir "$S/late"
+i=0
+while [ $i -lt 40 ]; do
+	mkdir "$S/late/l$i"
+	printf 'late %d\n' $i > "$S/late/l$i/x"
+	i=$((i + 1))
+done
+( ulimit -n 256 && ulimit -Hn 256 && exec $drop "$WCODECFS" "$S" "$M" -f -o timeout=3600 ) 2> "$TMP/log2" &
+wait_mounted "$M" "$TMP/log2"
+"$PYTHON3" - "$M" <<'PY' || fail "lookups with the descriptors taken: $(cat "$TMP/log2")"
+import errno, os, sys
+m = sys.argv[1]
+os.lstat(os.path.join(m, "late"))
+held = []
+try:
+    for i in range(2000):
+        held.append(open(os.path.join(m, "files", "f%d" % i), "rb"))
+except OSError as e:
+    if e.errno not in (errno.EMFILE, errno.ENFILE):
+        raise
+if len(held) >= 2000:
+    sys.exit("the daemon never ran out of descriptors")
+for i in range(40):
+    st = os.lstat(os.path.join(m, "late", "l%d" % i))
+    assert (st.st_mode & 0o170000) == 0o040000, i
+for f in held:
+    f.close()
+for i in range(40):
+    with open(os.path.join(m, "late", "l%d" % i, "x"), "rb") as f:
+        assert f.read() == b"late %d\n" % i, i
+PY
+grep -q "no descriptor for directory" "$TMP/log2" ||
+	fail "running out was not logged: $(cat "$TMP/log2")"
 unmount_fs "$M"
 exit 0

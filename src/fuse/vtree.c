@@ -228,13 +228,27 @@ static int node_for_entry(wcfs_vtree *vt, wcfs_node *dir, int dirfd, const char 
 	mode_t type = st->st_mode & S_IFMT;
 	if (!named || prov) {
 		fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0)
+		if (fd < 0 && !prov && (errno == EMFILE || errno == ENFILE)) {
+			/* Below the cap, yet no descriptor left: open passed-through
+			 * files and containers hold the rest. A directory needs none
+			 * of its own; it becomes a named node, as past the cap. */
+			static atomic_flag said_out = ATOMIC_FLAG_INIT;
+			if (!atomic_flag_test_and_set(&said_out))
+				wc_log(WC_LOG_INFO, "no descriptor for directory %s (%s, %llu held by "
+				       "directories and containers): it and others like it are found "
+				       "again by name (logged once)", name, strerror(errno),
+				       (unsigned long long)wcfs_itable_fds(vt->itable));
+			named = 1;
+			k.where = place;
+		} else if (fd < 0) {
 			return errno;
-		struct stat st2;
-		if (fstatat(fd, "", &st2, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0 ||
-		    st2.st_dev != st->st_dev || st2.st_ino != st->st_ino) {
-			close(fd); /* replaced between stat and open: let the kernel retry */
-			return ENOENT;
+		} else {
+			struct stat st2;
+			if (fstatat(fd, "", &st2, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0 ||
+			    st2.st_dev != st->st_dev || st2.st_ino != st->st_ino) {
+				close(fd); /* replaced between stat and open: let the kernel retry */
+				return ENOENT;
+			}
 		}
 	}
 	if (prov) {

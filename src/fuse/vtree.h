@@ -31,7 +31,9 @@ typedef struct wcfs_vtree {
 /* Set vt's descriptor limit (RLIMIT_NOFILE's soft limit; 0 if unlimited or
  * unknown): directory and provider-root nodes the kernel holds keep a
  * descriptor each, and may take all but a reserve of a quarter of it, at
- * most 4096, for open files, containers and the daemon itself. */
+ * most 4096, for open files, containers and the daemon itself. A directory
+ * met when no descriptor is left (EMFILE or ENFILE) below the cap becomes a
+ * named node too; a container then fails with that error. */
 void wcfs_vtree_set_fd_limit(wcfs_vtree *vt, uint64_t limit);
 
 /* Look `name` up in directory node `dir` and return its node with one more
