@@ -14,6 +14,20 @@ contrib_bench_ramfs_LDADD = $(FUSE_LIBS)
 contrib_bench_randread_SOURCES = contrib/bench/randread.c
 contrib_bench_randread_CFLAGS = $(AM_CFLAGS)
 
+# An example of libwcodec's public API (not installed): built against the
+# source tree for `make check` (tests/lib_extract.sh), and against the
+# installed headers and wcodec.pc by `make installcheck`, which distcheck runs.
+check_PROGRAMS += contrib/examples/wcodec_extract
+contrib_examples_wcodec_extract_SOURCES = contrib/examples/wcodec_extract.c
+contrib_examples_wcodec_extract_CPPFLAGS = -I$(srcdir)/src
+contrib_examples_wcodec_extract_LDADD = libwcodec.la
+TESTS += tests/lib_extract.sh
+EXTRA_DIST += tests/lib_extract.sh tests/install_check.sh
+installcheck-local:
+	CC='$(CC)' PKG_CONFIG='$(PKG_CONFIG)' libdir='$(libdir)' bindir='$(bindir)' \
+	pkgincludedir='$(pkgincludedir)' srcdir='$(srcdir)' PYTHON3='$(PYTHON3)' \
+	$(SHELL) $(srcdir)/tests/install_check.sh
+
 # Tests of the contrib tools themselves (fast: well under a second each).
 TESTS += contrib/tests/tfjs2safetensors.sh contrib/tests/ramfs.sh
 # A wcodecfs bug found by the benchmarks (docs/BENCHMARKS.md, fixed): reads

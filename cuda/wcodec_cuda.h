@@ -1,8 +1,10 @@
 /*
  * wcodec_cuda.h - public entry points of the CUDA plugin (wcodec-cuda.so)
  * for programs that want decoded tensors in GPU memory, with no host round
- * trip of the decoded bytes (model loaders). Link with -l:wcodec-cuda.so
- * from $(pkglibdir) or dlopen() it; it needs libwcodec and a CUDA driver.
+ * trip of the decoded bytes (model loaders). Compile with `pkg-config
+ * --cflags wcodec` and the CUDA runtime's headers; link with
+ * -l:wcodec-cuda.so from $(pkglibdir) (pkg-config's variable cudaplugin
+ * names it) or dlopen() it; it needs libwcodec and a CUDA driver.
  *
  * Integrity on these device paths: every tile's compressed payload is
  * checked against its XXH3-64 chash on the host when it is read, and every

@@ -13,7 +13,8 @@ libwcodec_la_SOURCES += \
 	src/codec/tile_encode.c \
 	src/codec/tile_parse.c
 noinst_HEADERS += src/codec/codec_internal.h
-pkginclude_HEADERS += src/codec/rans.h src/codec/planes.h src/codec/tile_codec.h
+codecincdir = $(pkgincludedir)/codec
+codecinc_HEADERS = src/codec/rans.h src/codec/planes.h src/codec/tile_codec.h
 
 check_PROGRAMS += tests/test_rans tests/test_planes tests/test_tile_codec tests/test_dict
 TESTS += tests/test_rans tests/test_planes tests/test_tile_codec tests/test_dict

@@ -36,6 +36,10 @@
 
 #include "core/wc_error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define WC_MAX_PLANES 8
 
 typedef enum wc_layout_kind {
@@ -117,5 +121,9 @@ wc_err wc_dict_index(wc_layout l, const uint8_t *dict, uint32_t entries, const u
  * corrupt tile. */
 int wc_dict_gather(wc_layout l, const uint8_t *dict, uint32_t entries, const uint8_t *const planes[],
 		   size_t nelem, uint8_t *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* WC_PLANES_H */

@@ -29,6 +29,10 @@
 
 #include "core/wc_error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define WC_RANS_LANES 32u
 #define WC_RANS_PROB_BITS 12u
 #define WC_RANS_PROB_SCALE (1u << WC_RANS_PROB_BITS)
@@ -95,5 +99,9 @@ double wc_entropy_bits(const uint64_t hist[256]);
  * used by the packer to pick RAW or rANS per plane. Same errors as encode. */
 wc_err wc_rans_encoded_size(const uint8_t *sym, size_t nsym, const wc_freqtab *ft,
 			    uint32_t chunk_symbols, size_t *out_len);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* WC_RANS_H */

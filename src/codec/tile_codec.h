@@ -27,6 +27,10 @@
 #include "codec/rans.h"
 #include "core/wc_error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum wc_plane_mode {
 	WC_PLANE_RAW = 0,   /* body = the plane's bytes */
 	WC_PLANE_CONST = 1, /* body empty; every byte equals `value` */
@@ -127,5 +131,9 @@ typedef struct wc_plane_view {
  * Errors: WC_E_CORRUPT. */
 wc_err wc_tile_parse(wc_layout l, const uint8_t *payload, size_t payload_len,
 		     size_t nbytes, uint32_t ntables, wc_plane_view views[WC_MAX_PLANES]);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* WC_TILE_CODEC_H */

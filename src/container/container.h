@@ -22,6 +22,10 @@
 #include "core/wc_error.h"
 #include "engine/tile_source.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define WC_MAGIC "WCODEC\r\n" /* 8 bytes; \r\n catches text-mode mangling */
 #define WC_FORMAT_VERSION 1u
 #define WC_TILE_SIZE_DEFAULT (1u << 20)  /* decoded bytes per tile */
@@ -169,5 +173,9 @@ typedef struct wc_pack_stats {
  * safetensors input, WC_E_IO, WC_E_NOMEM, WC_E_INVAL (options). */
 wc_err wc_pack_safetensors(const char *in_path, const char *out_path,
 			   const wc_pack_opts *opts, wc_pack_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* WC_CONTAINER_H */

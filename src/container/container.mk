@@ -1,7 +1,8 @@
 # src/container: the safetensors parser and the .wcodec reader and writer.
 libwcodec_la_SOURCES += src/container/safetensors.c src/container/format.c \
 	src/container/reader.c src/container/writer.c
-pkginclude_HEADERS += src/container/container.h
+containerincdir = $(pkgincludedir)/container
+containerinc_HEADERS = src/container/container.h
 noinst_HEADERS += src/container/safetensors.h src/container/format.h
 
 check_PROGRAMS += tests/test_safetensors tests/test_container

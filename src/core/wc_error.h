@@ -13,6 +13,10 @@
 
 #include <stdarg.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum wc_err {
 	WC_OK = 0,
 	WC_E_NOMEM,       /* an allocation failed */
@@ -62,5 +66,9 @@ void wc_log_set_sink(wc_log_sink sink, void *ctx);
 void wc_log_set_level(int max_level);
 void wc_log_set_program(const char *name);
 void wc_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* WC_ERROR_H */

@@ -18,6 +18,10 @@
 #include "codec/rans.h"
 #include "core/wc_error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* What a job decodes. WC_JOB_PLANES: a tile payload (tile_codec.h) to tensor
  * bytes. Other kinds (.qvq image tiles) extend this enum and the fields at
  * the end of wc_tile_job; a backend that cannot do a kind decodes it with
@@ -214,5 +218,9 @@ wc_err wc_backend_cpu_create(unsigned threads, wc_backend **out);
 #define WC_CUDA_PLUGIN_NAME "wcodec-cuda.so"
 #define WC_CUDA_PLUGIN_SYMBOL "wcodec_cuda_backend_create_v3"
 typedef wc_err (*wc_backend_create_fn)(const wc_backend_opts *opts, wc_backend **out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* WC_BACKEND_H */

@@ -7,10 +7,12 @@ libwcodec_la_SOURCES += \
 	src/engine/threadpool.c \
 	src/engine/cache.c \
 	src/engine/tile_source.c
+# backend.h and tile_source.h are public: container.h and the CUDA plugin's
+# wcodec_cuda.h include them.
+engineincdir = $(pkgincludedir)/engine
+engineinc_HEADERS = src/engine/backend.h src/engine/tile_source.h
 noinst_HEADERS += \
-	src/engine/backend.h \
 	src/engine/cache.h \
-	src/engine/tile_source.h \
 	src/engine/threadpool.h \
 	tests/fake_tiles.h
 

@@ -11,6 +11,10 @@
 #include "core/wc_error.h"
 #include "engine/backend.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct wc_tile_source wc_tile_source;
 
 typedef struct wc_tile_source_ops {
@@ -38,5 +42,9 @@ struct wc_tile_source {
 /* A new source id: unique in the process across every kind of source (the
  * cache keys entries by it), never 0, never reused. Thread-safe. */
 uint64_t wc_tile_source_new_id(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* WC_TILE_SOURCE_H */

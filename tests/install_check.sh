@@ -1,0 +1,48 @@
+#!/bin/sh
+# `make installcheck` (distcheck runs it): the installed headers and
+# wcodec.pc are what a program outside the tree builds with. Compiles
+# contrib/examples/wcodec_extract.c as C11 with -Werror against
+# `pkg-config --cflags --libs wcodec` only, and a C++ file that includes
+# every public header (extern "C" linkage), then runs the example on a file
+# packed by the installed wcodec.
+# Environment: CC, PKG_CONFIG, libdir, bindir, pkgincludedir, srcdir, PYTHON3.
+set -eu
+fail() { echo "FAIL: install_check: $*" >&2; exit 1; }
+T=$(mktemp -d "${TMPDIR:-/tmp}/wcodec_install.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+export PKG_CONFIG_PATH="$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+flags=$($PKG_CONFIG --cflags --libs wcodec) || fail "pkg-config finds no wcodec in $libdir/pkgconfig"
+case "$flags" in *"-I$pkgincludedir"*) ;; *) fail "wcodec.pc's Cflags lack -I$pkgincludedir: $flags" ;; esac
+# shellcheck disable=SC2086 # flags are words
+$CC -std=c11 -Wall -Wextra -Werror "$srcdir/contrib/examples/wcodec_extract.c" $flags \
+	-Wl,-rpath,"$libdir" -o "$T/wcodec_extract" || fail "the example does not build against the installed headers"
+CXX=${CXX:-c++}
+if command -v "$CXX" > /dev/null 2>&1; then
+	{
+		for h in core/wc_error.h codec/rans.h codec/planes.h codec/tile_codec.h \
+			container/container.h engine/tile_source.h engine/backend.h; do
+			echo "#include \"$h\""
+		done
+		cat <<'CC'
+int main(int argc, char **argv)
+{
+	wc_container *c = nullptr;
+	wc_err e = wc_container_open(argc > 1 ? argv[1] : "", &c);
+	if (e == WC_OK)
+		wc_container_release(c);
+	return e == WC_OK ? 0 : 1;
+}
+CC
+	} > "$T/all.cc"
+	# shellcheck disable=SC2086
+	"$CXX" -Wall -Wextra -Werror "$T/all.cc" $flags -Wl,-rpath,"$libdir" -o "$T/all" ||
+		fail "the public headers do not build and link as C++"
+fi
+"$PYTHON3" "$srcdir/tests/gen_safetensors.py" --profile all --seed 5 "$T/a.safetensors"
+"$bindir/wcodec" pack -q "$T/a.safetensors" "$T/a.wcodec" > /dev/null || fail "the installed wcodec cannot pack"
+"$T/wcodec_extract" "$T/a.wcodec" > "$T/a.out" || fail "the example failed"
+cmp "$T/a.safetensors" "$T/a.out" || fail "the example's output differs from the original"
+if [ -x "$T/all" ]; then
+	"$T/all" "$T/a.wcodec" || fail "the C++ program cannot open the file"
+fi
+echo "PASS: install_check.sh (the installed headers and wcodec.pc build the example, as C and C++)"
