@@ -22,10 +22,11 @@ contrib_examples_wcodec_extract_SOURCES = contrib/examples/wcodec_extract.c
 contrib_examples_wcodec_extract_CPPFLAGS = -I$(srcdir)/src
 contrib_examples_wcodec_extract_LDADD = libwcodec.la
 TESTS += tests/lib_extract.sh
-EXTRA_DIST += tests/lib_extract.sh tests/install_check.sh
+EXTRA_DIST += tests/lib_extract.sh tests/install_check.sh contrib/examples/wcodec_gpu_load.c
 installcheck-local:
 	CC='$(CC)' PKG_CONFIG='$(PKG_CONFIG)' libdir='$(libdir)' bindir='$(bindir)' \
-	pkgincludedir='$(pkgincludedir)' srcdir='$(srcdir)' PYTHON3='$(PYTHON3)' \
+	pkgincludedir='$(pkgincludedir)' pkglibdir='$(pkglibdir)' srcdir='$(srcdir)' \
+	PYTHON3='$(PYTHON3)' cuda_incdir='$(CUDA_INCDIR)' cuda_libdir='$(CUDA_LIBDIR)' \
 	$(SHELL) $(srcdir)/tests/install_check.sh
 
 # Tests of the contrib tools themselves (fast: well under a second each).

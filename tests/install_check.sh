@@ -4,8 +4,11 @@
 # contrib/examples/wcodec_extract.c as C11 with -Werror against
 # `pkg-config --cflags --libs wcodec` only, and a C++ file that includes
 # every public header (extern "C" linkage), then runs the example on a file
-# packed by the installed wcodec.
-# Environment: CC, PKG_CONFIG, libdir, bindir, pkgincludedir, srcdir, PYTHON3.
+# packed by the installed wcodec. With the CUDA plugin installed (cuda_incdir
+# set), contrib/examples/wcodec_gpu_load.c is built against it too, and run
+# when a GPU is usable: every tensor decoded into GPU memory equals the CPU's.
+# Environment: CC, PKG_CONFIG, libdir, bindir, pkgincludedir, pkglibdir,
+# srcdir, PYTHON3, cuda_incdir and cuda_libdir (empty without CUDA).
 set -eu
 fail() { echo "FAIL: install_check: $*" >&2; exit 1; }
 T=$(mktemp -d "${TMPDIR:-/tmp}/wcodec_install.XXXXXX")
@@ -45,4 +48,22 @@ cmp "$T/a.safetensors" "$T/a.out" || fail "the example's output differs from the
 if [ -x "$T/all" ]; then
 	"$T/all" "$T/a.wcodec" || fail "the C++ program cannot open the file"
 fi
-echo "PASS: install_check.sh (the installed headers and wcodec.pc build the example, as C and C++)"
+gpu="not built (no CUDA plugin)"
+if [ -n "${cuda_incdir:-}" ] && [ -f "$pkgincludedir/wcodec_cuda.h" ]; then
+	[ "$($PKG_CONFIG --variable=pkglibdir wcodec)" = "$pkglibdir" ] || fail "wcodec.pc's pkglibdir"
+	# shellcheck disable=SC2086
+	$CC -std=c11 -Wall -Wextra -Werror "$srcdir/contrib/examples/wcodec_gpu_load.c" \
+		$($PKG_CONFIG --cflags wcodec) -I"$cuda_incdir" $($PKG_CONFIG --libs wcodec) \
+		-L"$pkglibdir" -l:wcodec-cuda.so -Wl,-rpath,"$pkglibdir" \
+		-L"$cuda_libdir" -lcudart -Wl,-rpath,"$cuda_libdir" -Wl,-rpath,"$libdir" -o "$T/gpu_load" ||
+		fail "the GPU example does not build against the installed plugin"
+	rc=0
+	"$T/gpu_load" "$T/a.wcodec" > "$T/gpu.out" 2> "$T/gpu.err" || rc=$?
+	case $rc in
+	0) [ "$(grep -c 'equal$' "$T/gpu.out")" -eq "$(wc -l < "$T/gpu.out")" ] || fail "GPU example output"
+	   gpu="built, and $(wc -l < "$T/gpu.out") tensors decoded into GPU memory equal the CPU's" ;;
+	3) gpu="built and linked; not run: $(cat "$T/gpu.err")" ;;
+	*) fail "the GPU example failed ($rc): $(cat "$T/gpu.err")" ;;
+	esac
+fi
+echo "PASS: install_check.sh (the installed headers and wcodec.pc build the example, as C and C++; GPU example: $gpu)"
