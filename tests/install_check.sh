@@ -42,7 +42,11 @@ CC
 		fail "the public headers do not build and link as C++"
 fi
 "$PYTHON3" "$srcdir/tests/gen_safetensors.py" --profile all --seed 5 "$T/a.safetensors"
-"$bindir/wcodec" pack -q "$T/a.safetensors" "$T/a.wcodec" > /dev/null || fail "the installed wcodec cannot pack"
+# The installed wcodec finds the installed library even before ldconfig has
+# run for a prefix such as /usr/local (libtool sets no rpath there).
+LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$bindir/wcodec" pack -q \
+	"$T/a.safetensors" "$T/a.wcodec" > /dev/null 2> "$T/pack.err" ||
+	fail "the installed wcodec cannot pack: $(cat "$T/pack.err")"
 "$T/wcodec_extract" "$T/a.wcodec" > "$T/a.out" || fail "the example failed"
 cmp "$T/a.safetensors" "$T/a.out" || fail "the example's output differs from the original"
 if [ -x "$T/all" ]; then
