@@ -10,20 +10,34 @@
 # the cap, still answers lookups of new directories (found by name).
 . "${top_srcdir:-.}/tests/mount_lib.sh"
 
+# dirs_with_file PARENT PREFIX N TEXT: directories PARENT/PREFIX0..N-1, each
+# holding a file x that reads "TEXT i".
+dirs_with_file() {
+	mkdir -p "$1"
+	i=0
+	while [ $i -lt "$3" ]; do
+		mkdir "$1/$2$i"
+		printf '%s %d\n' "$4" $i > "$1/$2$i/x"
+		i=$((i + 1))
+	done
+}
+
+# start_limited LOG: the daemon on $S at $M, its descriptor limit 256 (the
+# hard limit too, so it cannot raise it), logging to LOG.
+start_limited() {
+	( ulimit -n 256 && ulimit -Hn 256 && exec $drop "$WCODECFS" "$S" "$M" -f -o timeout=3600 ) 2> "$1" &
+	wait_mounted "$M" "$1"
+}
+
 S=$TMP/src
 O=$TMP/orig
-mkdir -p "$S/files" "$S/dirs" "$O"
+mkdir -p "$S/files" "$O"
 i=0
 while [ $i -lt 2000 ]; do
 	printf 'file %d\n' $i > "$S/files/f$i"
 	i=$((i + 1))
 done
-i=0
-while [ $i -lt 300 ]; do
-	mkdir "$S/dirs/d$i"
-	printf 'in directory %d\n' $i > "$S/dirs/d$i/x"
-	i=$((i + 1))
-done
+dirs_with_file "$S/dirs" d 300 "in directory"
 deep=$S/deep
 i=0
 while [ $i -lt 24 ]; do
@@ -40,15 +54,14 @@ pack "$O/m.safetensors" "$S/dirs/d299/m.wcodec" 16384
 M=$TMP/mnt
 mkdir -p "$M"
 MOUNTS="$MOUNTS $M"
-# The hard limit too, so the daemon cannot raise it; as root, also without
-# CAP_SYS_RESOURCE, with which it would raise the hard limit as well.
+# As root, the daemon runs without CAP_SYS_RESOURCE, with which it would
+# raise the hard limit as well.
 drop=
 if [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null 2>&1 &&
 	setpriv --bounding-set=-sys_resource true 2> /dev/null; then
 	drop="setpriv --bounding-set=-sys_resource"
 fi
-( ulimit -n 256 && ulimit -Hn 256 && exec $drop "$WCODECFS" "$S" "$M" -f -o timeout=3600 ) 2> "$TMP/log" &
-wait_mounted "$M" "$TMP/log"
+start_limited "$TMP/log"
 pid=$(daemon_pid_of "$M") || fail "no daemon pid"
 limit=$(awk '/^Max open files/ { print $4 }' "/proc/$pid/limits")
 if [ "$limit" != 256 ]; then
@@ -94,15 +107,8 @@ unmount_fs "$M"
 # left. Directories looked up then have no descriptor to keep: they are
 # found again by name, and every lookup answers; once the files are closed
 # their contents read back.
-mkdir "$S/late"
-i=0
-while [ $i -lt 40 ]; do
-	mkdir "$S/late/l$i"
-	printf 'late %d\n' $i > "$S/late/l$i/x"
-	i=$((i + 1))
-done
-( ulimit -n 256 && ulimit -Hn 256 && exec $drop "$WCODECFS" "$S" "$M" -f -o timeout=3600 ) 2> "$TMP/log2" &
-wait_mounted "$M" "$TMP/log2"
+dirs_with_file "$S/late" l 40 late
+start_limited "$TMP/log2"
 "$PYTHON3" - "$M" <<'PY' || fail "lookups with the descriptors taken: $(cat "$TMP/log2")"
 import errno, os, sys
 m = sys.argv[1]
