@@ -5,7 +5,14 @@
  * the calling thread hands the previous batch to the sink (which writes it)
  * and reads the next batch's payloads, so reading, decoding and writing
  * overlap. Memory: two batches of at most BATCH_BYTES decoded bytes plus
- * their payloads, allocated once. */
+ * their payloads, allocated once.
+ *
+ * A batch holds the decoded bytes of the backend's preferred call
+ * (max_batch tiles of the nominal tile size): a count of tiles would make
+ * batches of small tiles tiny. On two cores the CPU backend prefers 4
+ * tiles; this file's 1,045 tiles of 139 KB on average then made 260
+ * batches, each a thread start, a join and the pool's hand-offs, and `wcodec
+ * cat` took 14% longer (docs/BENCHMARKS.md, eighteenth session). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +111,23 @@ static wc_err batch_fill(batch *b, uint32_t first, uint32_t n)
 	return WC_OK;
 }
 
+/* Tiles of the batch that starts at tile `first`: while its decoded bytes
+ * are under `target`, at most BATCH_BYTES (unless one tile) and
+ * BATCH_TILES_MAX tiles. */
+static uint32_t batch_tiles(wc_tile_source *src, uint32_t first, uint32_t ntiles, uint64_t target)
+{
+	uint32_t n = 0;
+	uint64_t bytes = 0;
+	while (first + n < ntiles && n < BATCH_TILES_MAX && bytes < target) {
+		uint32_t ds = src->ops->tile_dsize(src, first + n);
+		if (n && bytes + ds > BATCH_BYTES)
+			break;
+		bytes += ds;
+		n++;
+	}
+	return n;
+}
+
 static void *batch_decode(void *arg)
 {
 	batch *b = arg;
@@ -169,13 +193,9 @@ wc_err cli_decode_tiles(wc_container *c, const cli_decode_opts *o, cli_tile_sink
 	wc_err e = wc_backend_create(o->backend ? o->backend : "auto", &bo, &be);
 	if (e)
 		return e;
-	uint32_t per = be->max_batch ? be->max_batch : 64;
-	if (per > BATCH_TILES_MAX)
-		per = BATCH_TILES_MAX;
-	if (per > BATCH_BYTES / tile_size)
-		per = BATCH_BYTES / tile_size ? BATCH_BYTES / tile_size : 1;
-	if (per > ntiles)
-		per = ntiles;
+	uint64_t target = (uint64_t)(be->max_batch ? be->max_batch : 64) * tile_size;
+	if (target > BATCH_BYTES)
+		target = BATCH_BYTES;
 
 	batch bufs[2] = {{.be = be, .c = c}, {.be = be, .c = c}};
 	batch *cur = &bufs[0], *next = &bufs[1];
@@ -187,23 +207,27 @@ wc_err cli_decode_tiles(wc_container *c, const cli_decode_opts *o, cli_tile_sink
 	 * are allocated once */
 	wc_tile_source *src = wc_container_source(c);
 	size_t pmax = 1, omax = 1;
-	for (uint32_t first = 0; first < ntiles; first += per) {
+	uint32_t nmax = 1, n;
+	for (uint32_t first = 0; first < ntiles; first += n) {
 		size_t ps = 0, os = 0;
-		for (uint32_t t = first; t < ntiles && t < first + per; t++) {
+		n = batch_tiles(src, first, ntiles, target);
+		for (uint32_t t = first; t < first + n; t++) {
 			ps += src->ops->tile_csize(src, t);
 			os += src->ops->tile_dsize(src, t);
 		}
 		pmax = ps > pmax ? ps : pmax;
 		omax = os > omax ? os : omax;
+		nmax = n > nmax ? n : nmax;
 	}
 	for (int i = 0; i < 2; i++)
-		if ((e = batch_alloc(&bufs[i], per)) || (e = batch_buffers(&bufs[i], pmax, omax)))
+		if ((e = batch_alloc(&bufs[i], nmax)) || (e = batch_buffers(&bufs[i], pmax, omax)))
 			goto out;
-	if ((e = batch_fill(cur, 0, per)))
+	n = batch_tiles(src, 0, ntiles, target);
+	if ((e = batch_fill(cur, 0, n)))
 		goto out;
 	batch_start(cur);
-	for (uint32_t first = per;; first += per) {
-		uint32_t n = first < ntiles ? (ntiles - first < per ? ntiles - first : per) : 0;
+	for (uint32_t first = n;; first += n) {
+		n = batch_tiles(src, first, ntiles, target);
 		wc_err fe = n ? batch_fill(next, first, n) : WC_OK; /* overlaps cur's decode */
 		if ((e = batch_finish(cur, sink, ctx, &stop)))
 			goto out;
