@@ -3,7 +3,8 @@
 # decodes every tile through the plugin's WC_JOB_VQ path and checks each
 # tile's XXH3-64, i.e. the GPU bytes equal the encoder's reconstruction
 # (and the CPU decode) bit for bit; no tile may fall back to the CPU; a
-# damaged tile is still reported. Skips (77) without a built plugin or a GPU.
+# damaged tile is still reported. Skips (77) without a built plugin or a GPU,
+# or without numpy and PIL (qvq_check.py makes the images).
 set -u
 fail() { echo "FAIL: $*" >&2; exit 1; }
 : "${WCODEC:?}" "${top_srcdir:?}" "${top_builddir:?}"
@@ -11,6 +12,7 @@ PYTHON3=${PYTHON3:-/usr/bin/python3}
 plugin=$top_builddir/cuda/.libs
 [ -e "$plugin/wcodec-cuda.so" ] || { echo "SKIP: no CUDA plugin built"; exit 77; }
 export WCODEC_PLUGIN_DIR=$plugin
+"$PYTHON3" -c 'import numpy, PIL' 2>/dev/null || { echo "SKIP: $PYTHON3 lacks numpy/PIL"; exit 77; }
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/qvq-cuda.XXXXXX") || fail mktemp
 trap 'rm -rf "$TMP"' EXIT
 chk() { "$PYTHON3" "$top_srcdir/tests/qvq_check.py" "$@"; }

@@ -3,8 +3,10 @@
 # `wcodec unpack` writes, images.npy that np.load(mmap_mode='r') maps,
 # labels.txt; PIL opens the PPMs; sizes exact and stable; mmap works; a
 # damaged tile is EIO for its images only; the source .qvq stays hidden.
+# Skips (77) when /dev/fuse is unusable or python3 lacks numpy and PIL.
 . "${top_srcdir:-.}/tests/mount_lib.sh"
 : "${WCODEC:?WCODEC must name the built wcodec}"
+"$PYTHON3" -c 'import numpy, PIL' 2>/dev/null || { echo "SKIP: $PYTHON3 lacks numpy/PIL"; exit 77; }
 chk() { "$PYTHON3" "$top_srcdir/tests/qvq_check.py" "$@"; }
 
 S=$TMP/src
