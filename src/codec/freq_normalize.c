@@ -1,13 +1,31 @@
 /* freq_normalize.c - histogram -> 12-bit rANS frequency table, and validation. */
 #include <math.h>
+#include <pthread.h>
 
 #include "codec/rans.h"
 
-/* Cost change in bits of moving symbol s from frequency f to f+d (d = +-1):
- * count * log2(f / (f + d)); negative is a gain. */
-static double delta_cost(uint64_t count, uint32_t f, int d)
+static double log2_tab[WC_RANS_PROB_SCALE + 1];
+static pthread_once_t log2_once = PTHREAD_ONCE_INIT;
+
+static void log2_init(void)
 {
-	return (double)count * (log2((double)f) - log2((double)((int)f + d)));
+	log2_tab[0] = -INFINITY;
+	for (uint32_t f = 1; f <= WC_RANS_PROB_SCALE; f++)
+		log2_tab[f] = log2((double)f);
+}
+
+const double *wc_log2_freq_table(void)
+{
+	pthread_once(&log2_once, log2_init);
+	return log2_tab;
+}
+
+/* Cost change in bits of moving symbol s from frequency f to f+d (d = +-1;
+ * f and f+d within [1, 4096]): count * log2(f / (f + d)); negative is a
+ * gain. L: wc_log2_freq_table(). */
+static double delta_cost(const double *L, uint64_t count, uint32_t f, int d)
+{
+	return (double)count * (L[f] - L[(int)f + d]);
 }
 
 /*
@@ -44,6 +62,7 @@ wc_err wc_freq_normalize(const uint64_t hist[256], wc_freqtab *out)
 	}
 
 	/* Fix the sum: add where it gains most, take where it costs least. */
+	const double *L = wc_log2_freq_table();
 	while (sum != (int32_t)WC_RANS_PROB_SCALE) {
 		int best = -1;
 		double best_c = INFINITY;
@@ -51,7 +70,7 @@ wc_err wc_freq_normalize(const uint64_t hist[256], wc_freqtab *out)
 		for (int s = 0; s < 256; s++) {
 			if (!hist[s] || (d < 0 && f[s] <= 1))
 				continue;
-			double c = delta_cost(hist[s], f[s], d);
+			double c = delta_cost(L, hist[s], f[s], d);
 			if (c < best_c) {
 				best_c = c;
 				best = s;
@@ -68,13 +87,13 @@ wc_err wc_freq_normalize(const uint64_t hist[256], wc_freqtab *out)
 		for (int s = 0; s < 256; s++) {
 			if (!hist[s])
 				continue;
-			double cu = delta_cost(hist[s], f[s], 1);
+			double cu = delta_cost(L, hist[s], f[s], 1);
 			if (cu < up_c) {
 				up_c = cu;
 				up = s;
 			}
 			if (f[s] > 1) {
-				double cd = delta_cost(hist[s], f[s], -1);
+				double cd = delta_cost(L, hist[s], f[s], -1);
 				if (cd < down_c) {
 					down_c = cd;
 					down = s;

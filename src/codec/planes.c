@@ -69,9 +69,28 @@ int wc_layout_parse(const char *name, wc_layout *out)
 	return -1;
 }
 
+/* The splits run on every tile the packer codes and on every block it
+ * takes a histogram of: SSE2, 16 elements per step, the inverse of the
+ * merges below; scalar loops finish the tail. */
 static void split_bf16(const uint8_t *in, size_t n, uint8_t *p0, uint8_t *p1)
 {
-	for (size_t i = 0; i < n; i++) {
+	size_t i = 0;
+#if defined(__SSE2__)
+	const __m128i m_ff = _mm_set1_epi16(0x00ff), m_7f = _mm_set1_epi16(0x007f);
+	const __m128i m_80 = _mm_set1_epi16(0x0080);
+	for (; i + 16 <= n; i += 16) {
+		__m128i w0 = _mm_loadu_si128((const __m128i *)(in + 2 * i));
+		__m128i w1 = _mm_loadu_si128((const __m128i *)(in + 2 * i + 16));
+		/* p0 = v >> 7 (the exponent byte); p1 = sign << 7 | mantissa */
+		__m128i e0 = _mm_and_si128(_mm_srli_epi16(w0, 7), m_ff);
+		__m128i e1 = _mm_and_si128(_mm_srli_epi16(w1, 7), m_ff);
+		__m128i s0 = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(w0, 8), m_80), _mm_and_si128(w0, m_7f));
+		__m128i s1 = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(w1, 8), m_80), _mm_and_si128(w1, m_7f));
+		_mm_storeu_si128((__m128i *)(p0 + i), _mm_packus_epi16(e0, e1));
+		_mm_storeu_si128((__m128i *)(p1 + i), _mm_packus_epi16(s0, s1));
+	}
+#endif
+	for (; i < n; i++) {
 		uint16_t v = (uint16_t)(in[2 * i] | in[2 * i + 1] << 8);
 		p0[i] = (uint8_t)(v >> 7);
 		p1[i] = (uint8_t)(((v >> 8) & 0x80) | (v & 0x7f));
@@ -110,9 +129,36 @@ static void merge_bf16(const uint8_t *p0, const uint8_t *p1, size_t n, uint8_t *
 	}
 }
 
+#if defined(__SSE2__)
+/* Bytes 0..3 of eight 32-bit lanes (each below 256) -> 8 bytes at dst. */
+static inline void store8_from_dwords(uint8_t *dst, __m128i a, __m128i b)
+{
+	_mm_storel_epi64((__m128i *)dst, _mm_packus_epi16(_mm_packs_epi32(a, b), _mm_setzero_si128()));
+}
+#endif
+
 static void split_f32(const uint8_t *in, size_t n, uint8_t *const pl[])
 {
-	for (size_t i = 0; i < n; i++) {
+	size_t i = 0;
+#if defined(__SSE2__)
+	const __m128i m_ff = _mm_set1_epi32(0xff), m_low = _mm_set1_epi32(0x007fffff);
+	for (; i + 8 <= n; i += 8) {
+		__m128i u[2], r[2];
+		for (int h = 0; h < 2; h++) {
+			u[h] = _mm_loadu_si128((const __m128i *)(in + 4 * i + 16 * h));
+			/* r = mantissa | sign << 23 */
+			r[h] = _mm_or_si128(_mm_and_si128(u[h], m_low),
+					    _mm_slli_epi32(_mm_srli_epi32(u[h], 31), 23));
+		}
+		store8_from_dwords(pl[0] + i, _mm_and_si128(_mm_srli_epi32(u[0], 23), m_ff),
+				   _mm_and_si128(_mm_srli_epi32(u[1], 23), m_ff));
+		store8_from_dwords(pl[1] + i, _mm_and_si128(r[0], m_ff), _mm_and_si128(r[1], m_ff));
+		store8_from_dwords(pl[2] + i, _mm_and_si128(_mm_srli_epi32(r[0], 8), m_ff),
+				   _mm_and_si128(_mm_srli_epi32(r[1], 8), m_ff));
+		store8_from_dwords(pl[3] + i, _mm_srli_epi32(r[0], 16), _mm_srli_epi32(r[1], 16));
+	}
+#endif
+	for (; i < n; i++) {
 		uint32_t u;
 		memcpy(&u, in + 4 * i, 4);
 		uint32_t r = (u & 0x7fffff) | ((u >> 31) << 23);
@@ -178,12 +224,51 @@ void wc_planes_split(wc_layout l, const uint8_t *in, size_t nelem, uint8_t *cons
 		memcpy(planes[0], in, nelem);
 		return;
 	}
+	size_t i0 = 0;
+#if defined(__SSE2__)
+	if (w == 2) { /* F16, I16, U16: plane 0 the high bytes, plane 1 the low */
+		const __m128i m_ff = _mm_set1_epi16(0x00ff);
+		for (; i0 + 16 <= nelem; i0 += 16) {
+			__m128i w0 = _mm_loadu_si128((const __m128i *)(in + 2 * i0));
+			__m128i w1 = _mm_loadu_si128((const __m128i *)(in + 2 * i0 + 16));
+			_mm_storeu_si128((__m128i *)(planes[0] + i0),
+					 _mm_packus_epi16(_mm_srli_epi16(w0, 8), _mm_srli_epi16(w1, 8)));
+			_mm_storeu_si128((__m128i *)(planes[1] + i0),
+					 _mm_packus_epi16(_mm_and_si128(w0, m_ff), _mm_and_si128(w1, m_ff)));
+		}
+	}
+#endif
 	for (unsigned k = 0; k < w; k++) {
 		uint8_t *dst = planes[k];
 		const uint8_t *src = in + (w - 1 - k);
-		for (size_t i = 0; i < nelem; i++)
+		for (size_t i = i0; i < nelem; i++)
 			dst[i] = src[i * w];
 	}
+}
+
+/* part[k][b] += occurrences of b among bytes[j], j = k mod 4, of
+ * bytes[0..n). Four partial counts, so that a run of one value (an
+ * exponent plane has a few) does not chain every increment through one
+ * counter's store and load. */
+static void histogram_add4(uint32_t part[4][256], const uint8_t *bytes, size_t n)
+{
+	size_t j = 0;
+	for (; j + 4 <= n; j += 4) {
+		part[0][bytes[j]]++;
+		part[1][bytes[j + 1]]++;
+		part[2][bytes[j + 2]]++;
+		part[3][bytes[j + 3]]++;
+	}
+	for (; j < n; j++)
+		part[0][bytes[j]]++;
+}
+
+/* hist[b] += the four partial counts of b; they restart at 0. */
+static void histogram_flush(uint64_t hist[256], uint32_t part[4][256])
+{
+	for (int b = 0; b < 256; b++)
+		hist[b] += (uint64_t)part[0][b] + part[1][b] + part[2][b] + part[3][b];
+	memset(part, 0, 4 * 256 * sizeof part[0][0]);
 }
 
 /* Shuffle merges: plane k is byte w-1-k, so interleaving the planes in
@@ -260,16 +345,28 @@ void wc_planes_merge(wc_layout l, const uint8_t *const planes[], size_t nelem, u
 void wc_planes_histogram(wc_layout l, const uint8_t *in, size_t nelem, uint64_t hist[][256])
 {
 	enum { BLOCK = 1024 };
+	/* Elements between flushes of the 32-bit partial counts: each of the
+	 * four counts at most a quarter of them, far below 2^32. */
+	const size_t flush_every = (size_t)1 << 30;
 	uint8_t buf[WC_MAX_PLANES][BLOCK];
 	uint8_t *planes[WC_MAX_PLANES];
+	uint32_t part[WC_MAX_PLANES][4][256];
 	unsigned np = l.nplanes <= WC_MAX_PLANES ? l.nplanes : WC_MAX_PLANES;
 	for (unsigned p = 0; p < WC_MAX_PLANES; p++)
 		planes[p] = buf[p];
+	memset(part, 0, sizeof part);
+	size_t since = 0;
 	for (size_t i = 0; i < nelem; i += BLOCK) {
 		size_t m = nelem - i < BLOCK ? nelem - i : BLOCK;
 		wc_planes_split(l, in + i * l.elem_size, m, planes);
 		for (unsigned p = 0; p < np; p++)
-			for (size_t j = 0; j < m; j++)
-				hist[p][buf[p][j]]++;
+			histogram_add4(part[p], buf[p], m);
+		if ((since += m) >= flush_every) {
+			for (unsigned p = 0; p < np; p++)
+				histogram_flush(hist[p], part[p]);
+			since = 0;
+		}
 	}
+	for (unsigned p = 0; p < np; p++)
+		histogram_flush(hist[p], part[p]);
 }

@@ -66,6 +66,14 @@ typedef struct wc_rans_dtab {
  * symbols are present. */
 wc_err wc_freq_normalize(const uint64_t hist[256], wc_freqtab *out);
 
+/* log2(f) for f in [0, 4096] (entry 0 is -INFINITY), the values log2()
+ * returns, from a table built on first use (thread-safe): the packer's cost
+ * estimates take the log2 of frequencies per symbol and per move
+ * (wc_freq_normalize, the writer's coded sizes), and log2() itself was 17%
+ * of `wcodec pack`'s CPU time (docs/BENCHMARKS.md, eighteenth session).
+ * Returns WC_RANS_PROB_SCALE + 1 entries. */
+const double *wc_log2_freq_table(void);
+
 /* Check a table read from a file: sum 4096, each entry <= 4095, at least two
  * non-zero entries. Errors: WC_E_FORMAT with a reason. */
 wc_err wc_freq_validate(const wc_freqtab *ft);

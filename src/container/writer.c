@@ -319,10 +319,11 @@ static double chunk_overhead(uint64_t n, uint32_t chunk, uint32_t tile_syms)
 /* Bytes of n symbols with histogram hist coded with table ft (cross-entropy). */
 static double coded_bytes(const uint64_t hist[256], const wc_freqtab *ft)
 {
+	const double *L = wc_log2_freq_table();
 	double bits = 0;
 	for (int s = 0; s < 256; s++)
 		if (hist[s])
-			bits += (double)hist[s] * ((double)WC_RANS_PROB_BITS - log2((double)ft->freq[s]));
+			bits += (double)hist[s] * ((double)WC_RANS_PROB_BITS - L[ft->freq[s]]);
 	return bits / 8.0;
 }
 
