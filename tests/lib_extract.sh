@@ -38,16 +38,11 @@ done
 rejects "$X" "$T/w.wcodec" no.such.tensor > /dev/null 2> "$T/err" || fail "a missing tensor was not an error"
 grep -q 'no tensor named "no.such.tensor"' "$T/err" || fail "no reason for a missing tensor: $(cat "$T/err")"
 
-# A flipped byte in the middle of the payloads (the header, tables and index
-# sit at the ends of the file): an error naming a checksum, no bytes past it.
-cp "$T/w.wcodec" "$T/bad.wcodec"
-size=$(wc -c < "$T/bad.wcodec")
-"$PY" -c "
-import sys
-p, off = sys.argv[1], int(sys.argv[2])
-with open(p, 'r+b') as f:
-    f.seek(off); b = f.read(1); f.seek(off); f.write(bytes([b[0] ^ 0x5a]))
-" "$T/bad.wcodec" $((size / 2))
+# A flipped byte in a tile's payload (mount_check.py flip): an error naming a
+# checksum, and no bytes past it.
+"$PY" "$top_srcdir/tests/mount_check.py" flip "$T/w.wcodec" 5 "$T/bad.wcodec" > /dev/null ||
+	fail "could not damage a tile"
+size=$(wc -c < "$T/w.wcodec")
 rejects "$X" "$T/bad.wcodec" > "$T/bad.out" 2> "$T/err" || fail "a damaged payload was not an error"
 grep -qi 'checksum\|corrupt' "$T/err" || fail "no reason for the damage: $(cat "$T/err")"
 head -c "$(wc -c < "$T/bad.out")" "$T/w.safetensors" | cmp -s - "$T/bad.out" ||

@@ -35,18 +35,15 @@ void wcfs_stats_log(wcfs_fs *fs, const char *when)
 	rss_kib(&rss, &hwm);
 	wc_cache_stats s;
 	wc_cache_get_stats(fs->cache, &s);
+	char what[200] = "none";
 	if (reads)
-		wc_log(WC_LOG_INFO, "%s: reads: %llu of %.0f KiB on average; %.1f ms "
-		       "from request to reply written, %.1f ms of it writing replies; cache %.1f of "
-		       "%.0f MiB; daemon RSS %.1f MiB (peak %.1f)", when, (unsigned long long)reads,
-		       (double)atomic_load(&fs->read_bytes) / 1024.0 / (double)reads,
-		       1e-6 * (double)atomic_load(&fs->read_ns), 1e-6 * (double)atomic_load(&fs->reply_ns),
-		       (double)s.bytes_cached / 1048576.0, (double)fs->opt->cache_size / 1048576.0,
-		       (double)rss / 1024.0, (double)hwm / 1024.0);
-	else
-		wc_log(WC_LOG_INFO, "%s: reads: none; cache %.1f of %.0f MiB; daemon RSS "
-		       "%.1f MiB (peak %.1f)", when, (double)s.bytes_cached / 1048576.0,
-		       (double)fs->opt->cache_size / 1048576.0, (double)rss / 1024.0, (double)hwm / 1024.0);
+		snprintf(what, sizeof what, "%llu of %.0f KiB on average; %.1f ms from request to "
+			 "reply written, %.1f ms of it writing replies", (unsigned long long)reads,
+			 (double)atomic_load(&fs->read_bytes) / 1024.0 / (double)reads,
+			 1e-6 * (double)atomic_load(&fs->read_ns), 1e-6 * (double)atomic_load(&fs->reply_ns));
+	wc_log(WC_LOG_INFO, "%s: reads: %s; cache %.1f of %.0f MiB; daemon RSS %.1f MiB (peak %.1f)",
+	       when, what, (double)s.bytes_cached / 1048576.0, (double)fs->opt->cache_size / 1048576.0,
+	       (double)rss / 1024.0, (double)hwm / 1024.0);
 	wc_log(WC_LOG_INFO,
 	       "%s: cache: %llu hits, %llu misses (readers waited %.1f ms), %llu decodes (%llu failed), "
 	       "%llu prefetches, %llu evictions, %llu batches of %llu tiles; dispatchers spent "
@@ -65,20 +62,25 @@ static pthread_t stats_thread;
 static bool stats_running;
 static atomic_bool stats_stop;
 
-int wcfs_stats_block_signal(void)
+/* The set holding SIGUSR1 alone. */
+static sigset_t usr1_set(void)
 {
 	sigset_t set;
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
+	return set;
+}
+
+int wcfs_stats_block_signal(void)
+{
+	sigset_t set = usr1_set();
 	return pthread_sigmask(SIG_BLOCK, &set, NULL);
 }
 
 static void *stats_main(void *arg)
 {
 	wcfs_fs *fs = arg;
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGUSR1);
+	sigset_t set = usr1_set();
 	for (;;) {
 		int sig;
 		if (sigwait(&set, &sig) != 0)

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +182,14 @@ static void replace_all(const char *s, const char *from, const char *to, char *o
 	out[n] = '\0';
 }
 
+/* Whether descriptor fd holds the entry st describes (same st_dev, st_ino). */
+static bool fd_holds(int fd, const struct stat *st)
+{
+	struct stat now;
+	return fstatat(fd, "", &now, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 &&
+	       now.st_dev == st->st_dev && now.st_ino == st->st_ino;
+}
+
 /* Find or create the node of a real entry, or of a provider root
  * (prov != NULL), at `name` in directory node dir (whose descriptor, maybe
  * a temporary one, is dirfd). */
@@ -242,13 +251,9 @@ static int node_for_entry(wcfs_vtree *vt, wcfs_node *dir, int dirfd, const char 
 			k.where = place;
 		} else if (fd < 0) {
 			return errno;
-		} else {
-			struct stat st2;
-			if (fstatat(fd, "", &st2, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0 ||
-			    st2.st_dev != st->st_dev || st2.st_ino != st->st_ino) {
-				close(fd); /* replaced between stat and open: let the kernel retry */
-				return ENOENT;
-			}
+		} else if (!fd_holds(fd, st)) {
+			close(fd); /* replaced between stat and open: let the kernel retry */
+			return ENOENT;
 		}
 	}
 	if (prov) {
