@@ -21,6 +21,11 @@
 #         with PIL to a numpy array;
 #       - decode only, one CPU core (src/qvq/qvq_bench).
 #     Each throughput figure is the best of REPS (default 3) fresh mounts.
+#  3. PAIRS=N (default 0): N rounds of a fresh wcodecfs mount and the RAM FUSE
+#     ceiling read alternately (images.npy, one pread per image; page cache
+#     dropped and the archive read back before each), with the ratio of each
+#     round and their median: issue 4's "0.7 of the ceiling", measured side by
+#     side. ONLY=pairs runs only this.
 # ONLY=quality or ONLY=throughput runs one half. The GPU figures come from
 # cuda/vq_bench on a GPU machine (see docs/BENCHMARKS-QVQ.md).
 # Prints "RESULT name value" lines (also in DATA_DIR/qvq/results.txt).
@@ -38,7 +43,8 @@ RAMFS=$build/contrib/bench/ramfs
 QVQ_BENCH=$build/src/qvq/qvq_bench
 CROPS_PER_PHOTO=${CROPS_PER_PHOTO:-24}
 REPS=${REPS:-3}           # fresh mounts per throughput figure; the best is kept
-ONLY=${ONLY:-all}         # all | quality | throughput
+ONLY=${ONLY:-all}         # all | quality | throughput | pairs
+PAIRS=${PAIRS:-0}         # alternating mount / ceiling rounds (3. above)
 CACHE=${CACHE:-64M}       # wcodecfs cache_size: below the data set, so tile buffers are recycled
 out=$data/qvq
 mkdir -p "$out"
@@ -86,7 +92,7 @@ print("# %d photographs -> %s, %s" % (n, p224, crops), file=sys.stderr)
 EOF
 
 # 1. Quality: K sweep.
-[ "$ONLY" = throughput ] || for K in 256 4096 65536; do
+[ "$ONLY" = throughput ] || [ "$ONLY" = pairs ] || for K in 256 4096 65536; do
 	"$WCODEC" pack-images -q "$out/p224" "$out/p224-$K.qvq" --codebook "$K" --seed 1 >"$out/pack-$K.txt"
 	psnr=$(sed -n 's/.*PSNR \([0-9.]*\) dB.*/\1/p' "$out/pack-$K.txt")
 	bpp=$(sed -n 's/.*, \([0-9.]*\) bits\/pixel.*/\1/p' "$out/pack-$K.txt")
@@ -96,7 +102,7 @@ EOF
 	result "qvq_K${K}_pack_s" "$secs"
 done
 # JPEG at similar sizes: a quality sweep over the same 224x224 PNGs.
-[ "$ONLY" = throughput ] || "$PY" - "$out/p224" <<'EOF' | tee -a "$results"
+[ "$ONLY" = throughput ] || [ "$ONLY" = pairs ] || "$PY" - "$out/p224" <<'EOF' | tee -a "$results"
 import io, os, sys
 import numpy as np
 from PIL import Image
@@ -129,9 +135,9 @@ mkdir -p "$src"
 n=$(find "$out/crops" -name '*.png' | wc -l)
 result crops_images "$n"
 result crops_codebook "$K"
-"$QVQ_BENCH" "$src/crops.qvq" 3 | tee "$out/cpu.txt"
-result cpu1_decode_images_per_s "$(sed -n 's/^cpu decode.* \([0-9]*\) images\/s.*/\1/p' "$out/cpu.txt")"
-result cpu1_gather_images_per_s "$(sed -n 's/^cpu gather.* \([0-9]*\) images\/s.*/\1/p' "$out/cpu.txt")"
+[ "$ONLY" = pairs ] || "$QVQ_BENCH" "$src/crops.qvq" 3 | tee "$out/cpu.txt"
+[ "$ONLY" = pairs ] || result cpu1_decode_images_per_s "$(sed -n 's/^cpu decode.* \([0-9]*\) images\/s.*/\1/p' "$out/cpu.txt")"
+[ "$ONLY" = pairs ] || result cpu1_gather_images_per_s "$(sed -n 's/^cpu gather.* \([0-9]*\) images\/s.*/\1/p' "$out/cpu.txt")"
 
 read_ppms() { # DIR: read every .ppm (sorted), print images/s
 	"$PY" - "$1" <<'EOF'
@@ -172,6 +178,30 @@ trap 'umount_quiet "$mnt"' EXIT
 best() { sort -n | tail -1; }
 "$WCODEC" unpack -q "$src/crops.qvq" "$out/unpacked" >/dev/null
 sync
+drop_caches() { # cold page cache, then the archive (or the ceiling's file) read back
+	sync
+	echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
+	cat "$1" >/dev/null
+}
+if [ "$PAIRS" -gt 0 ]; then
+	ratios=()
+	for r in $(seq "$PAIRS"); do
+		"$WCODECFS" "$src" "$mnt" -o cache_size="$CACHE" 2>/dev/null
+		drop_caches "$src/crops.qvq"
+		m=$(read_npy "$mnt/crops/images.npy")
+		umount_quiet "$mnt"
+		"$RAMFS" "$out/unpacked/images.npy" "$mnt"
+		drop_caches "$src/crops.qvq"
+		c=$(read_npy "$mnt/images.npy")
+		umount_quiet "$mnt"
+		ratios+=("$(awk -v m="$m" -v c="$c" 'BEGIN { printf "%.3f", m / c }')")
+		echo "pair $r: wcodecfs $m, ramfs $c images/s, ratio ${ratios[-1]}"
+	done
+	result pairs "$PAIRS"
+	result mount_over_ramfs_ratios "$(printf '%s\n' "${ratios[@]}" | sort -n | tr '\n' ' ' | sed 's/ $//; s/ /,/g')"
+	result mount_over_ramfs_median "$(printf '%s\n' "${ratios[@]}" | sort -n | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')"
+fi
+[ "$ONLY" = pairs ] && exit 0
 for _ in $(seq "$REPS"); do
 	"$WCODECFS" "$src" "$mnt" -o cache_size="$CACHE" 2>/dev/null
 	read_ppms "$mnt/crops"
