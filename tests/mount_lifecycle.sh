@@ -1,7 +1,8 @@
 #!/bin/sh
 # The daemon's life: readiness without -f, clear non-zero exits for a bad
 # SOURCE, MOUNTPOINT or option, unmount on SIGTERM and SIGINT, counters on
-# SIGUSR1, --help, a mount made as /etc/fstab makes it.
+# SIGUSR1, --help, a mountpoint inside SOURCE or on it, a mount made as
+# /etc/fstab makes it.
 . "${top_srcdir:-.}/tests/mount_lib.sh"
 
 S=$TMP/src
@@ -93,6 +94,26 @@ wait $fg || fail "foreground daemon exited with $?"
 grep -q "^wcodecfs: info: mounted" "$TMP/fg.log" || fail "foreground log: $(cat "$TMP/fg.log")"
 grep -q "^wcodecfs: info: unmount: cache: .* $tiles decodes (0 failed)" "$TMP/fg.log" ||
 	fail "no counters at unmount: $(cat "$TMP/fg.log")"
+# A mountpoint inside SOURCE: its entry would lead back into the mount (a
+# loop for find, and the daemon's own handle on it made fusermount3 -u fail
+# with EBUSY), so the mount hides it. Mounting over SOURCE itself shows the
+# decoded view in place.
+mkdir -p "$S/inner"
+mount_fs "$S" "$S/inner"
+ls -a "$S/inner" | grep -qx inner && fail "the mountpoint shows inside its own mount"
+[ -e "$S/inner/inner" ] && fail "the mountpoint can be looked up inside its own mount"
+[ "$(cat "$S/inner/hello.txt")" = hello ] || fail "mount inside SOURCE does not serve"
+cmp -s "$S/inner/w.safetensors" "$TMP/w.safetensors" || fail "mount inside SOURCE serves wrong bytes"
+find "$S/inner" > "$TMP/find.txt" 2>&1 || fail "find over a mount inside SOURCE: $(cat "$TMP/find.txt")"
+fusermount3 -u "$S/inner" || fail "fusermount3 -u of a mountpoint inside SOURCE"
+rmdir "$S/inner"
+mkdir -p "$TMP/inplace"
+cp "$S/w.wcodec" "$TMP/inplace/"
+mount_fs "$TMP/inplace" "$TMP/inplace"
+cmp -s "$TMP/inplace/w.safetensors" "$TMP/w.safetensors" || fail "mount over SOURCE serves wrong bytes"
+fusermount3 -u "$TMP/inplace" || fail "fusermount3 -u of a mount over SOURCE"
+[ -f "$TMP/inplace/w.wcodec" ] || fail "SOURCE changed by a mount over it"
+
 # As /etc/fstab mounts it: mount(8) runs mount.fuse, which runs wcodecfs
 # with the options, fstab's own ones among them. The program is named in the
 # "PROGRAM#SOURCE" form, as it is not installed: some mount(8) versions do

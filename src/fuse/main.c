@@ -174,6 +174,13 @@ int main(int argc, char **argv)
 	}
 	root_fd = -1;
 
+	int herr = wcfs_vtree_hide_mountpoint(&fs.vt, o.mountpoint);
+	if (herr)
+		wc_log(WC_LOG_DEBUG, "mountpoint %s not resolved: %s", o.mountpoint, strerror(herr));
+	else if (fs.vt.mnt_name[0])
+		wc_log(WC_LOG_DEBUG, "entry '%s' of the mountpoint's directory is hidden if SOURCE "
+		       "shows it", fs.vt.mnt_name);
+
 	rc = WCFS_EXIT_MOUNT;
 	se = fuse_session_new(&o.fuse_args, &wcfs_ll_ops, sizeof wcfs_ll_ops, &fs);
 	if (!se) {

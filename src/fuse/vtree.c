@@ -340,12 +340,46 @@ static int lookup_child(wcfs_vtree *vt, wcfs_node *dir, const char *name, wcfs_n
 	return 0;
 }
 
+int wcfs_vtree_hide_mountpoint(wcfs_vtree *vt, const char *mountpoint)
+{
+	vt->mnt_name[0] = '\0';
+	char *real = realpath(mountpoint, NULL);
+	if (!real)
+		return errno;
+	char *slash = strrchr(real, '/');
+	int err = 0;
+	if (slash && slash[1] && strlen(slash + 1) < sizeof vt->mnt_name) {
+		struct stat st;
+		*slash = '\0';
+		if (stat(real == slash ? "/" : real, &st) != 0) {
+			err = errno;
+		} else {
+			vt->mnt_dev = st.st_dev;
+			vt->mnt_ino = st.st_ino;
+			strcpy(vt->mnt_name, slash + 1);
+		}
+	}
+	free(real);
+	return err;
+}
+
+/* Whether entry `name` of the real directory open as dirfd is the mountpoint
+ * (wcfs_vtree_hide_mountpoint). One fstat, only for that name. */
+static bool is_mountpoint(const wcfs_vtree *vt, int dirfd, const char *name)
+{
+	struct stat st;
+	return vt->mnt_name[0] && !strcmp(name, vt->mnt_name) && fstat(dirfd, &st) == 0 &&
+	       (uint64_t)st.st_dev == vt->mnt_dev && (uint64_t)st.st_ino == vt->mnt_ino;
+}
+
 /* wcfs_vtree_lookup of a real directory, whose descriptor is dirfd. */
 static int lookup_real(wcfs_vtree *vt, wcfs_node *dir, int dirfd, const char *name,
 		       wcfs_node **out)
 {
 	size_t n = strlen(name);
 	struct stat st;
+	if (is_mountpoint(vt, dirfd, name))
+		return ENOENT;
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		if (S_ISREG(st.st_mode) && wcfs_provider_for_source(name))
 			return ENOENT; /* shown under its virtual name only */
@@ -460,7 +494,7 @@ void wcfs_dirlist_free(wcfs_dirlist *l)
 	*l = (wcfs_dirlist){ 0 };
 }
 
-static int list_real(int dfd, wcfs_dirlist *l)
+static int list_real(const wcfs_vtree *vt, int dfd, wcfs_dirlist *l)
 {
 	DIR *d = fdopendir(dfd);
 	if (!d) {
@@ -473,7 +507,7 @@ static int list_real(int dfd, wcfs_dirlist *l)
 	errno = 0;
 	while (!err && (de = readdir(d))) {
 		const char *name = de->d_name;
-		if (!strcmp(name, ".") || !strcmp(name, ".."))
+		if (!strcmp(name, ".") || !strcmp(name, "..") || is_mountpoint(vt, dfd, name))
 			continue;
 		const wcfs_provider *p = wcfs_provider_for_source(name);
 		int is_reg = de->d_type == DT_REG;
@@ -507,7 +541,6 @@ static int list_real(int dfd, wcfs_dirlist *l)
 
 int wcfs_vtree_list(wcfs_vtree *vt, wcfs_node *dir, wcfs_dirlist *out)
 {
-	(void)vt;
 	*out = (wcfs_dirlist){ 0 };
 	int err = list_add(out, ".", shown_ino(dir), S_IFDIR);
 	if (!err)
@@ -524,7 +557,7 @@ int wcfs_vtree_list(wcfs_vtree *vt, wcfs_node *dir, wcfs_dirlist *out)
 				       child_ino(shown_ino(dir), i), 0);
 	} else {
 		int dfd = wcfs_vtree_open_source(dir, O_RDONLY | O_DIRECTORY);
-		err = dfd < 0 ? -dfd : list_real(dfd, out);
+		err = dfd < 0 ? -dfd : list_real(vt, dfd, out);
 	}
 	if (!err)
 		return 0;

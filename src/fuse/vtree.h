@@ -26,7 +26,20 @@ typedef struct wcfs_vtree {
 	uint64_t node_fds_max;  /* once the inode table holds this many descriptors,
 				 * new directories and provider roots are named
 				 * nodes too (inode.h); 0: no cap */
+	/* The mountpoint, when it lies inside SOURCE: the entry `mnt_name`
+	 * of the directory (mnt_dev, mnt_ino). It is hidden (wcfs_vtree_hide_
+	 * mountpoint). mnt_name[0] == 0: nothing hidden. */
+	uint64_t mnt_dev, mnt_ino;
+	char mnt_name[256];
 } wcfs_vtree;
+
+/* Hide MOUNTPOINT from the tree when it lies inside SOURCE: once mounted,
+ * the source's entry of that name leads into this mount itself, so showing
+ * it would make a loop, and the daemon's own descriptor of it would keep
+ * `fusermount3 -u` failing with EBUSY. Call before mounting (the path is
+ * resolved and its parent directory stat()ed now, while that does not
+ * enter the mount). Returns 0, or an errno value of realpath/stat. */
+int wcfs_vtree_hide_mountpoint(wcfs_vtree *vt, const char *mountpoint);
 
 /* Set vt's descriptor limit (RLIMIT_NOFILE's soft limit; 0 if unlimited or
  * unknown): directory and provider-root nodes the kernel holds keep a
