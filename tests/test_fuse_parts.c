@@ -69,7 +69,11 @@ START_TEST(options)
 
 	ck_assert_int_eq(parse(&o, "/", "/mnt", "-d", NULL), WCFS_EXIT_OK);
 	ck_assert_int_eq(o.foreground, 1);
-	ck_assert_uint_eq(o.cache_size, 1u << 30); /* defaults */
+	/* defaults: 1 GiB, or a quarter of the memory (at least 16 MiB) */
+	const uint64_t phys = wcfs_physical_memory();
+	ck_assert_uint_gt(phys, 0);
+	uint64_t want_cache = phys / 4 < (1u << 30) ? phys / 4 : (1u << 30);
+	ck_assert_uint_eq(o.cache_size, want_cache > (16u << 20) ? want_cache : (16u << 20));
 	ck_assert_uint_eq(o.readahead, 8);
 	ck_assert_uint_eq(o.max_background, 64);
 	ck_assert_str_eq(o.backend, "auto");

@@ -133,6 +133,12 @@ static int parse_uint(const char *name, const char *s, unsigned lo, unsigned hi,
 	return 0;
 }
 
+uint64_t wcfs_physical_memory(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
+
 static int check_values(wcfs_options *o, const struct raw_opts *r)
 {
 	if (r->cache_size) {
@@ -216,7 +222,13 @@ static int check_values(wcfs_options *o, const struct raw_opts *r)
 int wcfs_options_parse(int argc, char **argv, wcfs_options *o)
 {
 	memset(o, 0, sizeof *o);
+	/* 1 GiB, but no more than a quarter of the memory: a small machine
+	 * (a 1 GiB board or VM) must not have its memory filled by a cache
+	 * nobody sized. */
 	o->cache_size = (uint64_t)1 << 30;
+	const uint64_t phys = wcfs_physical_memory();
+	if (phys && phys / 4 < o->cache_size)
+		o->cache_size = phys / 4 > (16u << 20) ? phys / 4 : (16u << 20);
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	o->threads = ncpu > 0 ? (unsigned)ncpu : 1;
 	o->fuse_threads = o->threads * 2 < 4 ? 4 : o->threads * 2;
@@ -337,7 +349,8 @@ void wcfs_options_usage(const char *prog)
 	       "  -h, --help          this help;  -V, --version  the version\n"
 	       "\n"
 	       "wcodecfs options (-o):\n"
-	       "  cache_size=SIZE     decoded-tile cache budget (K/M/G suffixes; default 1G)\n"
+	       "  cache_size=SIZE     decoded-tile cache budget (K/M/G suffixes; default 1G,\n"
+	       "                      or a quarter of the memory if that is less)\n"
 	       "  threads=N           CPU decode threads (default: online CPUs); FUSE worker\n"
 	       "                      threads at most max(2N, 4)\n"
 	       "  backend=NAME        auto (default: CUDA if usable, else CPU), cpu or cuda\n"
