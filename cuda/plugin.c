@@ -12,6 +12,7 @@
 #include "vq_gather.h"
 #include "wcc_device.h"
 #include "wcodec_cuda.h"
+#include "core/cpu.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -69,8 +70,8 @@ EXPORT wc_err wcodec_cuda_backend_create_v3(const wc_backend_opts *opts, wc_back
 	wc_backend_opts def = { 0 };
 	if (!opts)
 		opts = &def;
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned threads = opts->threads ? opts->threads : (unsigned)(cpus > 1 ? cpus / 2 : 1);
+	unsigned cpus = wc_cpu_count();
+	unsigned threads = opts->threads ? opts->threads : (cpus > 1 ? cpus / 2 : 1);
 	if (threads > 8)
 		threads = 8;
 	/* Decode calls in flight at once (the cache's dispatcher threads): each

@@ -1,11 +1,14 @@
 /* test_threadpool.c - the decode thread pool: every iteration of a loop runs
- * exactly once, loops from several callers at once, and a pool of no workers. */
+ * exactly once, loops from several callers at once, and a pool of no workers;
+ * the default thread count (wc_cpu_count) follows the affinity mask. */
 #include <check.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
 #include "check_run.h"
+#include "core/cpu.h"
 #include "engine/threadpool.h"
 
 typedef struct counts {
@@ -66,12 +69,46 @@ START_TEST(several_callers_at_once)
 }
 END_TEST
 
+/* taskset -c N: default thread counts must not oversubscribe the CPUs a
+ * process was given (runs in check's forked child, so the mask is its own). */
+START_TEST(cpu_count_follows_affinity)
+{
+	const unsigned all = wc_cpu_count();
+	ck_assert_uint_ge(all, 1);
+	cpu_set_t set;
+	ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
+	ck_assert_uint_le(all, (unsigned)CPU_COUNT(&set));
+	int first = -1, second = -1;
+	for (int c = 0; c < CPU_SETSIZE && second < 0; c++)
+		if (CPU_ISSET(c, &set)) {
+			if (first < 0)
+				first = c;
+			else
+				second = c;
+		}
+	ck_assert_int_ge(first, 0);
+	cpu_set_t one;
+	CPU_ZERO(&one);
+	CPU_SET(first, &one);
+	ck_assert_int_eq(sched_setaffinity(0, sizeof one, &one), 0);
+	ck_assert_uint_eq(wc_cpu_count(), 1);
+	if (second >= 0) {
+		CPU_SET(second, &one);
+		ck_assert_int_eq(sched_setaffinity(0, sizeof one, &one), 0);
+		ck_assert_uint_eq(wc_cpu_count(), all >= 2 ? 2 : 1);
+	}
+	ck_assert_int_eq(sched_setaffinity(0, sizeof set, &set), 0);
+	ck_assert_uint_eq(wc_cpu_count(), all);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("threadpool");
 	TCase *tc = tcase_create("threadpool");
 	tcase_add_test(tc, each_iteration_runs_once);
 	tcase_add_test(tc, several_callers_at_once);
+	tcase_add_test(tc, cpu_count_follows_affinity);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }

@@ -21,7 +21,7 @@ static void usage(FILE *out)
 		"  -t, --tile-size SIZE  decoded bytes per tile, a multiple of 8 from 4K to 64M\n"
 		"                        (suffixes K, M; default 1M)\n"
 		"  -c, --chunk N         rANS chunk in symbols, a multiple of 32 (default %u)\n"
-		"  -j, --threads N       encoder threads (default: all online CPUs)\n"
+		"  -j, --threads N       encoder threads (default: the usable CPUs)\n"
 		"      --no-verify       skip decoding the written file against the input\n"
 		"  -u, --update          with a directory: skip outputs newer than their inputs\n"
 		"  -q, --quiet           no progress bar and no summary\n"

@@ -25,7 +25,7 @@ static void usage(FILE *out)
 		"  -s, --size WxH        resize the shorter side to fit, then centre-crop to WxH\n"
 		"  -k, --codebook K      codebook entries, 1..65536 (default 256; > 256: 2-byte indices)\n"
 		"      --seed N          k-means sampling and seeding seed (default 0)\n"
-		"  -j, --threads N       encoder threads (default: all online CPUs)\n"
+		"  -j, --threads N       encoder threads (default: the usable CPUs)\n"
 		"      --tile-size B     decoded bytes per tile, K/M suffixes (default 1M)\n"
 		"      --iterations N    Lloyd iterations at most (default 10)\n"
 		"  -q, --quiet           no progress bar\n"

@@ -38,6 +38,7 @@
 #include "container/safetensors.h"
 #include "core/fileio.h"
 #include "core/hash.h"
+#include "core/cpu.h"
 
 typedef struct tensor_plan {
 	const wc_st_tensor *st;
@@ -902,8 +903,7 @@ static wc_err check_opts(const wc_pack_opts *o, packer *pk)
 	if (pk->chunk < WC_RANS_CHUNK_MIN || pk->chunk > WC_RANS_CHUNK_MAX || pk->chunk % WC_RANS_LANES)
 		return wc_fail(WC_E_INVAL, "chunk of %u symbols must be a multiple of 32 in [%u, %u]", pk->chunk,
 			       WC_RANS_CHUNK_MIN, WC_RANS_CHUNK_MAX);
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	pk->threads = o->threads ? o->threads : (ncpu > 0 ? (unsigned)ncpu : 1);
+	pk->threads = o->threads ? o->threads : wc_cpu_count();
 	if (pk->threads > 1024)
 		pk->threads = 1024;
 	return WC_OK;

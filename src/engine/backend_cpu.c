@@ -13,6 +13,7 @@
 #include "core/wc_error.h"
 #include "engine/backend.h"
 #include "engine/threadpool.h"
+#include "core/cpu.h"
 
 /* The least output a part is worth: below it the per-part work (parsing the
  * payload's header, a decoding table per thread, waking a worker) outweighs
@@ -140,10 +141,8 @@ static const wc_backend_ops cpu_ops = {
 wc_err wc_backend_cpu_create(unsigned threads, wc_backend **out)
 {
 	*out = NULL;
-	if (threads == 0) {
-		long n = sysconf(_SC_NPROCESSORS_ONLN);
-		threads = n > 0 ? (unsigned)n : 1;
-	}
+	if (threads == 0)
+		threads = wc_cpu_count();
 	if (threads > 1024)
 		return wc_fail(WC_E_RANGE, "%u decode threads (at most 1024)", threads);
 	cpu_backend *cb = calloc(1, sizeof *cb);

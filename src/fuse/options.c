@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "core/wc_error.h"
+#include "core/cpu.h"
 
 int wcfs_parse_size(const char *s, uint64_t *out)
 {
@@ -229,8 +230,7 @@ int wcfs_options_parse(int argc, char **argv, wcfs_options *o)
 	const uint64_t phys = wcfs_physical_memory();
 	if (phys && phys / 4 < o->cache_size)
 		o->cache_size = phys / 4 > (16u << 20) ? phys / 4 : (16u << 20);
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	o->threads = ncpu > 0 ? (unsigned)ncpu : 1;
+	o->threads = wc_cpu_count();
 	o->fuse_threads = o->threads * 2 < 4 ? 4 : o->threads * 2;
 	o->backend = strdup("auto");
 	o->readahead = 8;
@@ -351,7 +351,7 @@ void wcfs_options_usage(const char *prog)
 	       "wcodecfs options (-o):\n"
 	       "  cache_size=SIZE     decoded-tile cache budget (K/M/G suffixes; default 1G,\n"
 	       "                      or a quarter of the memory if that is less)\n"
-	       "  threads=N           CPU decode threads (default: online CPUs); FUSE worker\n"
+	       "  threads=N           CPU decode threads (default: usable CPUs); FUSE worker\n"
 	       "                      threads at most max(2N, 4)\n"
 	       "  backend=NAME        auto (default: CUDA if usable, else CPU), cpu or cuda\n"
 	       "  gpu=N               CUDA device ordinal (default 0)\n"

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "qvq/qvq_parallel.h"
+#include "core/cpu.h"
 
 /* ---- random numbers: splitmix64 (Steele, Lea & Flood, OOPSLA 2014) ---- */
 
@@ -207,7 +208,7 @@ wc_err wc_kmeans_assign(const uint8_t *codebook, uint32_t k, uint32_t dim, const
 	if (k < 1 || k > 65536 || dim < 1 || dim > WC_KMEANS_MAX_DIM)
 		return wc_fail(WC_E_INVAL, "k-means: k %u, dim %u", k, dim);
 	if (!threads)
-		threads = wc_qvq_online_cpus();
+		threads = wc_cpu_count();
 	nn_index ix;
 	wc_err e = nn_build(&ix, codebook, k, dim);
 	if (e)
@@ -404,7 +405,7 @@ wc_err wc_kmeans_train(const uint8_t *points, uint64_t n, const wc_kmeans_opts *
 	if (k < 1 || k > 65536 || dim < 1 || dim > WC_KMEANS_MAX_DIM || n == 0)
 		return wc_fail(WC_E_INVAL, "k-means: k %u, dim %u, %llu points", k, dim,
 			       (unsigned long long)n);
-	unsigned threads = o->threads ? o->threads : wc_qvq_online_cpus();
+	unsigned threads = o->threads ? o->threads : wc_cpu_count();
 	uint32_t iters = o->iterations ? o->iterations : 10;
 	uint64_t rng = o->seed ^ 0x5157512d6b6d6e73ull; /* "QVQ-kmns" */
 	uint64_t tn = o->train_points;

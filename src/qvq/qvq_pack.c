@@ -17,6 +17,7 @@
 #include "qvq/qvq.h"
 #include "qvq/qvq_parallel.h"
 #include "qvq/qvq_writer.h"
+#include "core/cpu.h"
 
 #define PATCH 2u
 #define DIM (PATCH * PATCH * 3u)
@@ -220,7 +221,7 @@ wc_err wc_qvq_pack_dir(const char *dir, const char *out, const wc_qvq_pack_opts 
 	if (o->width > WC_QVQ_MAX_SIDE || o->height > WC_QVQ_MAX_SIDE)
 		return wc_fail(WC_E_INVAL, "--size %ux%u beyond %u", o->width, o->height,
 			       WC_QVQ_MAX_SIDE);
-	unsigned threads = o->threads ? o->threads : wc_qvq_online_cpus();
+	unsigned threads = o->threads ? o->threads : wc_cpu_count();
 	name_list names = {0};
 	wc_err e = scan(dir, "", 0, &names);
 	wc_image *img = NULL;

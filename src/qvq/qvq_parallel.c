@@ -52,8 +52,3 @@ wc_err wc_qvq_parallel(unsigned nthreads, size_t n,
 	return WC_OK;
 }
 
-unsigned wc_qvq_online_cpus(void)
-{
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	return n < 1 ? 1u : (unsigned)n;
-}

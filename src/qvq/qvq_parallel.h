@@ -18,7 +18,4 @@
 wc_err wc_qvq_parallel(unsigned nthreads, size_t n,
 		       void (*fn)(void *ctx, unsigned slice, size_t begin, size_t end), void *ctx);
 
-/* Online CPUs (at least 1). */
-unsigned wc_qvq_online_cpus(void);
-
 #endif /* WC_QVQ_PARALLEL_H */

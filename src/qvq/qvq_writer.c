@@ -15,6 +15,7 @@
 #include "qvq/qvq.h"
 #include "qvq/qvq_names.h"
 #include "qvq/qvq_parallel.h"
+#include "core/cpu.h"
 
 typedef struct tile_plan {
 	uint32_t first, count;   /* images */
@@ -234,7 +235,7 @@ wc_err wc_qvq_write(const char *path, const wc_qvq_write_input *in, wc_qvq_write
 	c.tiles = tiles;
 
 	/* Encode every tile, in parallel, in groups so progress can be shown. */
-	unsigned threads = in->threads ? in->threads : wc_qvq_online_cpus();
+	unsigned threads = in->threads ? in->threads : wc_cpu_count();
 	const uint32_t group = 256;
 	for (uint32_t t0 = 0; t0 < ntiles && !e; t0 += group) {
 		uint32_t cnt = ntiles - t0 < group ? ntiles - t0 : group;
