@@ -1,7 +1,7 @@
 #!/bin/sh
 # cli_malformed.sh - a malformed safetensors input: pack names the problem,
 # exits non-zero and leaves no output and no temporary file. Non-containers
-# are refused by unpack/info/verify.
+# are refused by unpack/info/verify; an output naming the input is refused.
 . "${top_srcdir:-.}/tests/cli_lib.sh"
 
 check() { # kind, text the message must contain
@@ -24,6 +24,27 @@ check missing-dtype 'missing "dtype"'
 check negative-shape "negative"
 check header-too-long "truncated"
 check bad-metadata "__metadata__"
+
+# An output that is the input itself (same name, hard link, symlink) would be
+# replaced by the rename: pack and unpack refuse, and the input stays.
+mkdir "$T/same"
+"$PY" "$GEN" --profile weights --dtype BF16 --params 20000 --seed 3 "$T/same/in.safetensors"
+cp "$T/same/in.safetensors" "$T/same/orig"
+ln "$T/same/in.safetensors" "$T/same/hard.wcodec"
+ln -s in.safetensors "$T/same/sym.wcodec"
+for out in "$T/same/in.safetensors" "$T/same/hard.wcodec" "$T/same/sym.wcodec"; do
+	rejects "$WCODEC" pack -q "$T/same/in.safetensors" "$out" 2>"$T/same/err" ||
+		fail "pack over its own input ($out) accepted"
+	grep -q "is the input file" "$T/same/err" || fail "pack over its input: $(cat "$T/same/err")"
+	cmp -s "$T/same/in.safetensors" "$T/same/orig" || fail "pack over its input changed it"
+done
+"$WCODEC" pack -q "$T/same/in.safetensors" "$T/same/p.wcodec"
+cp "$T/same/p.wcodec" "$T/same/p.orig"
+rejects "$WCODEC" unpack -q "$T/same/p.wcodec" "$T/same/./p.wcodec" 2>"$T/same/err" ||
+	fail "unpack over its own input accepted"
+grep -q "is the input file" "$T/same/err" || fail "unpack over its input: $(cat "$T/same/err")"
+cmp -s "$T/same/p.wcodec" "$T/same/p.orig" || fail "unpack over its input changed it"
+[ "$(leftovers "$T/same")" = 0 ] || fail "temporary file left by a refused output"
 
 # An empty file and a missing file.
 : >"$T/empty.safetensors"

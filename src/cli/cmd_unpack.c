@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "config.h"
 #include "container/container.h"
+#include "core/fileio.h"
 
 static void usage(FILE *out)
 {
@@ -55,8 +56,10 @@ static int write_tile(void *arg, uint32_t tile, const uint8_t *data, uint32_t si
 int wcodec_unpack(const char *in, const char *out, const cli_decode_opts *o)
 {
 	wc_container *c;
-	wc_err e = wc_container_open(in, &c);
+	wc_err e = wc_check_output_not_input(in, out);
 	if (e)
+		return cli_error(e, "unpack");
+	if ((e = wc_container_open(in, &c)))
 		return cli_error(e, "unpack");
 	cli_tmpfile tf;
 	if ((e = cli_tmp_create(&tf, out))) {

@@ -170,7 +170,8 @@ typedef struct wc_pack_stats {
  * "out_path.tmp.XXXXXX" in the same directory, fsyncs, renames it over
  * out_path; on any failure the temporary file is removed and out_path is
  * untouched. Errors: WC_E_FORMAT naming what is wrong with a malformed
- * safetensors input, WC_E_IO, WC_E_NOMEM, WC_E_INVAL (options). */
+ * safetensors input, WC_E_IO, WC_E_NOMEM, WC_E_INVAL (options, or out_path
+ * naming the input file itself, through a hard link or symlink too). */
 wc_err wc_pack_safetensors(const char *in_path, const char *out_path,
 			   const wc_pack_opts *opts, wc_pack_stats *stats);
 

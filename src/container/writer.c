@@ -926,6 +926,8 @@ wc_err wc_pack_safetensors(const char *in_path, const char *out_path, const wc_p
 	char *tmp = NULL;
 	int in_fd = -1, out_fd = -1;
 	void *map = MAP_FAILED;
+	if ((e = wc_check_output_not_input(in_path, out_path)))
+		goto out;
 	in_fd = open(in_path, O_RDONLY | O_CLOEXEC);
 	if (in_fd < 0) {
 		e = wc_fail(WC_E_IO, "%s: %s", in_path, strerror(errno));

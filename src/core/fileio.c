@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -24,6 +25,16 @@ wc_err wc_pread_full(int fd, void *buf, size_t len, uint64_t off, const char *wh
 		len -= (size_t)n;
 		off += (uint64_t)n;
 	}
+	return WC_OK;
+}
+
+wc_err wc_check_output_not_input(const char *in_path, const char *out_path)
+{
+	struct stat in, out;
+	if (stat(in_path, &in) == 0 && stat(out_path, &out) == 0 && in.st_dev == out.st_dev &&
+	    in.st_ino == out.st_ino)
+		return wc_fail(WC_E_INVAL, "%s is the input file %s: writing it would replace the "
+			       "input; choose another output name", out_path, in_path);
 	return WC_OK;
 }
 

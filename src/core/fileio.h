@@ -1,5 +1,6 @@
 /* fileio.h - whole positioned reads and writes of a file descriptor, for
- * the container and archive readers and writers. */
+ * the container and archive readers and writers, and the writers' check
+ * that an output does not replace its input. */
 #ifndef WC_FILEIO_H
 #define WC_FILEIO_H
 
@@ -18,5 +19,11 @@ wc_err wc_pread_full(int fd, void *buf, size_t len, uint64_t off, const char *wh
  * writes and EINTR. what names the file for the reason.
  * Errors: WC_E_IO ("writing <what>: <strerror>"). */
 wc_err wc_pwrite_full(int fd, const void *buf, size_t len, uint64_t off, const char *what);
+
+/* Refuse to write out_path over in_path: an output that is the input file
+ * itself (the same name, a hard link or a symlink to it), which the
+ * writers' rename would replace before the user had a copy. out_path need
+ * not exist. Errors: WC_E_INVAL ("<out> is the input file <in>"). */
+wc_err wc_check_output_not_input(const char *in_path, const char *out_path);
 
 #endif /* WC_FILEIO_H */
