@@ -1,4 +1,5 @@
 /* cmd_cat.c - `wcodec cat`: the original file's bytes on standard output. */
+#include <errno.h>
 #include <getopt.h>
 #include <string.h>
 
@@ -31,7 +32,7 @@ static int put_tile(void *arg, uint32_t tile, const uint8_t *data, uint32_t size
 	}
 	if (fwrite(data, 1, size, stdout) != size) {
 		k->err = WC_E_IO;
-		snprintf(k->why, sizeof k->why, "writing standard output failed");
+		snprintf(k->why, sizeof k->why, "writing standard output: %s", strerror(errno));
 		return 1;
 	}
 	return 0;
@@ -51,13 +52,13 @@ int cmd_cat(int argc, char **argv)
 	const uint8_t *prefix = wc_container_prefix(ct, &plen);
 	cat_ctx k = {0};
 	if (fwrite(prefix, 1, plen, stdout) != plen)
-		e = wc_fail(WC_E_IO, "writing standard output failed");
+		e = wc_fail(WC_E_IO, "writing standard output: %s", strerror(errno));
 	if (!e)
 		e = cli_decode_tiles(ct, &o, put_tile, &k, NULL);
 	if (!e && k.err)
 		e = wc_fail(k.err, "%s", k.why);
 	if (!e && fflush(stdout) != 0)
-		e = wc_fail(WC_E_IO, "writing standard output failed");
+		e = wc_fail(WC_E_IO, "writing standard output: %s", strerror(errno));
 	wc_container_release(ct);
 	return e ? cli_error(e, "cat") : CLI_OK;
 }
