@@ -60,4 +60,17 @@ mkdir "$TMP/empty"
 [ -e "$TMP/e.qvq" ] && fail "an archive was written for an empty directory"
 "$WCODEC" pack-images "$TMP/in" "$TMP/e.qvq" --size 0x5 >/dev/null 2>&1 && fail "--size 0x5 accepted"
 "$WCODEC" pack-images "$TMP/in" "$TMP/e.qvq" --codebook 70000 >/dev/null 2>&1 && fail "--codebook 70000 accepted"
+
+# A symlink back up the tree is skipped with a warning (it used to be walked
+# until the depth limit failed the whole pack); a symlink to a directory
+# elsewhere is followed.
+mkdir -p "$TMP/loop/deeper" "$TMP/elsewhere"
+cp "$TMP/in/cats/rgb.png" "$TMP/in/cats/grey.png" "$TMP/loop/deeper/"
+cp "$TMP/in/dogs/photo.jpg" "$TMP/elsewhere/far.jpg"
+ln -s .. "$TMP/loop/deeper/up"
+ln -s ../elsewhere "$TMP/loop/away"
+"$WCODEC" pack-images "$TMP/loop" "$TMP/l.qvq" --codebook 16 --seed 1 >"$TMP/loop.out" 2>"$TMP/loop.err" ||
+	fail "pack-images of a tree with a symlink loop: $(cat "$TMP/loop.err")"
+grep -q "symlink loop" "$TMP/loop.err" || fail "no warning for the symlink loop: $(cat "$TMP/loop.err")"
+grep -q "3 images" "$TMP/loop.out" || fail "symlinked tree: $(cat "$TMP/loop.out"), expected 3 images"
 exit 0

@@ -40,7 +40,18 @@ static int is_image_name(const char *n)
 	return 0;
 }
 
-static wc_err scan(const char *root, const char *rel, int depth, name_list *out)
+/* A directory's identity, to tell a symlink loop from deep nesting. */
+typedef struct dir_id {
+	dev_t dev;
+	ino_t ino;
+} dir_id;
+
+/* Collect the image files under root/rel (symlinks followed) into out.
+ * anc[0..depth] are the identities of root/rel and its ancestors: a
+ * directory that is one of them (a symlink back up the tree) is skipped
+ * with a warning, as find -L does, instead of being walked until the depth
+ * limit fails the whole pack. */
+static wc_err scan(const char *root, const char *rel, int depth, dir_id *anc, name_list *out)
 {
 	if (depth > MAX_DEPTH)
 		return wc_fail(WC_E_INVAL, "%s/%s: directories nested deeper than %d", root, rel,
@@ -74,7 +85,16 @@ static wc_err scan(const char *root, const char *rel, int depth, name_list *out)
 			wc_log(WC_LOG_WARN, "pack-images: skipping %s: %s", full, strerror(errno));
 			free(child);
 		} else if (S_ISDIR(st.st_mode)) {
-			e = scan(root, child, depth + 1, out);
+			int loop = 0;
+			for (int a = 0; a <= depth && !loop; a++)
+				loop = anc[a].dev == st.st_dev && anc[a].ino == st.st_ino;
+			if (loop) {
+				wc_log(WC_LOG_WARN, "pack-images: skipping %s: it leads back to a "
+				       "directory above it (a symlink loop)", full);
+			} else {
+				anc[depth + 1] = (dir_id){ st.st_dev, st.st_ino };
+				e = scan(root, child, depth + 1, anc, out);
+			}
 			free(child);
 		} else if (S_ISREG(st.st_mode) && is_image_name(de->d_name)) {
 			if (out->n == out->cap) {
@@ -223,7 +243,13 @@ wc_err wc_qvq_pack_dir(const char *dir, const char *out, const wc_qvq_pack_opts 
 			       WC_QVQ_MAX_SIDE);
 	unsigned threads = o->threads ? o->threads : wc_cpu_count();
 	name_list names = {0};
-	wc_err e = scan(dir, "", 0, &names);
+	dir_id anc[MAX_DEPTH + 2];
+	struct stat rst;
+	wc_err e = stat(dir, &rst) != 0 ? wc_fail(WC_E_IO, "%s: %s", dir, strerror(errno)) : WC_OK;
+	if (!e) {
+		anc[0] = (dir_id){ rst.st_dev, rst.st_ino };
+		e = scan(dir, "", 0, anc, &names);
+	}
 	wc_image *img = NULL;
 	wc_err *errs = NULL;
 	char (*why)[600] = NULL;
