@@ -22,10 +22,11 @@
 #       - decode only, one CPU core (src/qvq/qvq_bench).
 #     Each throughput figure is the best of REPS (default 3) fresh mounts.
 #  3. PAIRS=N (default 0): N rounds of a fresh wcodecfs mount and the RAM FUSE
-#     ceiling read alternately (images.npy, one pread per image; page cache
-#     dropped and the archive read back before each), with the ratio of each
-#     round and their median: issue 4's "0.7 of the ceiling", measured side by
-#     side. ONLY=pairs runs only this.
+#     ceiling (ramfs serving the unpacked directory) read alternately, page
+#     cache dropped and the archive read back before each, both as images.npy
+#     (one pread per image) and as PPM files (open, read, close each), with
+#     the ratio of each round and their medians: issue 4's "0.7 of the
+#     ceiling", measured side by side. ONLY=pairs runs only this.
 # ONLY=quality or ONLY=throughput runs one half. The GPU figures come from
 # cuda/vq_bench on a GPU machine (see docs/BENCHMARKS-QVQ.md).
 # Prints "RESULT name value" lines (also in DATA_DIR/qvq/results.txt).
@@ -184,22 +185,35 @@ drop_caches() { # cold page cache, then the archive (or the ceiling's file) read
 	cat "$1" >/dev/null
 }
 if [ "$PAIRS" -gt 0 ]; then
-	ratios=()
+	# Each round: wcodecfs and the ceiling (ramfs serving the unpacked
+	# directory: the same images.npy and PPM files from RAM), each freshly
+	# mounted with the page cache dropped, read as images.npy (one pread per
+	# image) and as PPM files (open, read, close each).
+	npy_ratios=() ppm_ratios=()
 	for r in $(seq "$PAIRS"); do
-		"$WCODECFS" "$src" "$mnt" -o cache_size="$CACHE" 2>/dev/null
-		drop_caches "$src/crops.qvq"
-		m=$(read_npy "$mnt/crops/images.npy")
-		umount_quiet "$mnt"
-		"$RAMFS" "$out/unpacked/images.npy" "$mnt"
-		drop_caches "$src/crops.qvq"
-		c=$(read_npy "$mnt/images.npy")
-		umount_quiet "$mnt"
-		ratios+=("$(awk -v m="$m" -v c="$c" 'BEGIN { printf "%.3f", m / c }')")
-		echo "pair $r: wcodecfs $m, ramfs $c images/s, ratio ${ratios[-1]}"
+		line="pair $r:"
+		for what in npy ppm; do
+			"$WCODECFS" "$src" "$mnt" -o cache_size="$CACHE" 2>/dev/null
+			drop_caches "$src/crops.qvq"
+			if [ $what = npy ]; then m=$(read_npy "$mnt/crops/images.npy"); else m=$(read_ppms "$mnt/crops"); fi
+			umount_quiet "$mnt"
+			"$RAMFS" "$out/unpacked" "$mnt"
+			drop_caches "$src/crops.qvq"
+			if [ $what = npy ]; then c=$(read_npy "$mnt/images.npy"); else c=$(read_ppms "$mnt"); fi
+			umount_quiet "$mnt"
+			ratio=$(awk -v m="$m" -v c="$c" 'BEGIN { printf "%.3f", m / c }')
+			if [ $what = npy ]; then npy_ratios+=("$ratio"); else ppm_ratios+=("$ratio"); fi
+			line="$line $what wcodecfs $m, ramfs $c images/s ($ratio);"
+		done
+		echo "$line"
 	done
+	sorted() { printf '%s\n' "$@" | sort -n; }
+	median() { awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 	result pairs "$PAIRS"
-	result mount_over_ramfs_ratios "$(printf '%s\n' "${ratios[@]}" | sort -n | tr '\n' ' ' | sed 's/ $//; s/ /,/g')"
-	result mount_over_ramfs_median "$(printf '%s\n' "${ratios[@]}" | sort -n | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')"
+	result npy_mount_over_ramfs_ratios "$(sorted "${npy_ratios[@]}" | tr '\n' ',' | sed 's/,$//')"
+	result npy_mount_over_ramfs_median "$(sorted "${npy_ratios[@]}" | median)"
+	result ppm_mount_over_ramfs_ratios "$(sorted "${ppm_ratios[@]}" | tr '\n' ',' | sed 's/,$//')"
+	result ppm_mount_over_ramfs_median "$(sorted "${ppm_ratios[@]}" | median)"
 fi
 [ "$ONLY" = pairs ] && exit 0
 for _ in $(seq "$REPS"); do

@@ -2,7 +2,7 @@
 # Test of the benchmark programs: contrib/bench/ramfs serves a file from RAM
 # through FUSE and contrib/bench/randread reads it at random offsets,
 # comparing every byte with the original; a whole-file cmp, a write refused
-# and an unaligned run check the rest. Skips (77) where FUSE mounts are not
+# and an unaligned run check the rest; a directory is served as its tree. Skips (77) where FUSE mounts are not
 # possible (no /dev/fuse, no fusermount3, or the mount is refused).
 set -eu
 : "${top_builddir:=.}"
@@ -44,5 +44,22 @@ cmp -s "$work/blob.bin" "$work/changed.bin" && { echo "FAIL: fixture"; exit 1; }
 if "$randread" -n 1 -b 3145728 "$mnt/blob.bin" "$work/changed.bin"; then
 	echo "FAIL: randread missed a differing byte"; exit 1
 fi
+fusermount3 -u "$mnt"
+
+# A directory SOURCE is served as its tree: files in subdirectories, an empty
+# file, an empty directory; symlinks are left out.
+tree=$work/tree
+mkdir -p "$tree/a/b" "$tree/empty dir"
+head -c 70000 /dev/urandom > "$tree/a/b/deep.bin"
+head -c 5 /dev/urandom > "$tree/top.bin"
+: > "$tree/a/zero"
+ln -s top.bin "$tree/link"
+"$ramfs" "$tree" "$mnt" 2>"$work/err" || { echo "FAIL: ramfs of a directory: $(cat "$work/err")"; exit 1; }
+rm "$tree/link"
+diff -r "$mnt" "$tree" || { echo "FAIL: the served tree differs"; exit 1; }
+[ "$(ls "$mnt/a" | tr '\n' ' ')" = "b zero " ] || { echo "FAIL: listing of a/: $(ls "$mnt/a")"; exit 1; }
+[ -d "$mnt/empty dir" ] || { echo "FAIL: empty directory"; exit 1; }
+[ ! -e "$mnt/a/missing" ] || { echo "FAIL: a name that is not there exists"; exit 1; }
+"$randread" -n 100 "$mnt/a/b/deep.bin" "$tree/a/b/deep.bin"
 fusermount3 -u "$mnt"
 echo "ok"
