@@ -148,6 +148,11 @@ def profile_all(rng):
                         tensor_bytes(dtype, rng, 96 * 160, "weights")))
     # A dtype this generator does not know the size of still round-trips as bytes.
     tensors.append(("opaque.f8e8m0", "F8_E8M0", [64], bytes(rng.getrandbits(8) for _ in range(64))))
+    # Sub-byte dtypes: prod(shape) * bits / 8 packed bytes.
+    for name, dtype, shape, nbytes in (("packed.f4", "F4", [6, 43], 129), ("packed.f4.one", "F4", [2], 1),
+                                       ("packed.f6e2m3", "F6_E2M3", [4, 8], 24),
+                                       ("packed.f6e3m2", "F6_E3M2", [16], 12)):
+        tensors.append((name, dtype, shape, bytes(rng.getrandbits(8) for _ in range(nbytes))))
     return tensors
 
 

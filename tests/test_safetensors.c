@@ -82,8 +82,8 @@ START_TEST(empty_and_unknown_dtype)
 	ck_assert_ptr_null(h->metadata);
 	wc_st_free(h);
 	/* A dtype the parser does not know: byte count not checked. */
-	ck_assert_int_eq(parse("{\"q\":{\"dtype\":\"F4\",\"shape\":[7],\"data_offsets\":[0,4]}}", 4, &h), WC_OK);
-	ck_assert_uint_eq(wc_st_dtype_size("F4"), 0);
+	ck_assert_int_eq(parse("{\"q\":{\"dtype\":\"Q4_K\",\"shape\":[7],\"data_offsets\":[0,4]}}", 4, &h), WC_OK);
+	ck_assert_uint_eq(wc_st_dtype_size("Q4_K"), 0);
 	ck_assert_uint_eq(wc_st_dtype_size("BF16"), 2);
 	ck_assert_uint_eq(wc_st_dtype_size("F64"), 8);
 	wc_st_free(h);
@@ -167,6 +167,27 @@ START_TEST(rejects_bad_length)
 }
 END_TEST
 
+/* F4 and F6_* pack elements below a byte: a tensor's byte count is its
+ * bits / 8, and its bits must end on a byte. */
+START_TEST(sub_byte_dtypes)
+{
+	wc_st_header *h;
+	ck_assert_uint_eq(wc_st_dtype_bits("F4"), 4);
+	ck_assert_uint_eq(wc_st_dtype_bits("F6_E2M3"), 6);
+	ck_assert_uint_eq(wc_st_dtype_size("F4"), 0);
+	ck_assert_uint_eq(wc_st_dtype_size("C64"), 8);
+	ck_assert_int_eq(parse("{\"a\":{\"dtype\":\"F4\",\"shape\":[2,3],\"data_offsets\":[0,3]},"
+			       "\"b\":{\"dtype\":\"F6_E3M2\",\"shape\":[4],\"data_offsets\":[3,6]}}",
+			       6, &h), WC_OK);
+	ck_assert_uint_eq(h->ntensors, 2);
+	wc_st_free(h);
+	expect_reject("{\"a\":{\"dtype\":\"F4\",\"shape\":[3],\"data_offsets\":[0,2]}}", 2,
+		      WC_E_FORMAT, "do not end on a byte");
+	expect_reject("{\"a\":{\"dtype\":\"F6_E2M3\",\"shape\":[4],\"data_offsets\":[0,4]}}", 4,
+		      WC_E_FORMAT, "size = 3 bytes");
+}
+END_TEST
+
 /* Random single-byte corruptions of a valid header never crash or leak and
  * either parse or fail with FORMAT/RANGE. */
 START_TEST(mutations_never_crash)
@@ -207,6 +228,7 @@ int main(void)
 	tcase_add_test(tc, rejects_bad_fields);
 	tcase_add_test(tc, rejects_bad_layout);
 	tcase_add_test(tc, rejects_bad_length);
+	tcase_add_test(tc, sub_byte_dtypes);
 	tcase_add_test(tc, mutations_never_crash);
 	suite_add_tcase(s, tc);
 	return check_run(s);

@@ -4,22 +4,33 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The dtypes of the safetensors format (huggingface/safetensors, Dtype in
+ * safetensors/src/tensor.rs) with their sizes in bits: F4 and the F6 kinds
+ * are packed below a byte, and a tensor of them must end on a byte. */
 static const struct {
 	const char *name;
-	unsigned size;
-} dtype_sizes[] = {
-	{"BOOL", 1}, {"U8", 1}, {"I8", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"F8_E8M0", 1},
-	{"I16", 2}, {"U16", 2}, {"F16", 2}, {"BF16", 2},
-	{"I32", 4}, {"U32", 4}, {"F32", 4},
-	{"I64", 8}, {"U64", 8}, {"F64", 8}, {"C64", 8},
+	unsigned bits;
+} dtype_bits[] = {
+	{"BOOL", 8}, {"F4", 4}, {"F6_E2M3", 6}, {"F6_E3M2", 6},
+	{"U8", 8}, {"I8", 8}, {"F8_E4M3", 8}, {"F8_E5M2", 8}, {"F8_E8M0", 8},
+	{"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8},
+	{"I16", 16}, {"U16", 16}, {"F16", 16}, {"BF16", 16},
+	{"I32", 32}, {"U32", 32}, {"F32", 32},
+	{"I64", 64}, {"U64", 64}, {"F64", 64}, {"C64", 64},
 };
+
+unsigned wc_st_dtype_bits(const char *dtype)
+{
+	for (size_t i = 0; i < sizeof dtype_bits / sizeof dtype_bits[0]; i++)
+		if (strcmp(dtype, dtype_bits[i].name) == 0)
+			return dtype_bits[i].bits;
+	return 0;
+}
 
 unsigned wc_st_dtype_size(const char *dtype)
 {
-	for (size_t i = 0; i < sizeof dtype_sizes / sizeof dtype_sizes[0]; i++)
-		if (strcmp(dtype, dtype_sizes[i].name) == 0)
-			return dtype_sizes[i].size;
-	return 0;
+	unsigned bits = wc_st_dtype_bits(dtype);
+	return bits % 8 ? 0 : bits / 8;
 }
 
 static uint64_t load_u64le(const uint8_t *p)
@@ -147,15 +158,19 @@ static wc_err parse_tensor(const char *name, const json_t *obj, uint64_t data_si
 	for (size_t d = 0; d < ndim; d++)
 		if (t->shape[d] == 0)
 			overflow = 0, nelem = 0;
-	unsigned esize = wc_st_dtype_size(t->dtype);
-	if (esize) {
-		if (overflow || nelem > UINT64_MAX / esize)
+	unsigned bits = wc_st_dtype_bits(t->dtype);
+	if (bits) {
+		if (overflow || nelem > UINT64_MAX / bits)
 			return wc_fail(WC_E_FORMAT, "safetensors: tensor \"%s\": shape overflows 64 bits", name);
-		if (end - begin != nelem * esize)
+		if ((nelem * bits) % 8)
+			return wc_fail(WC_E_FORMAT,
+				       "safetensors: tensor \"%s\": %llu elements of %s (%u bits) do not end "
+				       "on a byte", name, (unsigned long long)nelem, t->dtype, bits);
+		if (end - begin != nelem * bits / 8)
 			return wc_fail(WC_E_FORMAT,
 				       "safetensors: tensor \"%s\": %llu bytes in data_offsets but shape x %s size = %llu bytes",
 				       name, (unsigned long long)(end - begin), t->dtype,
-				       (unsigned long long)(nelem * esize));
+				       (unsigned long long)(nelem * bits / 8));
 	} else if (overflow) {
 		return wc_fail(WC_E_FORMAT, "safetensors: tensor \"%s\": shape overflows 64 bits", name);
 	}

@@ -52,8 +52,13 @@ typedef struct wc_st_header {
 	json_t *metadata;      /* "__metadata__" (an object of strings), or NULL */
 } wc_st_header;
 
+/* Element size in bits of a safetensors dtype (4 for F4, 6 for F6_E2M3 and
+ * F6_E3M2, 8 to 64 for the others), 0 if the parser does not know it (such
+ * tensors are accepted; their byte count is not checked). */
+unsigned wc_st_dtype_bits(const char *dtype);
+
 /* Element size in bytes of a safetensors dtype, 0 if the parser does not
- * know it (such tensors are accepted; their byte count is not checked). */
+ * know it or its elements are smaller than a byte (F4, F6_*). */
 unsigned wc_st_dtype_size(const char *dtype);
 
 /* Read the header length N from the first 8 bytes of a file of file_size
