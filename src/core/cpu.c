@@ -83,8 +83,10 @@ static unsigned cfs_quota(const char *dir)
 }
 
 /* The smallest CPU quota of the process's cgroup (and, for v2, its
- * ancestors), 0 if none: /proc/self/cgroup names the cgroup, assumed
- * mounted at /sys/fs/cgroup (v2) or /sys/fs/cgroup/<controllers> (v1). */
+ * ancestors up to the top level: the root has no cpu.max), 0 if none:
+ * /proc/self/cgroup names the cgroup, assumed mounted at /sys/fs/cgroup
+ * (v2; in a cgroup namespace the process's own cgroup is "/" there) or
+ * /sys/fs/cgroup/<controllers> (v1). */
 static unsigned cgroup_cpus(void)
 {
 	FILE *f = fopen("/proc/self/cgroup", "re");
@@ -115,10 +117,6 @@ static unsigned cgroup_cpus(void)
 					break;
 				*slash = '\0';
 			}
-			snprintf(path, sizeof path, "/sys/fs/cgroup/cpu.max");
-			unsigned v = cpu_max_quota(path);
-			if (v && (!q || v < q))
-				q = v;
 		} else { /* v1: a hierarchy holding the cpu controller */
 			char ctls[256];
 			snprintf(ctls, sizeof ctls, ",%s,", ctl);
