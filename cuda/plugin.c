@@ -12,7 +12,7 @@
 #include "vq_gather.h"
 #include "wcc_device.h"
 #include "wcodec_cuda.h"
-#include "core/cpu.h"
+#include "core/limits.h"
 
 #define EXPORT __attribute__((visibility("default")))
 

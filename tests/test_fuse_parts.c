@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "check_run.h"
+#include "core/limits.h"
 #include "fuse/inode.h"
 #include "fuse/options.h"
 #include "fuse/readahead.h"
@@ -70,8 +71,9 @@ START_TEST(options)
 	ck_assert_int_eq(parse(&o, "/", "/mnt", "-d", NULL), WCFS_EXIT_OK);
 	ck_assert_int_eq(o.foreground, 1);
 	/* defaults: 1 GiB, or a quarter of the memory (at least 16 MiB) */
-	const uint64_t phys = wcfs_physical_memory();
+	const uint64_t phys = wc_memory_limit();
 	ck_assert_uint_gt(phys, 0);
+	ck_assert_uint_le(phys, (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE));
 	uint64_t want_cache = phys / 4 < (1u << 30) ? phys / 4 : (1u << 30);
 	ck_assert_uint_eq(o.cache_size, want_cache > (16u << 20) ? want_cache : (16u << 20));
 	ck_assert_uint_eq(o.readahead, 8);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "check_run.h"
-#include "core/cpu.h"
+#include "core/limits.h"
 #include "engine/threadpool.h"
 
 typedef struct counts {

@@ -38,7 +38,7 @@
 #include "container/safetensors.h"
 #include "core/fileio.h"
 #include "core/hash.h"
-#include "core/cpu.h"
+#include "core/limits.h"
 
 typedef struct tensor_plan {
 	const wc_st_tensor *st;

@@ -13,7 +13,7 @@
 #include "core/wc_error.h"
 #include "engine/backend.h"
 #include "engine/threadpool.h"
-#include "core/cpu.h"
+#include "core/limits.h"
 
 /* The least output a part is worth: below it the per-part work (parsing the
  * payload's header, a decoding table per thread, waking a worker) outweighs

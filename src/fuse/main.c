@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "container/container.h"
+#include "core/limits.h"
 #include "fuse/daemon.h"
 #include "fuse/ops.h"
 #include "fuse/options.h"
@@ -101,11 +102,11 @@ int main(int argc, char **argv)
 	free(o.mountpoint);
 	o.mountpoint = mnt;
 	const uint64_t fd_limit = raise_fd_limit();
-	const uint64_t phys = wcfs_physical_memory();
-	if (phys && o.cache_size > phys / 2)
-		wc_log(WC_LOG_WARN, "cache_size=%llu MiB is more than half of this machine's %llu MiB "
-		       "of memory: a cache that fills up may get the daemon killed",
-		       (unsigned long long)(o.cache_size >> 20), (unsigned long long)(phys >> 20));
+	const uint64_t mem = wc_memory_limit();
+	if (mem && o.cache_size > mem / 2)
+		wc_log(WC_LOG_WARN, "cache_size=%llu MiB is more than half of the %llu MiB of memory "
+		       "this process may use: a cache that fills up may get the daemon killed",
+		       (unsigned long long)(o.cache_size >> 20), (unsigned long long)(mem >> 20));
 
 	if (!o.foreground && wcfs_daemonize() != 0) {
 		fprintf(stderr, "wcodecfs: cannot fork: %s\n", strerror(errno));

@@ -12,7 +12,7 @@
 
 #include "config.h"
 #include "core/wc_error.h"
-#include "core/cpu.h"
+#include "core/limits.h"
 
 int wcfs_parse_size(const char *s, uint64_t *out)
 {
@@ -134,12 +134,6 @@ static int parse_uint(const char *name, const char *s, unsigned lo, unsigned hi,
 	return 0;
 }
 
-uint64_t wcfs_physical_memory(void)
-{
-	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-	return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
-}
-
 static int check_values(wcfs_options *o, const struct raw_opts *r)
 {
 	if (r->cache_size) {
@@ -223,11 +217,11 @@ static int check_values(wcfs_options *o, const struct raw_opts *r)
 int wcfs_options_parse(int argc, char **argv, wcfs_options *o)
 {
 	memset(o, 0, sizeof *o);
-	/* 1 GiB, but no more than a quarter of the memory: a small machine
-	 * (a 1 GiB board or VM) must not have its memory filled by a cache
-	 * nobody sized. */
+	/* 1 GiB, but no more than a quarter of the memory the daemon may use:
+	 * a small machine (a 1 GiB board or VM) or a container with a memory
+	 * limit must not have it filled by a cache nobody sized. */
 	o->cache_size = (uint64_t)1 << 30;
-	const uint64_t phys = wcfs_physical_memory();
+	const uint64_t phys = wc_memory_limit();
 	if (phys && phys / 4 < o->cache_size)
 		o->cache_size = phys / 4 > (16u << 20) ? phys / 4 : (16u << 20);
 	o->threads = wc_cpu_count();

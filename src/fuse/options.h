@@ -17,7 +17,7 @@ typedef struct wcfs_options {
 	char *source;        /* absolute path of SOURCE (realpath) */
 	char *mountpoint;    /* MOUNTPOINT as given */
 	uint64_t cache_size; /* decoded-tile cache budget, bytes (default 1 GiB, or a quarter
-			      * of the physical memory if that is less) */
+			      * of wc_memory_limit() if that is less) */
 	unsigned threads;    /* CPU decode threads (default: online CPUs) */
 	unsigned fuse_threads; /* FUSE worker threads at most (default max(2*threads, 4)) */
 	char *backend;       /* "auto" (default), "cpu", "cuda" */
@@ -58,9 +58,6 @@ enum {
 int wcfs_options_parse(int argc, char **argv, wcfs_options *o);
 void wcfs_options_free(wcfs_options *o);
 void wcfs_options_usage(const char *prog);
-
-/* The machine's physical memory in bytes (sysconf), 0 if unknown. */
-uint64_t wcfs_physical_memory(void);
 
 /* "1G", "512M", "4096", "64k" -> bytes (K/M/G/T, binary multiples, case
  * insensitive, optional trailing "iB"/"B"). Returns 0 on success, -1 on

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "qvq/qvq_parallel.h"
-#include "core/cpu.h"
+#include "core/limits.h"
 
 /* ---- random numbers: splitmix64 (Steele, Lea & Flood, OOPSLA 2014) ---- */
 

@@ -17,7 +17,7 @@
 #include "qvq/qvq.h"
 #include "qvq/qvq_parallel.h"
 #include "qvq/qvq_writer.h"
-#include "core/cpu.h"
+#include "core/limits.h"
 
 #define PATCH 2u
 #define DIM (PATCH * PATCH * 3u)

@@ -15,7 +15,7 @@
 #include "qvq/qvq.h"
 #include "qvq/qvq_names.h"
 #include "qvq/qvq_parallel.h"
-#include "core/cpu.h"
+#include "core/limits.h"
 
 typedef struct tile_plan {
 	uint32_t first, count;   /* images */
