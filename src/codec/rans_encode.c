@@ -3,11 +3,21 @@
 
 #include "codec/codec_internal.h"
 
-/* Per-symbol encoder constants: the state bound for renormalisation and the
- * cumulative frequency. */
+/* Per-symbol encoder constants: the state bound for renormalisation and
+ * what the state update needs without a division. The update is
+ * x' = (v / f) * M + (v % f) + cum = v + cum + q * (M - f) with q = v / f
+ * (M = 2^WC_RANS_PROB_BITS; the form of Giesen's rans_byte.h), and q comes
+ * from a multiply: with l = ceil(log2 f) and m = ceil(2^(32+l) / f),
+ * floor(v * m / 2^(32+l)) = floor(v / f) for every 32-bit v (Granlund and
+ * Montgomery, "Division by invariant integers using multiplication", PLDI
+ * 1994, theorem 4.2: m * f - 2^(32+l) < f <= 2^l). m needs 33 bits, so it is
+ * kept as m - 2^32 and v * m / 2^32 computed as v + (v * (m - 2^32)) / 2^32,
+ * which fits 64 bits. f = 1 and powers of two give m - 2^32 = 0. */
 typedef struct enc_sym {
 	uint32_t x_max; /* f << 20: a state at or above it must shed 16 bits */
-	uint32_t freq;
+	uint32_t rcp;   /* m - 2^32 */
+	uint32_t shift; /* l */
+	uint32_t cmpl;  /* M - f */
 	uint32_t cum;
 } enc_sym;
 
@@ -15,10 +25,17 @@ static void enc_table(const wc_freqtab *ft, enc_sym es[256])
 {
 	uint32_t c = 0;
 	for (int s = 0; s < 256; s++) {
-		es[s].freq = ft->freq[s];
-		es[s].cum = c;
-		es[s].x_max = (uint32_t)ft->freq[s] << 20;
-		c += ft->freq[s];
+		uint32_t f = ft->freq[s];
+		es[s] = (enc_sym){ .x_max = f << 20, .cmpl = WC_RANS_PROB_SCALE - f, .cum = c };
+		if (f) {
+			uint32_t l = 0;
+			while ((1u << l) < f)
+				l++;
+			uint64_t m = ((1ull << (32 + l)) + f - 1) / f;
+			es[s].rcp = (uint32_t)(m - (1ull << 32));
+			es[s].shift = l;
+		}
+		c += f;
 	}
 }
 
@@ -26,6 +43,9 @@ static void enc_table(const wc_freqtab *ft, enc_sym es[256])
  * Encode one chunk of m symbols. The words are written downwards ending at
  * wend (the decoder reads them upwards); returns the number of words and
  * stores the final states, which become the decoder's initial states.
+ * wend[-m] must be writable: the renormalisation stores its word before it
+ * knows whether it keeps it (no branch to mispredict on a coin-flip), so
+ * one slot below the kept words is written too.
  */
 static size_t encode_chunk(const uint8_t *sym, size_t m, const enc_sym es[256],
 			   uint16_t *wend, uint32_t state[WC_RANS_LANES])
@@ -41,11 +61,12 @@ static size_t encode_chunk(const uint8_t *sym, size_t m, const enc_sym es[256],
 		for (unsigned l = lanes; l-- > 0;) {
 			const enc_sym *e = &es[sym[base + l]];
 			uint32_t v = x[l];
-			if (v >= e->x_max) {
-				*--w = (uint16_t)v;
-				v >>= 16;
-			}
-			x[l] = ((v / e->freq) << WC_RANS_PROB_BITS) + (v % e->freq) + e->cum;
+			uint32_t out = v >= e->x_max;
+			w[-1] = (uint16_t)v;
+			w -= out;
+			v >>= 16 * out;
+			uint32_t q = (uint32_t)((v + (((uint64_t)v * e->rcp) >> 32)) >> e->shift);
+			x[l] = v + e->cum + q * e->cmpl;
 		}
 	}
 	memcpy(state, x, sizeof x);
