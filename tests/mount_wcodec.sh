@@ -51,7 +51,7 @@ for f in all bf16 f32 f16 shards/model-00001-of-00002 shards/model-00002-of-0000
 done
 [ "$(stat -c %o "$M/all.safetensors")" = 65536 ] || fail "st_blksize of all: $(stat -c %o "$M/all.safetensors")"
 [ "$(stat -c %o "$M/f16.safetensors")" = 4096 ] || fail "st_blksize of f16"
-[ "$(stat -c %o "$M/bf16.safetensors")" = 524288 ] || fail "st_blksize of bf16 (the default tile size)"
+[ "$(stat -c %o "$M/bf16.safetensors")" = 1048576 ] || fail "st_blksize of bf16"
 [ "$(stat -c %Y "$M/bf16.safetensors")" = "$(date -d '2024-01-02 03:04:05' +%s)" ] || fail "bf16 mtime"
 # Stable attributes: a second stat after reading gives the same answer.
 [ "$(stat -c '%s %Y %i' "$M/bf16.safetensors")" = "$(stat -c '%s %Y %i' "$M/bf16.safetensors")" ] ||

@@ -19,7 +19,7 @@ static void usage(FILE *out)
 		"With a directory, every X.safetensors under DIR (or symlink to one) is packed to\n"
 		"OUTDIR/X.wcodec and every other file copied, so that wcodecfs OUTDIR shows DIR.\n\n"
 		"  -t, --tile-size SIZE  decoded bytes per tile, a multiple of 8 from 4K to 64M\n"
-		"                        (suffixes K, M; default 512K)\n"
+		"                        (suffixes K, M; default 1M)\n"
 		"  -c, --chunk N         rANS chunk in symbols, a multiple of 32 (default %u)\n"
 		"  -j, --threads N       encoder threads (default: the usable CPUs)\n"
 		"      --no-verify       skip decoding the written file against the input\n"

@@ -28,12 +28,7 @@ extern "C" {
 
 #define WC_MAGIC "WCODEC\r\n" /* 8 bytes; \r\n catches text-mode mangling */
 #define WC_FORMAT_VERSION 1u
-/* Decoded bytes per tile by default. A random read that misses decodes one
- * whole tile, its payload read from disk first: 512 KiB tiles cut the p99
- * of cold random 4 KiB reads from 1.7-2.1 to 1.3-1.5 ms against 1 MiB on
- * the 2-core machine, at the same sequential speed and 0.005% more bytes
- * (docs/BENCHMARKS.md, nineteenth session). */
-#define WC_TILE_SIZE_DEFAULT (512u << 10)
+#define WC_TILE_SIZE_DEFAULT (1u << 20)  /* decoded bytes per tile */
 #define WC_TILE_SIZE_MIN (4u << 10)
 #define WC_TILE_SIZE_MAX (64u << 20)
 
