@@ -901,9 +901,9 @@ static wc_cache *prefilled_cache(const wc_cache_opts *o, wc_cache_stats *st)
 	return c;
 }
 
-/* prefill_tile_bytes: the pool is filled before the first read, the
- * dispatcher has its payload buffer, and the first tiles decode into those
- * buffers without allocating any. */
+/* prefill_tile_bytes: the pool is filled before the first read (with the
+ * backend's memory, the dispatcher also has its payload buffer), and the
+ * first tiles decode into those buffers without allocating any. */
 START_TEST(prefill_gives_the_first_tiles_their_buffers)
 {
 	fake_backend fb;
@@ -932,12 +932,22 @@ START_TEST(prefill_gives_the_first_tiles_their_buffers)
 		wc_cache_release(c, refs[t]);
 	wc_cache_destroy(c);
 
-	/* Without a host allocator there is nothing to prefill. */
+	/* Without a host allocator the pool and the payload buffer are made of
+	 * ordinary memory, faulted in before the first read, and the first
+	 * tiles decode into them too. */
 	fake_backend_init(&fb, 4, 1);
+	c = NULL;
 	ck_assert_int_eq(wc_cache_create(&o, &c), WC_OK);
-	usleep(20000);
+	st = wait_for_prefill(c, 9);
+	ck_assert_uint_eq(st.buf_allocs, 9);
+	for (uint32_t t = 0; t < 8; t++) {
+		ck_assert_int_eq(wc_cache_get(c, &s.base, t, &refs[t]), WC_OK);
+		ck_assert_uint_eq(fake_tile_check(s.seed, t, refs[t]->data, refs[t]->size), 0);
+	}
 	wc_cache_get_stats(c, &st);
-	ck_assert_uint_eq(st.buf_allocs, 0);
+	ck_assert_uint_eq(st.buf_allocs, 9);
+	for (uint32_t t = 0; t < 8; t++)
+		wc_cache_release(c, refs[t]);
 	wc_cache_destroy(c);
 }
 END_TEST

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "engine/threadpool.h"
@@ -816,28 +817,48 @@ static void publish_batch(wc_cache *c, dispatcher *d, entry **batch, size_t nb, 
 	pthread_cond_broadcast(&c->done);
 }
 
+/* Fault in the pages of an ordinary buffer now, so the decode that first
+ * writes it does not: MADV_POPULATE_WRITE (Linux 5.14) where the kernel has
+ * it, else a write to every page. */
+static void populate(uint8_t *buf, size_t bytes)
+{
+#ifdef MADV_POPULATE_WRITE
+	if (madvise(buf, bytes, MADV_POPULATE_WRITE) == 0)
+		return;
+#endif
+	long pg = sysconf(_SC_PAGESIZE);
+	for (size_t o = 0; o < bytes; o += pg > 0 ? (size_t)pg : 4096)
+		((volatile uint8_t *)buf)[o] = 0;
+}
+
 /* Fill the free-buffer pool with buffers of prefill_bytes up to its limit
  * (wc_cache_opts.prefill_tile_bytes), one allocation at a time without the
  * lock, so readers and dispatchers go on meanwhile; stops early when the
  * cache stops or the pool has no room left (the budget's room shrinks as
- * tiles are decoded). */
+ * tiles are decoded). Ordinary buffers are faulted in here: a fresh
+ * daemon's first read otherwise took some 10,000 page faults in the plane
+ * merge, writing tiles into buffers never touched before
+ * (docs/BENCHMARKS.md, nineteenth session). */
 static void *pool_prefill_main(void *arg)
 {
 	wc_cache *c = arg;
 	const size_t cap = c->prefill_bytes;
+	const bool backend = wc_backend_buf_is_backend_memory(c->backend);
 	pthread_mutex_lock(&c->lock);
 	while (!c->stop && c->pool_bytes + cap <= pool_max(c) && c->bytes + pool_max(c) <= c->budget) {
 		pthread_mutex_unlock(&c->lock);
 		uint8_t *buf = buf_alloc(c, cap);
+		if (buf && !backend)
+			populate(buf, cap);
 		pthread_mutex_lock(&c->lock);
 		if (!buf)
 			break;
 		size_t bcap = cap;
-		bool backend = true;
-		pool_put(c, &buf, &bcap, &backend);
+		bool kind = backend;
+		pool_put(c, &buf, &bcap, &kind);
 		if (buf) { /* no room after all */
 			pthread_mutex_unlock(&c->lock);
-			tile_free(c, buf, bcap, backend);
+			tile_free(c, buf, bcap, kind);
 			pthread_mutex_lock(&c->lock);
 			break;
 		}
@@ -853,8 +874,9 @@ static void *dispatch_main(void *arg)
 	/* A payload buffer of the backend's memory before the first read, big
 	 * enough for the batches of several streams: allocating page-locked
 	 * memory on the read path stalls this dispatcher's batch (payload_reserve). */
-	if (c->payload_prealloc)
-		payload_reserve(d, c->payload_prealloc);
+	if (c->payload_prealloc && payload_reserve(d, c->payload_prealloc) &&
+	    !wc_backend_buf_is_backend_memory(c->backend))
+		populate(d->payload, d->payload_cap);
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
 		while (!c->demand.head && !c->prefetch.head && !c->stop)
@@ -945,9 +967,10 @@ wc_err wc_cache_create(const wc_cache_opts *opts, wc_cache **out)
 		return wc_fail(WC_E_NOMEM, "tile cache");
 	}
 	c->ndispatch = nd;
-	/* the compressed payloads of a few prefill-sized tiles, in the backend's
-	 * own memory only: ordinary memory costs little to grow on demand */
-	const bool prefill_pool = opts->prefill_tile_bytes >= MMAP_MIN_BYTES && wc_backend_buf_is_backend_memory(be);
+	/* the compressed payloads of a few prefill-sized tiles, allocated (and
+	 * for ordinary memory faulted in) by each dispatcher before its first
+	 * batch */
+	const bool prefill_pool = opts->prefill_tile_bytes >= MMAP_MIN_BYTES;
 	if (prefill_pool)
 		c->payload_prealloc = wc_backend_buf_size(4 * (size_t)opts->prefill_tile_bytes);
 	for (unsigned i = 0; i < nd; i++) {

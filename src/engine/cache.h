@@ -40,13 +40,15 @@ typedef struct wc_cache_opts {
 	uint32_t read_threads;  /* threads that read a batch's payloads together with its
 				 * dispatcher (pread of the packed file); 0 = the
 				 * dispatcher reads them one after another */
-	uint32_t prefill_tile_bytes; /* if the backend has its own host allocator (the
-				 * CUDA backend's page-locked memory, slow to allocate:
-				 * about 1.2 ms per MiB), a thread fills the free-buffer
-				 * pool with buffers of this many bytes right after
-				 * creation, so the first tiles read do not wait for
-				 * them, and each dispatcher allocates a payload buffer
-				 * of 4 such tiles before its first batch; 0 = neither */
+	uint32_t prefill_tile_bytes; /* a thread fills the free-buffer pool with buffers
+				 * of this many bytes right after creation, so the first
+				 * tiles read do not wait for them: the backend's own
+				 * host memory where it has an allocator (the CUDA
+				 * backend's page-locked memory, slow to allocate: about
+				 * 1.2 ms per MiB; each dispatcher then also allocates a
+				 * payload buffer of 4 such tiles before its first
+				 * batch), else ordinary memory, faulted in by that
+				 * thread; 0 = none */
 	bool decode_misses_on_caller; /* a get of a tile no dispatcher has taken yet
 				 * decodes it on the CPU instead of waiting (the
 				 * calling thread with the idle threads of the shared
