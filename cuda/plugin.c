@@ -9,10 +9,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include "core/limits.h"
 #include "vq_gather.h"
 #include "wcc_device.h"
 #include "wcodec_cuda.h"
-#include "core/limits.h"
 
 #define EXPORT __attribute__((visibility("default")))
 

@@ -10,10 +10,10 @@
 #include <unistd.h>
 
 #include "codec/tile_codec.h"
+#include "core/limits.h"
 #include "core/wc_error.h"
 #include "engine/backend.h"
 #include "engine/threadpool.h"
-#include "core/limits.h"
 
 /* The least output a part is worth: below it the per-part work (parsing the
  * payload's header, a decoding table per thread, waking a worker) outweighs

@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "core/wc_error.h"
 #include "core/limits.h"
+#include "core/wc_error.h"
 
 int wcfs_parse_size(const char *s, uint64_t *out)
 {

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "qvq/qvq_parallel.h"
 #include "core/limits.h"
+#include "qvq/qvq_parallel.h"
 
 /* ---- random numbers: splitmix64 (Steele, Lea & Flood, OOPSLA 2014) ---- */
 

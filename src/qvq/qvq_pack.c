@@ -12,12 +12,12 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "core/limits.h"
 #include "qvq/image_io.h"
 #include "qvq/kmeans.h"
 #include "qvq/qvq.h"
 #include "qvq/qvq_parallel.h"
 #include "qvq/qvq_writer.h"
-#include "core/limits.h"
 
 #define PATCH 2u
 #define DIM (PATCH * PATCH * 3u)

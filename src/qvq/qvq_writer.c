@@ -12,10 +12,10 @@
 #include "codec/tile_codec.h"
 #include "core/fileio.h"
 #include "core/hash.h"
+#include "core/limits.h"
 #include "qvq/qvq.h"
 #include "qvq/qvq_names.h"
 #include "qvq/qvq_parallel.h"
-#include "core/limits.h"
 
 typedef struct tile_plan {
 	uint32_t first, count;   /* images */
