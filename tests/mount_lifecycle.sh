@@ -94,6 +94,21 @@ wait $fg || fail "foreground daemon exited with $?"
 grep -q "^wcodecfs: info: mounted" "$TMP/fg.log" || fail "foreground log: $(cat "$TMP/fg.log")"
 grep -q "^wcodecfs: info: unmount: cache: .* $tiles decodes (0 failed)" "$TMP/fg.log" ||
 	fail "no counters at unmount: $(cat "$TMP/fg.log")"
+# A second wcodecfs on a mountpoint that has one is refused (it would hide
+# the first, and one unmount would remove only the top one); the first
+# keeps serving.
+mount_fs "$S" "$M"
+out=$("$WCODECFS" "$S" "$M" 2>&1)
+st=$?
+[ "$st" = 3 ] || fail "a second mount on $M: exit $st, expected 3 ($out)"
+case $out in
+*"already has a wcodecfs mount"*"fusermount3 -u"*) ;;
+*) fail "second mount: $out" ;;
+esac
+[ "$(grep -c " $M fuse" /proc/mounts)" = 1 ] || fail "two mounts stacked on $M"
+[ "$(cat "$M/hello.txt")" = hello ] || fail "the first mount stopped serving"
+fusermount3 -u "$M" || fail "fusermount3 -u after a refused second mount"
+
 # A mountpoint inside SOURCE: its entry would lead back into the mount (a
 # loop for find, and the daemon's own handle on it made fusermount3 -u fail
 # with EBUSY), so the mount hides it. Mounting over SOURCE itself shows the

@@ -9,6 +9,7 @@
 #include "check_run.h"
 #include "core/limits.h"
 #include "fuse/inode.h"
+#include "fuse/mountinfo.h"
 #include "fuse/options.h"
 #include "fuse/readahead.h"
 
@@ -268,6 +269,34 @@ START_TEST(inode_table_lifetimes)
 }
 END_TEST
 
+/* wcfs_mounted_at: the mount point and type fields of proc(5)'s mountinfo
+ * lines, octal escapes undone, optional fields skipped up to "-". */
+START_TEST(mountinfo_lookup)
+{
+	char path[] = "/tmp/test_fuse_parts.XXXXXX";
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	const char text[] =
+		"22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+		"43 22 0:39 / /srv/models ro,nosuid shared:7 master:2 - fuse.wcodecfs /data/m ro\n"
+		"44 22 0:40 / /mnt/with\\040space ro - fuse.wcodecfs /data/a\\040b ro\n"
+		"45 22 0:41 / /mnt/other ro - fuse.sshfs host:/x ro\n"
+		"garbage\n";
+	ck_assert_int_eq(write(fd, text, sizeof text - 1), (int)(sizeof text - 1));
+	close(fd);
+	char src[64];
+	ck_assert_int_eq(wcfs_mounted_at(path, "/srv/models", "fuse.wcodecfs", src, sizeof src), 1);
+	ck_assert_str_eq(src, "/data/m");
+	ck_assert_int_eq(wcfs_mounted_at(path, "/mnt/with space", "fuse.wcodecfs", src, sizeof src), 1);
+	ck_assert_str_eq(src, "/data/a b");
+	ck_assert_int_eq(wcfs_mounted_at(path, "/mnt/other", "fuse.wcodecfs", src, sizeof src), 0);
+	ck_assert_int_eq(wcfs_mounted_at(path, "/srv", "fuse.wcodecfs", src, sizeof src), 0);
+	ck_assert_int_eq(wcfs_mounted_at(path, "/", "ext4", NULL, 0), 1);
+	unlink(path);
+	ck_assert_int_eq(wcfs_mounted_at(path, "/", "ext4", NULL, 0), -1);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("fuse_parts");
@@ -280,6 +309,7 @@ int main(void)
 	tcase_add_test(tc, readahead_random_never_fires);
 	tcase_add_test(tc, readahead_random_in_a_small_file_never_fires);
 	tcase_add_test(tc, inode_table_lifetimes);
+	tcase_add_test(tc, mountinfo_lookup);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }

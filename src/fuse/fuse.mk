@@ -10,6 +10,7 @@ wcodecfs_SOURCES = \
 	src/fuse/inode.c src/fuse/inode.h \
 	src/fuse/vtree.c src/fuse/vtree.h \
 	src/fuse/readahead.c src/fuse/readahead.h \
+	src/fuse/mountinfo.c src/fuse/mountinfo.h \
 	src/fuse/ops.c src/fuse/ops.h \
 	src/fuse/stats.c src/fuse/stats.h \
 	src/fuse/provider.h src/fuse/providers.c src/fuse/provider_wcodec.c
@@ -28,6 +29,6 @@ EXTRA_DIST += tests/mount_check.py tests/mount_wcodec.sh tests/mount_concurrent.
 check_PROGRAMS += tests/test_fuse_parts
 TESTS += tests/test_fuse_parts
 tests_test_fuse_parts_SOURCES = tests/test_fuse_parts.c src/fuse/options.c src/fuse/readahead.c \
-	src/fuse/inode.c
+	src/fuse/inode.c src/fuse/mountinfo.c
 tests_test_fuse_parts_CFLAGS = $(TEST_CFLAGS) $(FUSE_CFLAGS)
 tests_test_fuse_parts_LDADD = $(TEST_LIBS) $(FUSE_LIBS)

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "container/container.h"
 #include "core/limits.h"
 #include "fuse/daemon.h"
+#include "fuse/mountinfo.h"
 #include "fuse/ops.h"
 #include "fuse/options.h"
 #include "fuse/stats.h"
@@ -85,9 +87,13 @@ int main(int argc, char **argv)
 		return WCFS_EXIT_SOURCE;
 	}
 	struct stat mst;
-	if (stat(o.mountpoint, &mst) != 0 || !S_ISDIR(mst.st_mode)) {
-		fprintf(stderr, "wcodecfs: mountpoint '%s': %s\n", o.mountpoint,
-			errno && !S_ISDIR(mst.st_mode) ? strerror(errno) : "not a directory");
+	const int mst_err = stat(o.mountpoint, &mst) != 0 ? errno : 0;
+	if (mst_err || !S_ISDIR(mst.st_mode)) {
+		fprintf(stderr, "wcodecfs: mountpoint '%s': %s%s%s%s\n", o.mountpoint,
+			mst_err ? strerror(mst_err) : "not a directory",
+			mst_err == ENOTCONN ? " (a mount whose daemon has died: unmount it with "
+					      "'fusermount3 -u " : "",
+			mst_err == ENOTCONN ? o.mountpoint : "", mst_err == ENOTCONN ? "' first)" : "");
 		close(root_fd);
 		wcfs_options_free(&o);
 		return WCFS_EXIT_MOUNT;
@@ -101,6 +107,16 @@ int main(int argc, char **argv)
 	}
 	free(o.mountpoint);
 	o.mountpoint = mnt;
+	/* A second wcodecfs on the same mountpoint would hide the first, and
+	 * one unmount would then remove only the top one. */
+	char prev[PATH_MAX];
+	if (wcfs_mounted_at("/proc/self/mountinfo", mnt, "fuse.wcodecfs", prev, sizeof prev) == 1) {
+		fprintf(stderr, "wcodecfs: mountpoint '%s' already has a wcodecfs mount (of %s); "
+				"unmount it first with 'fusermount3 -u %s'\n", mnt, prev, mnt);
+		close(root_fd);
+		wcfs_options_free(&o);
+		return WCFS_EXIT_MOUNT;
+	}
 	const uint64_t fd_limit = raise_fd_limit();
 	const uint64_t mem = wc_memory_limit();
 	if (mem && o.cache_size > mem / 2)

@@ -46,7 +46,8 @@ enum {
 	WCFS_EXIT_OK = 0,
 	WCFS_EXIT_USAGE = 1,      /* bad command line or option value */
 	WCFS_EXIT_SOURCE = 2,     /* SOURCE missing or not a readable directory */
-	WCFS_EXIT_MOUNT = 3,      /* MOUNTPOINT unusable or the mount failed */
+	WCFS_EXIT_MOUNT = 3,      /* MOUNTPOINT unusable, already a wcodecfs mount, or the
+				   * mount failed */
 	WCFS_EXIT_BACKEND = 4,    /* decode backend or cache could not start */
 	WCFS_EXIT_RUNTIME = 5,    /* the session loop failed after mounting */
 };
