@@ -21,6 +21,11 @@ done
 set +e
 "$WCODEC" frobnicate 2>/dev/null
 [ $? = 2 ] || fail "unknown command: want status 2"
+# `wcodec help [COMMAND]`: the list, or that command's --help.
+"$WCODEC" help | grep -q "pack-images" || fail "help does not list the commands"
+[ "$("$WCODEC" help verify)" = "$("$WCODEC" verify --help)" ] || fail "help verify differs from verify --help"
+"$WCODEC" help frobnicate 2>/dev/null
+[ $? = 2 ] || fail "help of an unknown command: want status 2"
 "$WCODEC" pack --tile-size 1000 a b 2>/dev/null
 [ $? = 2 ] || fail "bad --tile-size: want status 2"
 "$WCODEC" unpack --backend gpu a b 2>/dev/null

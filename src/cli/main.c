@@ -24,7 +24,8 @@ static void usage(FILE *out)
 		     "  -v, --verbose  log what the library does (backend choice, fallbacks)\n\n"
 		     "Lossless compression of tensor files; see wcodec(1).\n\nCommands:\n");
 	for (size_t i = 0; i < NCOMMANDS; i++)
-		fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+		fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
+	fprintf(out, "  %-12s %s\n", "help", "this list, or 'help COMMAND': that command's options");
 	fprintf(out, "\nRun 'wcodec COMMAND --help' for a command's options.\n");
 }
 
@@ -63,6 +64,21 @@ int main(int argc, char **argv)
 		return CLI_USAGE;
 	}
 	const char *name = argv[optind];
+	/* `wcodec help [COMMAND]`, as git and cargo have it */
+	char *help_argv[3];
+	if (strcmp(name, "help") == 0) {
+		if (optind + 1 >= argc) {
+			usage(stdout);
+			return CLI_OK;
+		}
+		help_argv[0] = argv[optind + 1];
+		help_argv[1] = (char *)"--help";
+		help_argv[2] = NULL;
+		name = help_argv[0];
+		argv = help_argv;
+		argc = 2;
+		optind = 0;
+	}
 	for (size_t i = 0; i < NCOMMANDS; i++) {
 		if (strcmp(name, commands[i].name) == 0) {
 			int at = optind;
