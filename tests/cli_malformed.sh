@@ -46,6 +46,24 @@ grep -q "is the input file" "$T/same/err" || fail "unpack over its input: $(cat 
 cmp -s "$T/same/p.wcodec" "$T/same/p.orig" || fail "unpack over its input changed it"
 [ "$(leftovers "$T/same")" = 0 ] || fail "temporary file left by a refused output"
 
+# A FIFO given by mistake is an error at once, not a hang in open().
+mkfifo "$T/fifo.wcodec" "$T/fifo.safetensors"
+for cmd in info verify; do
+	rc=0
+	timeout 20 "$WCODEC" $cmd "$T/fifo.wcodec" 2>"$T/err" || rc=$?
+	[ $rc != 124 ] || fail "$cmd of a FIFO hung"
+	[ $rc != 0 ] || fail "$cmd of a FIFO succeeded"
+	grep -q "not a regular file (a fifo)" "$T/err" || fail "$cmd of a FIFO: $(cat "$T/err")"
+done
+rc=0
+timeout 20 "$WCODEC" unpack "$T/fifo.wcodec" "$T/fifo.out" 2>"$T/err" || rc=$?
+[ $rc != 124 ] && [ $rc != 0 ] || fail "unpack of a FIFO: status $rc"
+rc=0
+timeout 20 "$WCODEC" pack -q "$T/fifo.safetensors" "$T/fifo2.wcodec" 2>"$T/err" || rc=$?
+[ $rc != 124 ] && [ $rc != 0 ] || fail "pack of a FIFO: status $rc"
+grep -q "not a regular file (a fifo)" "$T/err" || fail "pack of a FIFO: $(cat "$T/err")"
+[ ! -e "$T/fifo2.wcodec" ] || fail "pack of a FIFO wrote an output"
+
 # An empty file and a missing file.
 : >"$T/empty.safetensors"
 rejects "$WCODEC" pack -q "$T/empty.safetensors" "$T/e.wcodec" 2>"$T/err" || fail "empty input accepted"

@@ -4,8 +4,10 @@
 
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "container/container.h"
+#include "core/fileio.h"
 #include "qvq/qvq_cli.h"
 #include "qvq/qvq_format.h"
 
@@ -16,14 +18,15 @@ static const cli_format formats[] = {
 
 const cli_format *cli_format_of(const char *path)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		fprintf(stderr, "wcodec: %s: %s\n", path, strerror(errno));
+	int fd;
+	if (wc_open_regular(path, &fd) != WC_OK) {
+		fprintf(stderr, "wcodec: %s\n", wc_last_detail());
 		return NULL;
 	}
 	unsigned char head[16] = {0};
-	size_t n = fread(head, 1, sizeof head, f);
-	fclose(f);
+	ssize_t got = pread(fd, head, sizeof head, 0);
+	close(fd);
+	size_t n = got > 0 ? (size_t)got : 0;
 	for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
 		if (n >= formats[i].magic_len && memcmp(head, formats[i].magic, formats[i].magic_len) == 0)
 			return &formats[i];

@@ -465,13 +465,12 @@ wc_err wc_container_open(const char *path, wc_container **out)
 	if (!c)
 		return wc_fail(WC_E_NOMEM, "out of memory");
 	atomic_init(&c->refs, 1);
-	c->fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (c->fd < 0) {
-		wc_err e = wc_fail(WC_E_IO, "%s: %s", path, strerror(errno));
+	wc_err e = wc_open_regular(path, &c->fd);
+	if (e) {
 		free(c);
 		return e;
 	}
-	wc_err e = load(c, path);
+	e = load(c, path);
 	if (e) {
 		/* Keep the reason, naming the file once. */
 		if (strncmp(wc_last_detail(), path, strlen(path)) != 0) {

@@ -928,11 +928,8 @@ wc_err wc_pack_safetensors(const char *in_path, const char *out_path, const wc_p
 	void *map = MAP_FAILED;
 	if ((e = wc_check_output_not_input(in_path, out_path)))
 		goto out;
-	in_fd = open(in_path, O_RDONLY | O_CLOEXEC);
-	if (in_fd < 0) {
-		e = wc_fail(WC_E_IO, "%s: %s", in_path, strerror(errno));
+	if ((e = wc_open_regular(in_path, &in_fd)))
 		goto out;
-	}
 	struct stat sb;
 	if (fstat(in_fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
 		e = wc_fail(WC_E_IO, "%s: not a readable regular file", in_path);

@@ -2,6 +2,7 @@
 #include "core/fileio.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -25,6 +26,34 @@ wc_err wc_pread_full(int fd, void *buf, size_t len, uint64_t off, const char *wh
 		len -= (size_t)n;
 		off += (uint64_t)n;
 	}
+	return WC_OK;
+}
+
+wc_err wc_open_regular(const char *path, int *fd)
+{
+	*fd = -1;
+	int f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (f < 0)
+		return wc_fail(WC_E_IO, "%s: %s", path, strerror(errno));
+	struct stat st;
+	if (fstat(f, &st) != 0) {
+		wc_err e = wc_fail(WC_E_IO, "%s: %s", path, strerror(errno));
+		close(f);
+		return e;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		const char *kind = S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a fifo"
+				   : S_ISSOCK(st.st_mode) ? "a socket" : "a device";
+		close(f);
+		return wc_fail(WC_E_FORMAT, "%s: not a regular file (%s)", path, kind);
+	}
+	int fl = fcntl(f, F_GETFL);
+	if (fl < 0 || fcntl(f, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+		wc_err e = wc_fail(WC_E_IO, "%s: %s", path, strerror(errno));
+		close(f);
+		return e;
+	}
+	*fd = f;
 	return WC_OK;
 }
 

@@ -20,6 +20,14 @@ wc_err wc_pread_full(int fd, void *buf, size_t len, uint64_t off, const char *wh
  * Errors: WC_E_IO ("writing <what>: <strerror>"). */
 wc_err wc_pwrite_full(int fd, const void *buf, size_t len, uint64_t off, const char *what);
 
+/* Open the file at path for reading, as a regular file only: *fd gets a
+ * descriptor (O_CLOEXEC; the caller closes it). The open does not block
+ * (O_NONBLOCK, cleared again once the file is known to be regular), so a
+ * FIFO or a device given by mistake is an error rather than a hang.
+ * Errors: WC_E_IO ("<path>: <strerror>"), WC_E_FORMAT ("<path>: not a
+ * regular file (a fifo)", "... (a directory)", "... (a device)", ...). */
+wc_err wc_open_regular(const char *path, int *fd);
+
 /* Refuse to write out_path over in_path: an output that is the input file
  * itself (the same name, a hard link or a symlink to it), which the
  * writers' rename would replace before the user had a copy. out_path need

@@ -256,11 +256,12 @@ wc_err wc_qvq_open(const char *path, wc_qvq **out)
 	wc_qvq *q = calloc(1, sizeof *q);
 	if (!q)
 		return wc_fail(WC_E_NOMEM, "qvq: no memory");
-	q->fd = open(path, O_RDONLY | O_CLOEXEC);
-	wc_err e = WC_OK;
 	uint8_t *images = NULL, *tiles = NULL, *pool = NULL;
-	if (q->fd < 0) {
-		e = wc_fail(WC_E_IO, "qvq: cannot open %s: %s", path, strerror(errno));
+	wc_err e = wc_open_regular(path, &q->fd);
+	if (e) {
+		char why[600];
+		snprintf(why, sizeof why, "%s", wc_last_detail());
+		e = wc_fail(e, "qvq: cannot open %s", why);
 		goto fail;
 	}
 	struct stat st;
