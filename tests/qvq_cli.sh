@@ -73,4 +73,18 @@ ln -s ../elsewhere "$TMP/loop/away"
 	fail "pack-images of a tree with a symlink loop: $(cat "$TMP/loop.err")"
 grep -q "symlink loop" "$TMP/loop.err" || fail "no warning for the symlink loop: $(cat "$TMP/loop.err")"
 grep -q "3 images" "$TMP/loop.out" || fail "symlinked tree: $(cat "$TMP/loop.out"), expected 3 images"
+# A small PNG whose header claims 8000x8000 pixels (192 MB decoded) is
+# refused from its header, without --size, before any pixel is decoded.
+mkdir -p "$TMP/claim"
+"$PYTHON3" - "$TMP/claim/big.png" <<'PY'
+import struct, sys, zlib
+def chunk(t, d):
+    return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+ihdr = struct.pack(">IIBBBBB", 8000, 8000, 8, 2, 0, 0, 0)
+idat = zlib.compress(b"\0" * 24001)
+open(sys.argv[1], "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b""))
+PY
+"$WCODEC" pack-images "$TMP/claim" "$TMP/claim.qvq" >/dev/null 2>"$TMP/claim.err" && fail "a 64-megapixel image packed without --size"
+grep -q "8000x8000 pixels (limits: sides 1..32768, 22369621 pixels); use --size" "$TMP/claim.err" ||
+	fail "huge image not refused from its header: $(cat "$TMP/claim.err")"
 exit 0

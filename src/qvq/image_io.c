@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/fileio.h"
 
 const char *wc_image_sniff(const uint8_t *head, size_t len)
 {
@@ -21,13 +24,13 @@ const char *wc_image_sniff(const uint8_t *head, size_t len)
 	return NULL;
 }
 
-static wc_err check_dims(const char *path, uint64_t w, uint64_t h)
+/* The header's size against the limits, before any pixel buffer exists. */
+static wc_err check_dims(const char *path, uint64_t w, uint64_t h, uint64_t max_pixels)
 {
-	if (w < 1 || h < 1 || w > WC_IMAGE_MAX_SIDE || h > WC_IMAGE_MAX_SIDE ||
-	    w * h > WC_IMAGE_MAX_PIXELS)
-		return wc_fail(WC_E_RANGE, "%s: %llux%llu pixels (limits: sides 1..%u, %u pixels)",
+	if (w < 1 || h < 1 || w > WC_IMAGE_MAX_SIDE || h > WC_IMAGE_MAX_SIDE || w * h > max_pixels)
+		return wc_fail(WC_E_RANGE, "%s: %llux%llu pixels (limits: sides 1..%u, %llu pixels)",
 			       path, (unsigned long long)w, (unsigned long long)h,
-			       WC_IMAGE_MAX_SIDE, WC_IMAGE_MAX_PIXELS);
+			       WC_IMAGE_MAX_SIDE, (unsigned long long)max_pixels);
 	return WC_OK;
 }
 
@@ -53,7 +56,7 @@ static void png_warning_fn(png_structp png, png_const_charp msg)
 	(void)msg;
 }
 
-static wc_err load_png(const char *path, FILE *f, wc_image *out)
+static wc_err load_png(const char *path, FILE *f, uint64_t max_pixels, wc_image *out)
 {
 	struct png_err pe = {.msg = ""};
 	png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &pe, png_error_fn,
@@ -76,7 +79,7 @@ static wc_err load_png(const char *path, FILE *f, wc_image *out)
 	png_set_user_limits(png, WC_IMAGE_MAX_SIDE, WC_IMAGE_MAX_SIDE);
 	png_read_info(png, info);
 	png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
-	if ((e = check_dims(path, w, h)))
+	if ((e = check_dims(path, w, h, max_pixels)))
 		longjmp(pe.jump, 1);
 	int type = png_get_color_type(png, info);
 	png_set_expand(png); /* palette -> RGB, grey < 8 bits -> 8, tRNS -> alpha */
@@ -127,7 +130,7 @@ static void jpeg_quiet(j_common_ptr cinfo, int level)
 	(void)level; /* warnings (corrupt-but-decodable data) are not fatal */
 }
 
-static wc_err load_jpeg(const char *path, FILE *f, wc_image *out)
+static wc_err load_jpeg(const char *path, FILE *f, uint64_t max_pixels, wc_image *out)
 {
 	struct jpeg_decompress_struct cinfo;
 	struct jpeg_err je;
@@ -150,7 +153,7 @@ static wc_err load_jpeg(const char *path, FILE *f, wc_image *out)
 		longjmp(je.jump, 1);
 	}
 	cinfo.out_color_space = JCS_RGB;
-	if ((e = check_dims(path, cinfo.image_width, cinfo.image_height)))
+	if ((e = check_dims(path, cinfo.image_width, cinfo.image_height, max_pixels)))
 		longjmp(je.jump, 1);
 	jpeg_start_decompress(&cinfo);
 	if (cinfo.output_components != 3) {
@@ -202,13 +205,13 @@ static int pnm_int(FILE *f, unsigned long *v)
 	return (c == ' ' || c == '\t' || c == '\n' || c == '\r') ? 0 : -1;
 }
 
-static wc_err load_ppm(const char *path, FILE *f, wc_image *out)
+static wc_err load_ppm(const char *path, FILE *f, uint64_t max_pixels, wc_image *out)
 {
 	char magic[2];
 	unsigned long w, h, maxval;
 	if (fread(magic, 1, 2, f) != 2 || pnm_int(f, &w) || pnm_int(f, &h) || pnm_int(f, &maxval))
 		return wc_fail(WC_E_FORMAT, "%s: malformed PPM/PGM header", path);
-	wc_err e = check_dims(path, w, h);
+	wc_err e = check_dims(path, w, h, max_pixels);
 	if (e)
 		return e;
 	if (maxval < 1 || maxval > 65535)
@@ -252,10 +255,24 @@ static wc_err load_ppm(const char *path, FILE *f, wc_image *out)
 
 wc_err wc_image_load(const char *path, wc_image *out)
 {
+	return wc_image_load_max(path, WC_IMAGE_MAX_PIXELS, out);
+}
+
+wc_err wc_image_load_max(const char *path, uint64_t max_pixels, wc_image *out)
+{
 	memset(out, 0, sizeof *out);
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return wc_fail(WC_E_IO, "%s: %s", path, strerror(errno));
+	if (max_pixels > WC_IMAGE_MAX_PIXELS)
+		max_pixels = WC_IMAGE_MAX_PIXELS;
+	int fd;
+	wc_err oe = wc_open_regular(path, &fd);
+	if (oe)
+		return oe;
+	FILE *f = fdopen(fd, "rb");
+	if (!f) {
+		oe = wc_fail(WC_E_IO, "%s: %s", path, strerror(errno));
+		close(fd);
+		return oe;
+	}
 	uint8_t head[8];
 	size_t n = fread(head, 1, sizeof head, f);
 	const char *kind = wc_image_sniff(head, n);
@@ -264,11 +281,11 @@ wc_err wc_image_load(const char *path, wc_image *out)
 	if (!kind)
 		e = wc_fail(WC_E_FORMAT, "%s: not a PNG, JPEG or binary PPM/PGM image", path);
 	else if (strcmp(kind, "png") == 0)
-		e = load_png(path, f, out);
+		e = load_png(path, f, max_pixels, out);
 	else if (strcmp(kind, "jpeg") == 0)
-		e = load_jpeg(path, f, out);
+		e = load_jpeg(path, f, max_pixels, out);
 	else
-		e = load_ppm(path, f, out);
+		e = load_ppm(path, f, max_pixels, out);
 	fclose(f);
 	return e;
 }

@@ -31,6 +31,13 @@ const char *wc_image_sniff(const uint8_t *head, size_t len);
  * with the reason), WC_E_UNSUPPORTED (CMYK), WC_E_RANGE (beyond the limits
  * above), WC_E_NOMEM. */
 wc_err wc_image_load(const char *path, wc_image *out);
+
+/* wc_image_load with a lower pixel limit (at most WC_IMAGE_MAX_PIXELS),
+ * checked against the file's header before the pixels are decoded: a
+ * small compressed file that claims a huge image is refused without first
+ * allocating its decoded size. The path must name a regular file (a FIFO
+ * is refused rather than waited on). */
+wc_err wc_image_load_max(const char *path, uint64_t max_pixels, wc_image *out);
 void wc_image_free(wc_image *img);
 
 /* Write img as binary PPM (P6, maxval 255). Errors: WC_E_IO. */

@@ -146,7 +146,16 @@ static void load_slice(void *p, unsigned slice, size_t begin, size_t end)
 			continue;
 		}
 		wc_image src;
-		wc_err e = wc_image_load(full, &src);
+		/* Without --size an image must fit the archive as it is: refuse a
+		 * larger one from its header, before decoding it (a small file
+		 * can claim hundreds of MB of pixels, and loads run in parallel). */
+		wc_err e = wc_image_load_max(full, c->w ? WC_IMAGE_MAX_PIXELS
+						       : WC_QVQ_MAX_IMAGE_BYTES / 3, &src);
+		if (e == WC_E_RANGE && !c->w) {
+			char why[sizeof c->why[0] - 32];
+			snprintf(why, sizeof why, "%s", wc_last_detail());
+			e = wc_fail(e, "%s; use --size", why);
+		}
 		if (!e && c->w) {
 			e = wc_image_resize_crop(&src, c->w, c->h, &c->img[i]);
 			wc_image_free(&src);
