@@ -269,8 +269,9 @@ START_TEST(inode_table_lifetimes)
 }
 END_TEST
 
-/* wcfs_mounted_at: the mount point and type fields of proc(5)'s mountinfo
- * lines, octal escapes undone, optional fields skipped up to "-". */
+/* wcfs_mount_at: the mount point, device and type fields of proc(5)'s
+ * mountinfo lines, octal escapes undone, optional fields skipped up to "-",
+ * the topmost of stacked mounts. */
 START_TEST(mountinfo_lookup)
 {
 	char path[] = "/tmp/test_fuse_parts.XXXXXX";
@@ -281,19 +282,29 @@ START_TEST(mountinfo_lookup)
 		"43 22 0:39 / /srv/models ro,nosuid shared:7 master:2 - fuse.wcodecfs /data/m ro\n"
 		"44 22 0:40 / /mnt/with\\040space ro - fuse.wcodecfs /data/a\\040b ro\n"
 		"45 22 0:41 / /mnt/other ro - fuse.sshfs host:/x ro\n"
+		"46 22 0:42 / /stacked ro - fuse.wcodecfs /a ro\n"
+		"47 46 0:43 / /stacked ro - fuse.wcodecfs /b ro\n"
 		"garbage\n";
 	ck_assert_int_eq(write(fd, text, sizeof text - 1), (int)(sizeof text - 1));
 	close(fd);
-	char src[64];
-	ck_assert_int_eq(wcfs_mounted_at(path, "/srv/models", "fuse.wcodecfs", src, sizeof src), 1);
-	ck_assert_str_eq(src, "/data/m");
-	ck_assert_int_eq(wcfs_mounted_at(path, "/mnt/with space", "fuse.wcodecfs", src, sizeof src), 1);
-	ck_assert_str_eq(src, "/data/a b");
-	ck_assert_int_eq(wcfs_mounted_at(path, "/mnt/other", "fuse.wcodecfs", src, sizeof src), 0);
-	ck_assert_int_eq(wcfs_mounted_at(path, "/srv", "fuse.wcodecfs", src, sizeof src), 0);
-	ck_assert_int_eq(wcfs_mounted_at(path, "/", "ext4", NULL, 0), 1);
+	wcfs_mount m;
+	ck_assert_int_eq(wcfs_mount_at(path, "/srv/models", &m), 1);
+	ck_assert_str_eq(m.fstype, "fuse.wcodecfs");
+	ck_assert_str_eq(m.source, "/data/m");
+	ck_assert_uint_eq(m.major, 0);
+	ck_assert_uint_eq(m.minor, 39);
+	ck_assert_int_eq(wcfs_mount_at(path, "/mnt/with space", &m), 1);
+	ck_assert_str_eq(m.fstype, "fuse.wcodecfs");
+	ck_assert_str_eq(m.source, "/data/a b");
+	ck_assert_int_eq(wcfs_mount_at(path, "/mnt/other", &m), 1);
+	ck_assert_str_eq(m.fstype, "fuse.sshfs"); /* not a wcodecfs mount */
+	ck_assert_int_eq(wcfs_mount_at(path, "/srv", &m), 0);
+	ck_assert_int_eq(wcfs_mount_at(path, "/", &m), 1);
+	ck_assert_str_eq(m.fstype, "ext4");
+	ck_assert_int_eq(wcfs_mount_at(path, "/stacked", &m), 1);
+	ck_assert_uint_eq(m.minor, 43); /* the topmost of two */
 	unlink(path);
-	ck_assert_int_eq(wcfs_mounted_at(path, "/", "ext4", NULL, 0), -1);
+	ck_assert_int_eq(wcfs_mount_at(path, "/", &m), -1);
 }
 END_TEST
 

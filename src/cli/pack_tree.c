@@ -44,11 +44,12 @@ static int up_to_date(const char *out, const struct stat *in)
 /* Copy a regular file through a temporary file, keeping mode and mtime. */
 static wc_err copy_file(const char *in, const char *out, const struct stat *st)
 {
-	int fd = open(in, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return wc_fail(WC_E_IO, "%s: %s", in, strerror(errno));
+	int fd;
+	wc_err e = wc_open_regular(in, &fd);
+	if (e)
+		return e;
 	cli_tmpfile t;
-	wc_err e = cli_tmp_create(&t, out);
+	e = cli_tmp_create(&t, out);
 	if (e) {
 		close(fd);
 		return e;

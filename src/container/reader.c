@@ -388,10 +388,8 @@ static wc_err build_name_index(wc_container *c)
 static wc_err load(wc_container *c, const char *path)
 {
 	struct stat st;
-	if (fstat(c->fd, &st) != 0)
+	if (fstat(c->fd, &st) != 0) /* a regular file: wc_open_regular */
 		return wc_fail(WC_E_IO, "%s: %s", path, strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		return wc_fail(WC_E_FORMAT, "%s: not a regular file", path);
 	uint64_t size = (uint64_t)st.st_size;
 	if (size < WC_HEADER_BYTES)
 		return wc_fail(WC_E_FORMAT, "%s: %llu bytes is shorter than the %u-byte header", path,

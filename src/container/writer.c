@@ -930,9 +930,9 @@ wc_err wc_pack_safetensors(const char *in_path, const char *out_path, const wc_p
 		goto out;
 	if ((e = wc_open_regular(in_path, &in_fd)))
 		goto out;
-	struct stat sb;
-	if (fstat(in_fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-		e = wc_fail(WC_E_IO, "%s: not a readable regular file", in_path);
+	struct stat sb; /* a regular file: wc_open_regular */
+	if (fstat(in_fd, &sb) != 0) {
+		e = wc_fail(WC_E_IO, "%s: %s", in_path, strerror(errno));
 		goto out;
 	}
 	pk.in_size = (uint64_t)sb.st_size;

@@ -3,55 +3,21 @@
 
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-/* Mount points in mountinfo escape space, tab, newline and backslash as
- * \ooo (octal); compare the field with our path decoded. */
-static int field_equals(const char *field, const char *path)
-{
-	while (*field && *path) {
-		char c = *field;
-		if (c == '\\' && field[1] >= '0' && field[1] <= '7' && field[2] && field[3]) {
-			c = (char)((field[1] - '0') * 64 + (field[2] - '0') * 8 + (field[3] - '0'));
-			field += 4;
-		} else {
-			field++;
-		}
-		if (c != *path++)
-			return 0;
-	}
-	return !*field && !*path;
-}
+#include "fuse/mountinfo.h"
 
 int wcfs_set_kernel_readahead(const char *mountpoint, uint64_t bytes)
 {
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	if (!f)
+	/* our mount is the topmost one at its mount point */
+	wcfs_mount m;
+	int found = wcfs_mount_at("/proc/self/mountinfo", mountpoint, &m);
+	if (found < 0)
 		return errno;
-	char *line = NULL;
-	size_t cap = 0;
-	unsigned maj = 0, min = 0;
-	int found = 0;
-	while (getline(&line, &cap, f) > 0) {
-		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [FIELDS...] - FSTYPE ... */
-		unsigned a, b;
-		char mp[4096];
-		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &a, &b, mp) != 3)
-			continue;
-		const char *dash = strstr(line, " - ");
-		if (!dash || strncmp(dash + 3, "fuse", 4) != 0 || !field_equals(mp, mountpoint))
-			continue;
-		maj = a; /* the last match is the most recent mount */
-		min = b;
-		found = 1;
-	}
-	free(line);
-	fclose(f);
-	if (!found)
+	if (!found || strncmp(m.fstype, "fuse", 4) != 0)
 		return ENOENT;
 	char path[64];
-	snprintf(path, sizeof path, "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
+	snprintf(path, sizeof path, "/sys/class/bdi/%u:%u/read_ahead_kb", m.major, m.minor);
 	FILE *w = fopen(path, "we");
 	if (!w)
 		return errno;

@@ -89,11 +89,12 @@ int main(int argc, char **argv)
 	struct stat mst;
 	const int mst_err = stat(o.mountpoint, &mst) != 0 ? errno : 0;
 	if (mst_err || !S_ISDIR(mst.st_mode)) {
-		fprintf(stderr, "wcodecfs: mountpoint '%s': %s%s%s%s\n", o.mountpoint,
-			mst_err ? strerror(mst_err) : "not a directory",
-			mst_err == ENOTCONN ? " (a mount whose daemon has died: unmount it with "
-					      "'fusermount3 -u " : "",
-			mst_err == ENOTCONN ? o.mountpoint : "", mst_err == ENOTCONN ? "' first)" : "");
+		char hint[PATH_MAX + 96] = "";
+		if (mst_err == ENOTCONN)
+			snprintf(hint, sizeof hint, " (a mount whose daemon has died: unmount it with "
+				 "'fusermount3 -u %s' first)", o.mountpoint);
+		fprintf(stderr, "wcodecfs: mountpoint '%s': %s%s\n", o.mountpoint,
+			mst_err ? strerror(mst_err) : "not a directory", hint);
 		close(root_fd);
 		wcfs_options_free(&o);
 		return WCFS_EXIT_MOUNT;
@@ -109,10 +110,11 @@ int main(int argc, char **argv)
 	o.mountpoint = mnt;
 	/* A second wcodecfs on the same mountpoint would hide the first, and
 	 * one unmount would then remove only the top one. */
-	char prev[PATH_MAX];
-	if (wcfs_mounted_at("/proc/self/mountinfo", mnt, "fuse.wcodecfs", prev, sizeof prev) == 1) {
+	wcfs_mount prev;
+	if (wcfs_mount_at("/proc/self/mountinfo", mnt, &prev) == 1 &&
+	    !strcmp(prev.fstype, "fuse.wcodecfs")) {
 		fprintf(stderr, "wcodecfs: mountpoint '%s' already has a wcodecfs mount (of %s); "
-				"unmount it first with 'fusermount3 -u %s'\n", mnt, prev, mnt);
+				"unmount it first with 'fusermount3 -u %s'\n", mnt, prev.source, mnt);
 		close(root_fd);
 		wcfs_options_free(&o);
 		return WCFS_EXIT_MOUNT;

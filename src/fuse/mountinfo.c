@@ -21,8 +21,7 @@ static void unescape(char *s)
 	*o = '\0';
 }
 
-int wcfs_mounted_at(const char *path, const char *mountpoint, const char *fstype, char *src,
-		    size_t cap)
+int wcfs_mount_at(const char *path, const char *mountpoint, wcfs_mount *out)
 {
 	FILE *f = fopen(path, "re");
 	if (!f)
@@ -30,14 +29,15 @@ int wcfs_mounted_at(const char *path, const char *mountpoint, const char *fstype
 	char *line = NULL;
 	size_t len = 0;
 	int found = 0;
-	while (!found && getline(&line, &len, f) > 0) {
+	while (getline(&line, &len, f) > 0) {
 		line[strcspn(line, "\n")] = '\0';
 		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER */
 		char *save = NULL, *field[5] = { NULL };
 		char *tok = strtok_r(line, " ", &save);
 		for (int i = 0; i < 5 && tok; i++, tok = strtok_r(NULL, " ", &save))
 			field[i] = tok;
-		if (!field[4])
+		unsigned maj, min;
+		if (!field[4] || sscanf(field[2], "%u:%u", &maj, &min) != 2)
 			continue;
 		while (tok && strcmp(tok, "-"))
 			tok = strtok_r(NULL, " ", &save);
@@ -46,14 +46,16 @@ int wcfs_mounted_at(const char *path, const char *mountpoint, const char *fstype
 		if (!type)
 			continue;
 		unescape(field[4]);
-		if (strcmp(field[4], mountpoint) || strcmp(type, fstype))
+		if (strcmp(field[4], mountpoint))
 			continue;
+		/* the last match is the most recent mount: keep looking */
 		found = 1;
-		if (src && cap) {
-			if (source)
-				unescape(source);
-			snprintf(src, cap, "%s", source ? source : "");
-		}
+		out->major = maj;
+		out->minor = min;
+		snprintf(out->fstype, sizeof out->fstype, "%s", type);
+		if (source)
+			unescape(source);
+		snprintf(out->source, sizeof out->source, "%s", source ? source : "");
 	}
 	free(line);
 	fclose(f);
