@@ -327,6 +327,30 @@ static void *buf_alloc(wc_cache *c, size_t bytes)
 	return p;
 }
 
+/* Fault in the pages of an ordinary buffer now, so the decode that first
+ * writes it does not: MADV_POPULATE_WRITE (Linux 5.14) where the kernel has
+ * it, else a write to every page. */
+static void populate(uint8_t *buf, size_t bytes)
+{
+#ifdef MADV_POPULATE_WRITE
+	if (madvise(buf, bytes, MADV_POPULATE_WRITE) == 0)
+		return;
+#endif
+	long pg = sysconf(_SC_PAGESIZE);
+	for (size_t o = 0; o < bytes; o += pg > 0 ? (size_t)pg : 4096)
+		((volatile uint8_t *)buf)[o] = 0;
+}
+
+/* buf_alloc for the buffers made before the first read: the backend's own
+ * memory comes mapped (page-locked), ordinary memory is faulted in now. */
+static uint8_t *buf_alloc_ready(wc_cache *c, size_t bytes)
+{
+	uint8_t *buf = buf_alloc(c, bytes);
+	if (buf && !wc_backend_buf_is_backend_memory(c->backend))
+		populate(buf, bytes);
+	return buf;
+}
+
 static void buf_free(wc_cache *c, void *p, size_t bytes)
 {
 	if (!p)
@@ -635,8 +659,9 @@ static void entry_set_failed(wc_cache *c, entry *e, wc_err err, const char *reas
  * capacity (up to BATCH_PAYLOAD_MAX) or to `need` if that is more: the
  * CUDA backend's page-locked buffers cost about 1.2 ms per MiB to allocate,
  * and growing by each batch's need made one dispatcher stall several times
- * at the start of four streams (docs/BENCHMARKS-GPU.md, section 13). */
-static bool payload_reserve(dispatcher *d, size_t need)
+ * at the start of four streams (docs/BENCHMARKS-GPU.md, section 13).
+ * `ready`: made before the first read, so faulted in now (buf_alloc_ready). */
+static bool payload_reserve(dispatcher *d, size_t need, bool ready)
 {
 	if (need <= d->payload_cap)
 		return true;
@@ -645,7 +670,7 @@ static bool payload_reserve(dispatcher *d, size_t need)
 		cap = need;
 	cap = cap < (1u << 20) ? (1u << 20) : wc_backend_buf_size(cap);
 	buf_free(d->cache, d->payload, d->payload_cap);
-	d->payload = buf_alloc(d->cache, cap);
+	d->payload = ready ? buf_alloc_ready(d->cache, cap) : buf_alloc(d->cache, cap);
 	d->payload_cap = d->payload ? cap : 0;
 	return d->payload != NULL;
 }
@@ -719,7 +744,7 @@ static void decode_batch(dispatcher *d, entry **batch, size_t nb)
 	size_t total = 0;
 	for (size_t i = 0; i < nb; i++)
 		total += (batch[i]->csize + PAYLOAD_ALIGN - 1) & ~(size_t)(PAYLOAD_ALIGN - 1);
-	bool have_payload = payload_reserve(d, total);
+	bool have_payload = payload_reserve(d, total, false);
 	size_t off = 0, nj = 0;
 	uint64_t t0 = wc_mono_ns();
 	for (size_t i = 0; i < nb; i++) {
@@ -817,20 +842,6 @@ static void publish_batch(wc_cache *c, dispatcher *d, entry **batch, size_t nb, 
 	pthread_cond_broadcast(&c->done);
 }
 
-/* Fault in the pages of an ordinary buffer now, so the decode that first
- * writes it does not: MADV_POPULATE_WRITE (Linux 5.14) where the kernel has
- * it, else a write to every page. */
-static void populate(uint8_t *buf, size_t bytes)
-{
-#ifdef MADV_POPULATE_WRITE
-	if (madvise(buf, bytes, MADV_POPULATE_WRITE) == 0)
-		return;
-#endif
-	long pg = sysconf(_SC_PAGESIZE);
-	for (size_t o = 0; o < bytes; o += pg > 0 ? (size_t)pg : 4096)
-		((volatile uint8_t *)buf)[o] = 0;
-}
-
 /* Fill the free-buffer pool with buffers of prefill_bytes up to its limit
  * (wc_cache_opts.prefill_tile_bytes), one allocation at a time without the
  * lock, so readers and dispatchers go on meanwhile; stops early when the
@@ -847,9 +858,7 @@ static void *pool_prefill_main(void *arg)
 	pthread_mutex_lock(&c->lock);
 	while (!c->stop && c->pool_bytes + cap <= pool_max(c) && c->bytes + pool_max(c) <= c->budget) {
 		pthread_mutex_unlock(&c->lock);
-		uint8_t *buf = buf_alloc(c, cap);
-		if (buf && !backend)
-			populate(buf, cap);
+		uint8_t *buf = buf_alloc_ready(c, cap);
 		pthread_mutex_lock(&c->lock);
 		if (!buf)
 			break;
@@ -871,12 +880,12 @@ static void *dispatch_main(void *arg)
 {
 	dispatcher *d = arg;
 	wc_cache *c = d->cache;
-	/* A payload buffer of the backend's memory before the first read, big
-	 * enough for the batches of several streams: allocating page-locked
-	 * memory on the read path stalls this dispatcher's batch (payload_reserve). */
-	if (c->payload_prealloc && payload_reserve(d, c->payload_prealloc) &&
-	    !wc_backend_buf_is_backend_memory(c->backend))
-		populate(d->payload, d->payload_cap);
+	/* A payload buffer before the first read, big enough for the batches
+	 * of several streams: allocating page-locked memory on the read path
+	 * stalls this dispatcher's batch, and ordinary memory would fault its
+	 * pages in there (payload_reserve). */
+	if (c->payload_prealloc)
+		payload_reserve(d, c->payload_prealloc, true);
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
 		while (!c->demand.head && !c->prefetch.head && !c->stop)

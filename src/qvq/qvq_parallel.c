@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 struct slice_arg {
 	void (*fn)(void *, unsigned, size_t, size_t);
