@@ -47,6 +47,7 @@ for f in all bf16 f32 f16 shards/model-00001-of-00002 shards/model-00002-of-0000
 	[ "$(stat -c %s "$v")" = "$(stat -c %s "$o")" ] || fail "$f: size"
 	[ "$(stat -c %F "$v")" = "regular file" ] || fail "$f: not a regular file"
 	[ "$(stat -c %Y "$v")" = "$(stat -c %Y "$w")" ] || fail "$f: mtime is not the container's"
+	[ "$(stat -c %b "$v")" = "$(stat -c %b "$w")" ] || fail "$f: st_blocks are not the container's"
 	check slices "$v" "$o" 40 7 || fail "$f: slices"
 done
 [ "$(stat -c %o "$M/all.safetensors")" = 65536 ] || fail "st_blksize of all: $(stat -c %o "$M/all.safetensors")"

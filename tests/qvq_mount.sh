@@ -42,6 +42,13 @@ a=$(stat -c '%s %i' "$M/pets/images.npy")
 cat "$M/pets/images.npy" >/dev/null
 [ "$a" = "$(stat -c '%s %i' "$M/pets/images.npy")" ] || fail "unstable attributes"
 [ "$(stat -c %s "$M/pets/cats/rgb.ppm")" = "$(stat -c %s "$TMP/pets/cats/rgb.ppm")" ] || fail "size"
+# du of the directory is the archive's disk use (its blocks shared out by
+# size, each share rounded up), not the decoded bytes.
+arc=$(stat -c %b "$S/pets.qvq")
+shown=$(find "$M/pets" -type f -exec stat -c %b {} + | awk '{s += $1} END {print s}')
+nf=$(find "$M/pets" -type f | wc -l)
+[ "$shown" -ge "$arc" ] && [ "$shown" -le $((arc + nf)) ] ||
+	fail "blocks of pets/: $shown, archive $arc, $nf files"
 
 # The damaged tile: its images fail with EIO, the others read.
 bad=$(chk tile-images "$S/broken.qvq" 1 | head -1)

@@ -109,12 +109,17 @@ typedef struct wcfs_vnode_ops {
 struct wcfs_vnode {
 	const wcfs_vnode_ops *ops;
 	wcfs_vkind kind;
-	uint64_t size;      /* WCFS_VFILE: st_size, bytes */
+	uint64_t size;      /* WCFS_VFILE: st_size, bytes. A provider's root
+			     * WCFS_VDIR: the bytes of every virtual file under
+			     * it, over which the source's st_blocks are shared
+			     * out (0: each file reports its own size) */
 	uint32_t blksize;   /* WCFS_VFILE: preferred I/O size in bytes (st_blksize:
 			     * the tile size); 0 = 4096 */
 	uint32_t nchildren; /* WCFS_VDIR: number of children */
-	/* Attributes (mode, owner, times, st_blocks) are the source file's;
-	 * write permission bits are removed; directories get x where r is set. */
+	/* Attributes (mode, owner, times) are the source file's; write
+	 * permission bits are removed; directories get x where r is set. A
+	 * provider root's files share its source's st_blocks in proportion to
+	 * their sizes, so `du` of the directory is the source's disk use. */
 };
 
 typedef struct wcfs_provider {

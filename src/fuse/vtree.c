@@ -440,6 +440,24 @@ static uint64_t shown_ino(const wcfs_node *n)
 	return child_ino(shown_ino(n->parent), n->key.child);
 }
 
+/* st_blocks of virtual child n, given its source's: the child's share of
+ * them by size, so that `du` of a provider's directory adds up to the source
+ * file's disk use, as `du` of X.safetensors shows X.wcodec's. Without the
+ * root's total, the child's own size. */
+static blkcnt_t child_blocks(const wcfs_node *n, blkcnt_t src_blocks)
+{
+	const wcfs_node *root = n;
+	while (root->parent)
+		root = root->parent;
+	uint64_t total = root->vn ? root->vn->size : 0;
+	if (!total || src_blocks <= 0)
+		return (blkcnt_t)((n->vn->size + 511) / 512);
+	/* Shares rounded up: a non-empty file shows at least one block. */
+	long double share = (long double)src_blocks * (long double)n->vn->size / (long double)total;
+	blkcnt_t b = (blkcnt_t)share;
+	return b + ((long double)b < share);
+}
+
 int wcfs_vtree_getattr(wcfs_vtree *vt, wcfs_node *n, struct stat *st)
 {
 	(void)vt;
@@ -460,8 +478,8 @@ int wcfs_vtree_getattr(wcfs_vtree *vt, wcfs_node *n, struct stat *st)
 		st->st_nlink = 1;
 		st->st_size = (off_t)n->vn->size;
 		st->st_blksize = n->vn->blksize ? n->vn->blksize : 4096;
-		if (n->parent) /* a virtual child occupies no blocks of its own */
-			st->st_blocks = (blkcnt_t)((n->vn->size + 511) / 512);
+		if (n->parent)
+			st->st_blocks = child_blocks(n, st->st_blocks);
 	}
 	st->st_ino = shown_ino(n);
 	st->st_atim = st->st_mtim;

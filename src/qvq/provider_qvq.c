@@ -289,6 +289,9 @@ static wc_err open_node(qvq_tree *t, uint32_t child, wcfs_vnode **out)
 		v->base.ops = &dir_ops;
 		v->base.kind = WCFS_VDIR;
 		v->base.nchildren = t->dirs[v->id].n;
+		if (v->id == 0) /* the root: the archive's blocks are shared out */
+			for (uint32_t f = 0; f < wc_qvq_nfiles(t->q); f++)
+				v->base.size += wc_qvq_file_size(t->q, f);
 	} else {
 		v->id = child;
 		wc_err e = wc_qvq_file_layout_of(t->q, child, v->ppm, &v->lay);
