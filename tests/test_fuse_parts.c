@@ -69,6 +69,26 @@ START_TEST(options)
 	ck_assert_int_eq(has_ro, 1);
 	wcfs_options_free(&o);
 
+	/* fstab's own options never reach libfuse, which would reject them;
+	 * the kernel's (noatime) still do. */
+	ck_assert_int_eq(parse(&o, "/", "/mnt", "-o",
+			       "defaults,noatime,x-systemd.automount,_netdev,nofail,comment=x,noauto,user"),
+			 WCFS_EXIT_OK);
+	int has_noatime = 0;
+	for (int i = 0; i < o.fuse_args.argc; i++) {
+		const char *a = o.fuse_args.argv[i];
+		ck_assert_ptr_null(strstr(a, "defaults"));
+		ck_assert_ptr_null(strstr(a, "x-"));
+		ck_assert_ptr_null(strstr(a, "_netdev"));
+		ck_assert_ptr_null(strstr(a, "nofail"));
+		ck_assert_ptr_null(strstr(a, "comment"));
+		ck_assert_ptr_null(strstr(a, "noauto"));
+		ck_assert_ptr_null(strstr(a, "user,"));
+		has_noatime |= strstr(a, "noatime") != NULL;
+	}
+	ck_assert_int_eq(has_noatime, 1);
+	wcfs_options_free(&o);
+
 	ck_assert_int_eq(parse(&o, "/", "/mnt", "-d", NULL), WCFS_EXIT_OK);
 	ck_assert_int_eq(o.foreground, 1);
 	/* defaults: 1 GiB, or a quarter of the memory (at least 16 MiB) */

@@ -67,6 +67,18 @@ static const struct fuse_opt opt_spec[] = {
 	{ "rw", offsetof(struct raw_opts, rw), 1 },
 	FUSE_OPT_KEY("rw", FUSE_OPT_KEY_DISCARD),
 	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_DISCARD), /* always added unless rw */
+	/* fstab's own options, meaningless to the file system: mount(8) and
+	 * mount.fuse3 drop most of them, but not on every path (mount.fuse3
+	 * run by hand, systemd units), and "defaults" gets through. x-* and
+	 * comment= are dropped in opt_proc (fuse_opt matches no prefixes). */
+	FUSE_OPT_KEY("defaults", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("auto", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("noauto", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("nofail", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("_netdev", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("user", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("users", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("nouser", FUSE_OPT_KEY_DISCARD),
 	FUSE_OPT_KEY("debug", KEY_DEBUG),
 	FUSE_OPT_KEY("-d", KEY_DEBUG),
 	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
@@ -114,6 +126,8 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 			st->bad = 1;
 			return 0;
 		}
+		if (strncmp(arg, "x-", 2) == 0 || strncmp(arg, "comment=", 8) == 0)
+			return 0; /* fstab's comments and other programs' options */
 		return 1; /* a mount option for libfuse; it rejects unknown ones */
 	default:
 		return 1;
