@@ -27,6 +27,29 @@ grep -q "ratio" "$T/pack.txt" || fail "pack prints no ratio"
 "$WCODEC" unpack -q "$T/bf16d.wcodec" "$T/bf16d.out" && cmp "$T/bf16.safetensors" "$T/bf16d.out" ||
 	fail "default tile size round trip"
 
+# Without OUT, output beside IN (X.safetensors <-> X.wcodec); an existing
+# directory as OUT receives the file under that name, as cp does.
+mkdir "$T/def" "$T/def/into"
+cp "$T/bf16.safetensors" "$T/def/m.safetensors"
+cp "$T/bf16.safetensors" "$T/def/plain"
+"$WCODEC" pack -q --tile-size 4K "$T/def/m.safetensors" || fail "pack without OUT"
+cmp -s "$T/def/m.wcodec" "$T/bf16.wcodec" || fail "pack without OUT: not m.wcodec"
+"$WCODEC" pack -q --tile-size 4K "$T/def/plain" || fail "pack of a name without .safetensors"
+[ -f "$T/def/plain.wcodec" ] || fail "pack without OUT: no plain.wcodec"
+"$WCODEC" pack -q --tile-size 4K "$T/def/m.safetensors" "$T/def/into/" || fail "pack into a directory"
+cmp -s "$T/def/into/m.wcodec" "$T/bf16.wcodec" || fail "pack into a directory: not into/m.wcodec"
+rm "$T/def/m.safetensors"
+"$WCODEC" unpack -q "$T/def/m.wcodec" || fail "unpack without OUT"
+cmp -s "$T/def/m.safetensors" "$T/bf16.safetensors" || fail "unpack without OUT: not m.safetensors"
+"$WCODEC" unpack -q "$T/def/into/m.wcodec" "$T/def/into" || fail "unpack into a directory"
+cmp -s "$T/def/into/m.safetensors" "$T/bf16.safetensors" || fail "unpack into a directory: wrong file"
+cp "$T/def/m.wcodec" "$T/def/nosuffix"
+"$WCODEC" unpack -q "$T/def/nosuffix" || fail "unpack of a name without .wcodec"
+cmp -s "$T/def/nosuffix.safetensors" "$T/bf16.safetensors" || fail "nosuffix.safetensors"
+"$WCODEC" pack -q "$T/def" 2>"$T/err.txt" && fail "pack DIR without OUTDIR succeeded"
+grep -q "needs OUTDIR" "$T/err.txt" || fail "pack DIR without OUTDIR: $(cat "$T/err.txt")"
+[ "$(leftovers "$T/def")" = 0 ] || fail "temporary files left behind by default names"
+
 # The same input packs to the same bytes with 1 or 3 threads.
 "$WCODEC" pack -q -j 1 --tile-size 4K "$T/all.safetensors" "$T/j1.wcodec"
 "$WCODEC" pack -q -j 3 --tile-size 4K "$T/all.safetensors" "$T/j3.wcodec"

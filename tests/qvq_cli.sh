@@ -30,6 +30,14 @@ grep -q "codebook: 200 entries of 2x2x3" "$TMP/info.out" || fail "info codebook:
 "$WCODEC" verify "$TMP/a.qvq" >/dev/null || fail "verify of a good archive failed"
 "$WCODEC" unpack "$TMP/a.qvq" "$TMP/out" >/dev/null || fail "unpack exited $?"
 chk shown "$TMP/out" "$TMP/in" 24 || fail "unpacked images"
+# Without OUT, Y.qvq unpacks to directory Y beside it; a name without .qvq
+# needs OUT (nothing would tell the archive and the directory apart).
+cp "$TMP/a.qvq" "$TMP/dflt.qvq"
+"$WCODEC" unpack -q "$TMP/dflt.qvq" || fail "unpack without OUT exited $?"
+diff -r "$TMP/out" "$TMP/dflt" >/dev/null || fail "unpack without OUT differs"
+cp "$TMP/a.qvq" "$TMP/nosuffix"
+"$WCODEC" unpack -q "$TMP/nosuffix" 2>"$TMP/err" && fail "unpack of a name without .qvq, no OUT"
+grep -q "name the output" "$TMP/err" || fail "no reason: $(cat "$TMP/err")"
 chk labels "$TMP/out" || fail "labels"
 [ -e "$TMP/out/images.npy" ] && fail "images.npy although the sizes differ"
 

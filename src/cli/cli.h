@@ -44,12 +44,24 @@ typedef struct cli_decode_opts {
 int cli_decode_opt(const char *cmd, int c, const char *arg, cli_decode_opts *o);
 
 /* Parse the options of a decoding command (cat, unpack, verify): -b, -j,
- * -q (if allow_quiet), -h (prints usage to stdout), -V. Requires exactly
- * nargs operands (nargs < 0: at least -nargs), which start at
+ * -q (if allow_quiet), -h (prints usage to stdout), -V. Requires min_args
+ * to max_args operands (max_args < 0: no upper limit), which start at
  * argv[optind]. Returns -1 to go on, or the exit status to return (after
  * printing help, the version or the error). */
-int cli_parse_decode_cmd(const char *cmd, int argc, char **argv, int nargs, int allow_quiet,
-			 void (*usage)(FILE *), cli_decode_opts *o);
+int cli_parse_decode_cmd(const char *cmd, int argc, char **argv, int min_args, int max_args,
+			 int allow_quiet, void (*usage)(FILE *), cli_decode_opts *o);
+
+/* The output name of `pack IN` or `unpack IN` without OUT, or with OUT an
+ * existing directory: IN's name with its suffix `from` (".safetensors")
+ * replaced by `to` (".wcodec"), or `to` appended when IN does not end in
+ * `from`; in directory dir when dir is not NULL (IN's last component
+ * only), else beside IN. A malloc()ed string, or NULL when there is none:
+ * `to` is empty and IN does not end in `from` (nothing would tell the two
+ * apart), or out of memory. */
+char *cli_derive_output(const char *in, const char *from, const char *to, const char *dir);
+
+/* Whether path names an existing directory (following symlinks). */
+int cli_is_dir(const char *path);
 
 /* The entries of directory dir but "." and "..", sorted by name (strcmp,
  * not the locale, so runs are reproducible), as scandir(3): returns their
@@ -84,6 +96,12 @@ typedef struct cli_format {
 	const char *name;        /* "wcodec" */
 	const char *magic;       /* the file's first magic_len bytes */
 	size_t magic_len;
+	/* Default names: `unpack X.wcodec` writes X.safetensors (suffix
+	 * ".wcodec", unpacked_suffix ".safetensors"); `unpack Y.qvq` writes
+	 * directory Y (unpacked_suffix "", unpacks_to_dir). */
+	const char *suffix;
+	const char *unpacked_suffix;
+	int unpacks_to_dir;
 	int (*unpack)(const char *in, const char *out, const cli_decode_opts *o);
 	int (*info)(const char *path, int json);
 	int (*verify)(const char *path, const cli_decode_opts *o);

@@ -236,8 +236,8 @@ int cli_decode_opt(const char *cmd, int c, const char *arg, cli_decode_opts *o)
 	return 0;
 }
 
-int cli_parse_decode_cmd(const char *cmd, int argc, char **argv, int nargs, int allow_quiet,
-			 void (*usage)(FILE *), cli_decode_opts *o)
+int cli_parse_decode_cmd(const char *cmd, int argc, char **argv, int min_args, int max_args,
+			 int allow_quiet, void (*usage)(FILE *), cli_decode_opts *o)
 {
 	static const struct option opts[] = {
 		CLI_DECODE_LONGOPTS,
@@ -264,10 +264,52 @@ int cli_parse_decode_cmd(const char *cmd, int argc, char **argv, int nargs, int 
 		default: return cli_usage_error(cmd, "bad option");
 		}
 	}
-	if (nargs < 0 ? argc - optind < -nargs : argc - optind != nargs)
-		return cli_usage_error(cmd, nargs < 0 ? "expected FILE or DIR operands"
-					    : nargs == 1 ? "expected one FILE" : "expected IN OUT");
+	int n = argc - optind;
+	if (n < min_args || (max_args >= 0 && n > max_args))
+		return cli_usage_error(cmd, max_args < 0 ? "expected FILE or DIR operands"
+					    : max_args == 1 ? "expected one FILE"
+					    : min_args == 1 ? "expected IN [OUT]" : "expected IN OUT");
 	return -1;
+}
+
+char *cli_derive_output(const char *in, const char *from, const char *to, const char *dir)
+{
+	const char *base = in;
+	if (dir) {
+		size_t l = strlen(in);
+		while (l > 1 && in[l - 1] == '/')
+			l--; /* "a/b/" names b */
+		const char *slash = l ? memrchr(in, '/', l - 1) : NULL;
+		base = slash ? slash + 1 : in;
+		size_t bl = (size_t)(in + l - base);
+		char *b = strndup(base, bl);
+		if (!b)
+			return NULL;
+		char *name = cli_derive_output(b, from, to, NULL);
+		free(b);
+		if (!name)
+			return NULL;
+		size_t dl = strlen(dir);
+		char *out = NULL;
+		if (asprintf(&out, "%s%s%s", dir, dl && dir[dl - 1] == '/' ? "" : "/", name) < 0)
+			out = NULL;
+		free(name);
+		return out;
+	}
+	size_t l = strlen(in), fl = strlen(from);
+	size_t stem = l > fl && strcmp(in + l - fl, from) == 0 ? l - fl : l;
+	if (stem == l && !*to)
+		return NULL;
+	char *out = NULL;
+	if (asprintf(&out, "%.*s%s", (int)stem, in, to) < 0)
+		return NULL;
+	return out;
+}
+
+int cli_is_dir(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 static int by_name(const struct dirent **a, const struct dirent **b)

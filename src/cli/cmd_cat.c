@@ -41,7 +41,7 @@ static int put_tile(void *arg, uint32_t tile, const uint8_t *data, uint32_t size
 int cmd_cat(int argc, char **argv)
 {
 	cli_decode_opts o = {.backend = "auto", .quiet = 1};
-	int st = cli_parse_decode_cmd("cat", argc, argv, 1, 0, usage, &o);
+	int st = cli_parse_decode_cmd("cat", argc, argv, 1, 1, 0, usage, &o);
 	if (st >= 0)
 		return st;
 	wc_container *ct;

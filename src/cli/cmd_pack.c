@@ -2,7 +2,6 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "cli/pack_tree.h"
@@ -12,10 +11,11 @@
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"Usage: wcodec pack [OPTIONS] IN.safetensors OUT.wcodec\n"
+		"Usage: wcodec pack [OPTIONS] IN.safetensors [OUT.wcodec | OUTDIR]\n"
 		"       wcodec pack [OPTIONS] DIR OUTDIR\n\n"
 		"Compress a safetensors file losslessly. Tiles are encoded in parallel; OUT is\n"
-		"written to a temporary file, verified, fsynced and renamed into place.\n"
+		"written to a temporary file, verified, fsynced and renamed into place. Without\n"
+		"OUT, X.safetensors packs to X.wcodec beside it; into OUTDIR when that is a directory.\n"
 		"With a directory, every X.safetensors under DIR (or symlink to one) is packed to\n"
 		"OUTDIR/X.wcodec and every other file copied, so that wcodecfs OUTDIR shows DIR.\n\n"
 		"  -t, --tile-size SIZE  decoded bytes per tile, a multiple of 8 from 4K to 64M\n"
@@ -31,6 +31,8 @@ static void usage(FILE *out)
 }
 
 static cli_progress progress;
+
+static int pack_one(const char *in, const char *out, const wc_pack_opts *po, int quiet);
 
 static void on_progress(void *ctx, uint64_t done, uint64_t total)
 {
@@ -77,20 +79,35 @@ int cmd_pack(int argc, char **argv)
 		default: return cli_usage_error("pack", "bad option");
 		}
 	}
-	if (argc - optind != 2)
-		return cli_usage_error("pack", "expected IN.safetensors OUT.wcodec, or DIR OUTDIR");
-	const char *in = argv[optind], *out = argv[optind + 1];
-	struct stat in_st;
-	if (stat(in, &in_st) == 0 && S_ISDIR(in_st.st_mode)) {
+	if (argc - optind < 1 || argc - optind > 2)
+		return cli_usage_error("pack", "expected IN.safetensors [OUT.wcodec], or DIR OUTDIR");
+	const char *in = argv[optind], *out = optind + 1 < argc ? argv[optind + 1] : NULL;
+	if (cli_is_dir(in)) {
+		if (!out)
+			return cli_usage_error("pack", "packing directory %s needs OUTDIR", in);
 		cli_pack_tree_opts to = {.pack = po, .quiet = quiet, .update = update};
 		return cli_pack_tree(in, out, &to);
 	}
 	if (update)
 		return cli_usage_error("pack", "--update needs a directory to pack");
+	/* No OUT: beside IN, as gzip and zstd do; OUT a directory: into it. */
+	char *derived = NULL;
+	if (!out || cli_is_dir(out)) {
+		if (!(derived = cli_derive_output(in, ".safetensors", ".wcodec", out)))
+			return cli_error(wc_fail(WC_E_NOMEM, "out of memory"), "pack");
+		out = derived;
+	}
+	int rc = pack_one(in, out, &po, quiet);
+	free(derived);
+	return rc;
+}
+
+static int pack_one(const char *in, const char *out, const wc_pack_opts *po, int quiet)
+{
 
 	cli_progress_init(&progress, "packing", quiet);
 	wc_pack_stats st;
-	wc_err e = wc_pack_safetensors(in, out, &po, &st);
+	wc_err e = wc_pack_safetensors(in, out, po, &st);
 	cli_progress_done(&progress);
 	if (e)
 		return cli_error(e, "pack");
@@ -99,7 +116,7 @@ int cmd_pack(int argc, char **argv)
 		printf("%s -> %s: %s -> %s (ratio %.3fx, %.2f%%)%s\n", in, out, cli_human_bytes(st.input_bytes, a),
 		       cli_human_bytes(st.output_bytes, b),
 		       cli_ratio(st.input_bytes, st.output_bytes), 100.0 * cli_ratio(st.output_bytes, st.input_bytes),
-		       po.verify ? ", verified" : "");
+		       po->verify ? ", verified" : "");
 		/* With dictionaries the coded data is the payloads plus the
 		 * dictionaries, and so is the bound of the planes coded. */
 		uint64_t coded = st.coded_data_bytes + st.dict_bytes;

@@ -1,6 +1,7 @@
 /* cmd_unpack.c - `wcodec unpack`: restore the original file byte-identical. */
 #include <errno.h>
 #include <getopt.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -11,8 +12,10 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out, "Usage: wcodec unpack [OPTIONS] IN OUT\n\n"
+	fprintf(out, "Usage: wcodec unpack [OPTIONS] IN [OUT]\n\n"
 		     "Restore the file IN was packed from (IN.wcodec -> OUT.safetensors), byte-identical.\n"
+		     "Without OUT, X.wcodec unpacks to X.safetensors and Y.qvq to directory Y; an OUT\n"
+		     "that is a directory receives X.safetensors.\n"
 		     "Tiles are decoded in parallel and checked against their checksums; OUT is written\n"
 		     "to a temporary file, fsynced and renamed into place only if every tile decodes.\n\n" CLI_DECODE_HELP
 		     "  -q, --quiet           no progress bar\n"
@@ -98,15 +101,27 @@ fail:
 int cmd_unpack(int argc, char **argv)
 {
 	cli_decode_opts o = {.backend = "auto"};
-	int st = cli_parse_decode_cmd("unpack", argc, argv, 2, 1, usage, &o);
+	int st = cli_parse_decode_cmd("unpack", argc, argv, 1, 2, 1, usage, &o);
 	if (st >= 0)
 		return st;
-	const cli_format *f = cli_format_of(argv[optind]);
+	const char *in = argv[optind], *out = optind + 1 < argc ? argv[optind + 1] : NULL;
+	const cli_format *f = cli_format_of(in);
 	if (!f)
 		return CLI_FAIL;
 	if (!f->unpack) {
 		fprintf(stderr, "wcodec: unpack: %s files cannot be unpacked\n", f->name);
 		return CLI_FAIL;
 	}
-	return f->unpack(argv[optind], argv[optind + 1], &o);
+	/* No OUT: beside IN, as gzip and zstd do. A file's OUT that is a
+	 * directory: into it, as cp does. (A .qvq's OUT is a directory.) */
+	char *derived = NULL;
+	if (!out || (!f->unpacks_to_dir && cli_is_dir(out))) {
+		derived = cli_derive_output(in, f->suffix, f->unpacked_suffix, out);
+		if (!derived)
+			return cli_usage_error("unpack", "%s does not end in %s: name the output", in, f->suffix);
+		out = derived;
+	}
+	st = f->unpack(in, out, &o);
+	free(derived);
+	return st;
 }

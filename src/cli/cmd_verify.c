@@ -83,7 +83,7 @@ static void verify_file(void *ctx, const char *path)
 int cmd_verify(int argc, char **argv)
 {
 	cli_decode_opts o = {.backend = "auto"};
-	int st = cli_parse_decode_cmd("verify", argc, argv, -1, 1, usage, &o);
+	int st = cli_parse_decode_cmd("verify", argc, argv, 1, -1, 1, usage, &o);
 	if (st >= 0)
 		return st;
 	verify_run r = {.o = &o};

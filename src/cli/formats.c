@@ -12,8 +12,8 @@
 #include "qvq/qvq_format.h"
 
 static const cli_format formats[] = {
-	{"wcodec", WC_MAGIC, 8, wcodec_unpack, wcodec_info, wcodec_verify, wcodec_sizes},
-	{"qvq", WC_QVQ_MAGIC, 8, qvq_cli_unpack, qvq_cli_info, qvq_cli_verify, qvq_cli_sizes},
+	{"wcodec", WC_MAGIC, 8, ".wcodec", ".safetensors", 0, wcodec_unpack, wcodec_info, wcodec_verify, wcodec_sizes},
+	{"qvq", WC_QVQ_MAGIC, 8, ".qvq", "", 1, qvq_cli_unpack, qvq_cli_info, qvq_cli_verify, qvq_cli_sizes},
 };
 
 const cli_format *cli_format_of(const char *path)
