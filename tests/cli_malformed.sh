@@ -71,12 +71,16 @@ grep -q "shorter than" "$T/err" || fail "empty input: $(cat "$T/err")"
 rejects "$WCODEC" pack -q "$T/nope.safetensors" "$T/e.wcodec" 2>/dev/null || fail "missing input accepted"
 [ ! -e "$T/e.wcodec" ] || fail "output written for a bad input"
 
-# Not a container: every reader refuses it by its magic.
+# Not a container: every reader refuses it by its magic, and says what an
+# unpacked safetensors file is.
 "$PY" "$GEN" "$T/good.safetensors"
 for cmd in info verify; do
 	rejects "$WCODEC" $cmd "$T/good.safetensors" 2>"$T/err" || fail "$cmd accepted a safetensors file"
-	grep -q "unknown magic" "$T/err" || fail "$cmd: $(cat "$T/err")"
+	grep -q "a safetensors file, not a packed one" "$T/err" || fail "$cmd: $(cat "$T/err")"
 done
+printf 'plain text, long enough\n' >"$T/text"
+rejects "$WCODEC" info "$T/text" 2>"$T/err" || fail "info accepted a text file"
+grep -q "unknown magic" "$T/err" || fail "info of text: $(cat "$T/err")"
 rejects "$WCODEC" unpack "$T/good.safetensors" "$T/x" 2>/dev/null || fail "unpack accepted a safetensors file"
 [ ! -e "$T/x" ] || fail "unpack wrote an output for a bad input"
 

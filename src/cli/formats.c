@@ -30,6 +30,11 @@ const cli_format *cli_format_of(const char *path)
 	for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
 		if (n >= formats[i].magic_len && memcmp(head, formats[i].magic, formats[i].magic_len) == 0)
 			return &formats[i];
-	fprintf(stderr, "wcodec: %s: not a file this tool reads (unknown magic)\n", path);
+	/* safetensors: a u64 header length, then the JSON header's '{'. */
+	if (n >= 9 && head[8] == '{' && head[6] == 0 && head[7] == 0)
+		fprintf(stderr, "wcodec: %s: a safetensors file, not a packed one (wcodec pack %s)\n",
+			path, path);
+	else
+		fprintf(stderr, "wcodec: %s: not a file this tool reads (unknown magic)\n", path);
 	return NULL;
 }
