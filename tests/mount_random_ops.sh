@@ -1,0 +1,57 @@
+#!/bin/sh
+# Random operations from 8 threads at once (reads across tile boundaries and
+# past the end, mmap, whole-file reads, stat, readdir, readlink, hidden
+# names, writes) on a mount holding every kind of node: .wcodec files of
+# several tile sizes and dtypes, a .qvq archive with subdirectories, plain
+# files, an empty file, symlinks, nested directories. Every answer is
+# checked against the reference tree (tests/random_ops.py); a 4 MiB cache
+# keeps tiles coming and going. The seed is fixed, so a failure repeats.
+. "${top_srcdir:-.}/tests/mount_lib.sh"
+: "${WCODEC:?WCODEC must name the built wcodec}"
+
+S=$TMP/src
+R=$TMP/ref
+mkdir -p "$S/sub/deeper" "$R/sub/deeper" "$TMP/img/a" "$TMP/img/b/c"
+
+gen "$R/all.safetensors" --profile all --seed 21
+gen "$R/bf16.safetensors" --profile weights --dtype BF16 --params 1500000 --seed 22
+gen "$R/sub/f32.safetensors" --profile weights --dtype F32 --params 400000 --seed 23
+gen "$R/sub/deeper/q.safetensors" --profile quantized --seed 24
+pack "$R/all.safetensors" "$S/all.wcodec" 4096
+pack "$R/bf16.safetensors" "$S/bf16.wcodec" 1048576
+pack "$R/sub/f32.safetensors" "$S/sub/f32.wcodec" 65536
+pack "$R/sub/deeper/q.safetensors" "$S/sub/deeper/q.wcodec" 8192
+
+# Images as binary PPMs (no image library needed), of odd and even sides.
+"$PYTHON3" - "$TMP/img" <<'EOF' || fail "writing images"
+import os, random, sys
+rng = random.Random(5)
+d = sys.argv[1]
+for i in range(24):
+    w, h = rng.randrange(3, 41), rng.randrange(3, 33)
+    sub = ("a", "b", os.path.join("b", "c"))[i % 3]
+    with open(os.path.join(d, sub, "im%02d.ppm" % i), "wb") as f:
+        f.write(b"P6\n%d %d\n255\n" % (w, h))
+        f.write(bytes(rng.randrange(256) for _ in range(w * h * 3)))
+EOF
+"$WCODEC" pack-images -q "$TMP/img" "$S/sub/pics.qvq" --codebook 64 --seed 3 --tile-size 4096 \
+	>/dev/null || fail "pack-images"
+"$WCODEC" unpack -q "$S/sub/pics.qvq" "$R/sub/pics" || fail "unpack pics"
+
+for d in "$S" "$R"; do
+	printf '{"architectures": ["Test"]}\n' >"$d/config.json"
+	: >"$d/sub/empty.txt"
+	head -c 300000 "$R/bf16.safetensors" >"$d/sub/deeper/blob.bin"
+	ln -s bf16.safetensors "$d/alias.safetensors"
+	ln -s ../config.json "$d/sub/config-link.json"
+	ln -s nowhere "$d/sub/dangling"
+done
+
+M=$TMP/mnt
+mount_fs "$S" "$M" -o cache_size=4M
+pid=$(daemon_pid_of "$M") || fail "no daemon"
+"$PYTHON3" "$top_srcdir/tests/random_ops.py" "$M" "$R" 1234 8 "${RANDOM_OPS:-1500}" ||
+	fail "random operations (seed 1234)"
+kill -0 "$pid" || fail "daemon died"
+unmount_fs "$M"
+exit 0
