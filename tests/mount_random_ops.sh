@@ -1,6 +1,6 @@
 #!/bin/sh
 # Random operations from 8 threads at once (reads across tile boundaries and
-# past the end, mmap, whole-file reads, stat, readdir, readlink, hidden
+# past the end, mmap, O_DIRECT, whole-file reads, stat, readdir, readlink, hidden
 # names, writes) on a mount holding every kind of node: .wcodec files of
 # several tile sizes and dtypes, a .qvq archive with subdirectories, plain
 # files, an empty file, symlinks, nested directories. Every answer is
@@ -48,10 +48,13 @@ for d in "$S" "$R"; do
 done
 
 M=$TMP/mnt
-mount_fs "$S" "$M" -o cache_size=4M
+# RANDOM_OPS (per thread), RANDOM_OPS_SEED and RANDOM_OPS_MOUNT (mount
+# options) vary a run by hand.
+seed=${RANDOM_OPS_SEED:-1234}
+mount_fs "$S" "$M" -o "${RANDOM_OPS_MOUNT:-cache_size=4M}"
 pid=$(daemon_pid_of "$M") || fail "no daemon"
-"$PYTHON3" "$top_srcdir/tests/random_ops.py" "$M" "$R" 1234 8 "${RANDOM_OPS:-1500}" ||
-	fail "random operations (seed 1234)"
+"$PYTHON3" "$top_srcdir/tests/random_ops.py" "$M" "$R" "$seed" 8 "${RANDOM_OPS:-1500}" ||
+	fail "random operations (seed $seed)"
 kill -0 "$pid" || fail "daemon died"
 unmount_fs "$M"
 exit 0

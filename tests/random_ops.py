@@ -11,6 +11,7 @@ what the mount must show (the original .safetensors files, the images a
            through descriptors kept open across operations (and closed at
            random, so opens and releases race with reads)
   mmap     a random slice of a file mapped whole (MAP_SHARED)
+  direct   a pread through O_DIRECT (page-aligned offset and buffer)
   whole    a whole file read in chunks of a random size
   stat     type, size and symlink target of a random entry
   list     the names in a random directory
@@ -132,6 +133,25 @@ class Worker(threading.Thread):
             if b"".join(parts) != f.read():
                 self.fail("whole %s in chunks of %d differs" % (path, chunk))
 
+    def op_direct(self):
+        path = self.rng.choice(self.files)
+        size = self.sizes(path)
+        off = self.rng.randrange(size // 4096 + 1) * 4096
+        n = self.rng.choice((4096, 65536, MIB))
+        buf = mmap.mmap(-1, n)  # page-aligned, as O_DIRECT wants
+        fd = os.open(os.path.join(self.mnt, path), os.O_RDONLY | os.O_DIRECT)
+        try:
+            got = buf[:os.preadv(fd, [buf], off)]
+        finally:
+            os.close(fd)
+            buf.close()
+        with open(os.path.join(self.ref, path), "rb") as f:
+            f.seek(off)
+            want = f.read(n)
+        if got != want:
+            self.fail("O_DIRECT read %s at %d, %d bytes: %d bytes back, %d expected" %
+                      (path, off, n, len(got), len(want)))
+
     def op_stat(self):
         path = self.rng.choice(self.files + self.dirs + self.links)
         a = os.lstat(os.path.join(self.mnt, path))
@@ -176,7 +196,8 @@ class Worker(threading.Thread):
                 self.fail("open %s for writing: %s, expected EROFS" % (path, e))
 
     def run(self):
-        table = ((self.op_read, 50), (self.op_mmap, 8), (self.op_whole, 2), (self.op_stat, 12),
+        table = ((self.op_read, 50), (self.op_mmap, 8), (self.op_whole, 2), (self.op_direct, 4),
+                 (self.op_stat, 12),
                  (self.op_list, 6), (self.op_hidden, 4), (self.op_write, 2))
         ops = [f for f, _ in table]
         weights = [w for _, w in table]
