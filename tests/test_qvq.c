@@ -559,6 +559,31 @@ START_TEST(gather_generic_matches_definition)
 				free(o);
 			}
 	free(cb2);
+
+	/* Out-of-range indices anywhere in an image (the check runs 16 bytes
+	 * a step, then a tail): each is refused, the largest valid one is
+	 * not; 16-bit indices above 32767 too (SSE2 compares them signed). */
+	enum { K3 = 40000, W3 = 46, H3 = 30, N3 = (W3 / 2) * (H3 / 2) };
+	uint8_t *cb3 = calloc(K3, 12), *o3 = malloc(W3 * H3 * 3), ix3[2 * N3];
+	const uint32_t at[] = { 0, 7, 8, 100, N3 - 9, N3 - 1 };
+	for (uint32_t ib = 1; ib <= 2; ib++) {
+		uint32_t entries = ib == 1 ? 200 : K3;
+		for (size_t a = 0; a < sizeof at / sizeof at[0]; a++) {
+			const uint32_t bad[] = { entries, ib == 1 ? 255 : 65535 };
+			for (int b = 0; b < 3; b++) {
+				for (uint32_t j = 0; j < N3; j++) {
+					uint32_t k = j == at[a] ? (b < 2 ? bad[b] : entries - 1) : j % 97;
+					ix3[j * ib] = (uint8_t)k;
+					if (ib == 2)
+						ix3[j * ib + 1] = (uint8_t)(k >> 8);
+				}
+				ck_assert_int_eq(wc_qvq_gather(cb3, entries, 2, 2, 3, ix3, ib, W3, H3, o3),
+						 b < 2 ? WC_E_CORRUPT : WC_OK);
+			}
+		}
+	}
+	free(cb3);
+	free(o3);
 }
 END_TEST
 
