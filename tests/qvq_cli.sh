@@ -45,6 +45,17 @@ chk labels "$TMP/out" || fail "labels"
 "$WCODEC" pack-images "$TMP/in" "$TMP/b.qvq" --codebook 200 --seed 3 --threads 1 >/dev/null ||
 	fail "second pack"
 cmp -s "$TMP/a.qvq" "$TMP/b.qvq" || fail "same seed, different archives"
+# Without OUT: DIR.qvq beside DIR (a trailing slash ignored); OUT a
+# directory: OUT/DIR.qvq; "." names no archive.
+"$WCODEC" pack-images -q "$TMP/in/" --codebook 200 --seed 3 >/dev/null || fail "pack-images without OUT"
+cmp -s "$TMP/a.qvq" "$TMP/in.qvq" || fail "pack-images without OUT: not in.qvq"
+mkdir "$TMP/arch"
+"$WCODEC" pack-images -q "$TMP/in" "$TMP/arch" --codebook 200 --seed 3 >/dev/null ||
+	fail "pack-images into a directory"
+cmp -s "$TMP/a.qvq" "$TMP/arch/in.qvq" || fail "pack-images into a directory: not arch/in.qvq"
+(cd "$TMP/in" && "$WCODEC" pack-images -q . 2>"$TMP/err") && fail "pack-images . without OUT"
+grep -q "name OUT.qvq" "$TMP/err" || fail "pack-images .: $(cat "$TMP/err")"
+rm -f "$TMP/in.qvq"
 
 # Resize + centre crop, 2-byte indices: images.npy.
 "$WCODEC" pack-images "$TMP/in" "$TMP/c.qvq" --size 20x16 --codebook 1000 --seed 1 >/dev/null ||

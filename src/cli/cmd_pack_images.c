@@ -17,11 +17,12 @@
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"Usage: wcodec pack-images [OPTIONS] DIR OUT.qvq\n\n"
+		"Usage: wcodec pack-images [OPTIONS] DIR [OUT.qvq | OUTDIR]\n\n"
 		"Vector-quantize every PNG, JPEG and PPM/PGM image under DIR (recursively) into an\n"
 		"image archive: a k-means codebook of 2x2 RGB patches, one index per patch. When\n"
 		"every image lies in a subdirectory, that directory is its label. Prints the PSNR\n"
-		"of the reconstruction against the (resized) input.\n\n"
+		"of the reconstruction against the (resized) input. Without OUT, DIR packs to\n"
+		"DIR.qvq beside it; into OUTDIR/DIR.qvq when OUT is a directory.\n\n"
 		"  -s, --size WxH        resize the shorter side to fit, then centre-crop to WxH\n"
 		"  -k, --codebook K      codebook entries, 1..65536 (default 256; > 256: 2-byte indices)\n"
 		"      --seed N          k-means sampling and seeding seed (default 0)\n"
@@ -118,23 +119,50 @@ int cmd_pack_images(int argc, char **argv)
 			return CLI_USAGE;
 		}
 	}
-	if (argc - optind != 2)
-		return cli_usage_error(cmd, "wants DIR and OUT.qvq");
+	if (argc - optind < 1 || argc - optind > 2)
+		return cli_usage_error(cmd, "wants DIR [OUT.qvq]");
+	const char *in = argv[optind], *out = optind + 1 < argc ? argv[optind + 1] : NULL;
+	/* No OUT: DIR.qvq beside DIR; OUT a directory: OUT/DIR.qvq. A name
+	 * that is only dots and slashes gives no archive name. */
+	char *derived = NULL;
+	if (!out || cli_is_dir(out)) {
+		size_t l = strlen(in);
+		while (l > 1 && in[l - 1] == '/')
+			l--;
+		size_t b = l;
+		while (b > 0 && in[b - 1] != '/')
+			b--;
+		char *name = strndup(in + b, l - b);
+		if (!name)
+			return cli_error(wc_fail(WC_E_NOMEM, "out of memory"), cmd);
+		int bad = !*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
+			  strcmp(name, "/") == 0;
+		char *trimmed = bad ? NULL : strndup(in, l);
+		derived = trimmed ? cli_derive_output(trimmed, "", ".qvq", out) : NULL;
+		free(trimmed);
+		free(name);
+		if (!derived)
+			return cli_usage_error(cmd, "no archive name from '%s': name OUT.qvq", in);
+		out = derived;
+	}
 	bar b = {.quiet = quiet};
 	o.progress = on_progress;
 	o.progress_ctx = &b;
 	o.tmp_path = cli_tmp_watch_path; /* Ctrl-C removes a half-written archive */
 	wc_qvq_pack_stats st;
 	double t0 = wc_mono_s();
-	wc_err e = wc_qvq_pack_dir(argv[optind], argv[optind + 1], &o, &st);
+	wc_err e = wc_qvq_pack_dir(in, out, &o, &st);
 	double secs = wc_mono_s() - t0;
 	if (b.stage)
 		cli_progress_done(&b.p);
-	if (e)
+	if (e) {
+		free(derived);
 		return cli_error(e, cmd);
+	}
 	char hb[32];
 	printf("%s: %u images, %" PRIu64 " pixels, codebook %u x 2x2x3, %u tiles, %u labels\n",
-	       argv[optind + 1], st.nimages, st.pixels, st.entries, st.ntiles, st.nlabels);
+	       out, st.nimages, st.pixels, st.entries, st.ntiles, st.nlabels);
+	free(derived);
 	printf("  %s (%" PRIu64 " bytes), %.3f bits/pixel, PSNR %.2f dB (MSE %.3f), %.1f s\n",
 	       cli_human_bytes(st.file_bytes, hb), st.file_bytes, st.bits_per_pixel, st.psnr_db,
 	       st.mse, secs);
