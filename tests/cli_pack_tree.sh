@@ -18,13 +18,16 @@ chmod 600 "$M/config.json"
 touch -d '2020-01-02 03:04:05' "$M/config.json"
 printf 'tok' >"$M/sub/tokenizer.model"
 ln -s blobs/3f2a9c "$M/linked.safetensors"   # HF cache style: a link to a blob
+printf '{"a": 1}\n' >"$M/blobs/77c0de"
+ln -s blobs/77c0de "$M/generation_config.json" # a link to a blob of another kind
 ln -s sub "$M/subdir-link"                   # a link to a directory: kept as a link
 ln -s nowhere "$M/dangling"                  # kept as a link too
 
 O=$T/out/models/m  # parents made as with mkdir -p
 "$WCODEC" pack -j 2 --tile-size 8K "$M" "$O" >"$T/pack.txt" || { cat "$T/pack.txt"; fail "pack DIR OUTDIR"; }
 grep -q "4 packed" "$T/pack.txt" || fail "summary: $(tail -1 "$T/pack.txt")"
-grep -q "4 copied" "$T/pack.txt" || fail "summary: $(tail -1 "$T/pack.txt")"
+grep -q "5 copied" "$T/pack.txt" || fail "summary: $(cat "$T/pack.txt")"
+grep -q "^1 files reached through X.safetensors links" "$T/pack.txt" || fail "summary: $(cat "$T/pack.txt")"
 for f in model-00001-of-00002 model-00002-of-00002 sub/adapter linked; do
 	[ -f "$O/$f.wcodec" ] || fail "$f.wcodec missing"
 	[ ! -L "$O/$f.wcodec" ] || fail "$f.wcodec is a link"
@@ -32,9 +35,10 @@ for f in model-00001-of-00002 model-00002-of-00002 sub/adapter linked; do
 	cmp "$M/$f.safetensors" "$T/back.safetensors" || fail "$f: not byte-identical"
 done
 [ ! -e "$O/model-00001-of-00002.safetensors" ] || fail "an original was copied too"
-# The blob is no .safetensors by name: copied as it is.
-cmp "$M/blobs/3f2a9c" "$O/blobs/3f2a9c" || fail "blob not copied"
-for f in model.safetensors.index.json config.json sub/tokenizer.model; do
+# The blob a .safetensors link leads to is served packed under the link's
+# name, not stored twice; a blob other links lead to is copied as it is.
+[ ! -e "$O/blobs/3f2a9c" ] || fail "the weights' blob was copied besides being packed"
+for f in model.safetensors.index.json config.json sub/tokenizer.model blobs/77c0de generation_config.json; do
 	cmp "$M/$f" "$O/$f" || fail "$f not copied"
 done
 [ "$(stat -c %a "$O/config.json")" = 600 ] || fail "config.json mode not kept"
@@ -51,7 +55,8 @@ if [ -n "${WCODECFS:-}" ] && command -v fusermount3 >/dev/null 2>&1 && [ -c /dev
 	"$WCODECFS" "$O" "$T/mnt" || fail "mount OUTDIR"
 	ok=1
 	for f in model-00001-of-00002.safetensors model-00002-of-00002.safetensors sub/adapter.safetensors \
-		linked.safetensors model.safetensors.index.json config.json sub/tokenizer.model; do
+		linked.safetensors model.safetensors.index.json config.json sub/tokenizer.model \
+		generation_config.json; do
 		cmp "$M/$f" "$T/mnt/$f" || ok=0
 	done
 	fusermount3 -u "$T/mnt"
@@ -61,7 +66,7 @@ fi
 
 # --update: nothing to do the second time; a touched input is packed again.
 "$WCODEC" pack -u "$M" "$O" >"$T/again.txt" || fail "pack -u"
-grep -q "0 packed.*0 copied.*8 up to date" "$T/again.txt" || fail "update: $(tail -1 "$T/again.txt")"
+grep -q "0 packed.*0 copied.*9 up to date" "$T/again.txt" || fail "update: $(cat "$T/again.txt")"
 sleep 1
 touch "$M/sub/adapter.safetensors"
 "$WCODEC" pack -u -q "$M" "$O" || fail "pack -u after touch"

@@ -5,7 +5,9 @@
  * every other regular file is copied with its mode and mtime, directories
  * are made, and other symlinks are made again as they are. A symlink to a
  * regular file counts as that file under the link's name, which is how the
- * Hugging Face cache's snapshot directories point into its blobs. Each
+ * Hugging Face cache's snapshot directories point into its blobs; such a
+ * target inside DIR (a blob) is then not copied under its own name, which
+ * would store the weights twice. Each
  * output is written to a temporary file and renamed into place, so an
  * interrupted run leaves only whole files; --update skips outputs newer
  * than their inputs, so running again finishes the job. */
@@ -24,12 +26,77 @@
 #include "container/container.h"
 #include "core/fileio.h"
 
+/* A file by identity. */
+typedef struct file_id {
+	dev_t dev;
+	ino_t ino;
+} file_id;
+
 typedef struct tree_run {
 	const cli_pack_tree_opts *o;
-	unsigned packed, copied, current, linked;
+	unsigned packed, copied, current, linked, served;
 	uint64_t in_bytes, out_bytes;       /* packed files */
 	uint64_t copied_bytes;
+	/* The files that symlinks named X.safetensors under DIR lead to,
+	 * sorted: packed under the links' names, so not copied again under
+	 * their own (the Hugging Face cache's blobs). */
+	file_id *targets;
+	size_t ntargets, cap;
 } tree_run;
+
+static int cmp_id(const void *a, const void *b)
+{
+	const file_id *x = a, *y = b;
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+/* Record the regular files that symlinks named *.safetensors under dir
+ * lead to (directories walked without following links, as the pack walk
+ * does). */
+static wc_err collect_targets(tree_run *r, const char *dir)
+{
+	struct dirent **ents;
+	int n = cli_scandir(dir, &ents);
+	if (n < 0)
+		return wc_fail(WC_E_IO, "%s: %s", dir, strerror(errno));
+	wc_err e = WC_OK;
+	for (int i = 0; i < n; i++) {
+		const char *name = ents[i]->d_name;
+		char *p = e ? NULL : cli_path_join(dir, name);
+		struct stat lst, st;
+		if (!e && !p)
+			e = wc_fail(WC_E_NOMEM, "out of memory");
+		if (p && lstat(p, &lst) == 0) {
+			if (S_ISDIR(lst.st_mode)) {
+				e = collect_targets(r, p);
+			} else if (S_ISLNK(lst.st_mode) && cli_ends_with(name, ".safetensors") &&
+				   stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
+				if (r->ntargets == r->cap) {
+					size_t cap = r->cap ? 2 * r->cap : 16;
+					file_id *t = realloc(r->targets, cap * sizeof *t);
+					if (!t)
+						e = wc_fail(WC_E_NOMEM, "out of memory");
+					else
+						r->targets = t, r->cap = cap;
+				}
+				if (!e)
+					r->targets[r->ntargets++] = (file_id){st.st_dev, st.st_ino};
+			}
+		}
+		free(p);
+		free(ents[i]);
+	}
+	free(ents);
+	return e;
+}
+
+static int is_target(const tree_run *r, const struct stat *st)
+{
+	file_id k = {st->st_dev, st->st_ino};
+	return r->ntargets && bsearch(&k, r->targets, r->ntargets, sizeof k, cmp_id);
+}
 
 /* out exists and is at least as new as in (by mtime). */
 static int up_to_date(const char *out, const struct stat *in)
@@ -177,6 +244,12 @@ static wc_err entry(tree_run *r, const char *dir_in, const char *name, const cha
 			return WC_OK;
 		}
 	}
+	if (!link && is_target(r, &st)) {
+		/* Its bytes are served under a .safetensors link's name, packed;
+		 * a copy here would store the weights twice. */
+		r->served++;
+		return WC_OK;
+	}
 	if (r->o->update && up_to_date(out, &st)) {
 		r->current++;
 		return WC_OK;
@@ -278,7 +351,12 @@ int cli_pack_tree(const char *in, const char *out, const cli_pack_tree_opts *o)
 	}
 
 	tree_run r = {.o = o};
-	wc_err e = walk(&r, in, out, "");
+	wc_err e = collect_targets(&r, in);
+	if (!e && r.ntargets)
+		qsort(r.targets, r.ntargets, sizeof *r.targets, cmp_id);
+	if (!e)
+		e = walk(&r, in, out, "");
+	free(r.targets);
 	if (e)
 		return cli_error(e, "pack");
 	if (!o->quiet) {
@@ -287,6 +365,9 @@ int cli_pack_tree(const char *in, const char *out, const cli_pack_tree_opts *o)
 		       in, out, r.packed, cli_human_bytes(r.in_bytes, a), cli_human_bytes(r.out_bytes, b),
 		       cli_ratio(r.in_bytes, r.out_bytes), r.copied,
 		       cli_human_bytes(r.copied_bytes, c), r.current, r.linked);
+		if (r.served)
+			printf("%u files reached through X.safetensors links were packed under the links' "
+			       "names, not copied under their own\n", r.served);
 	}
 	return CLI_OK;
 }
