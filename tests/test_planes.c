@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "check_run.h"
+#include "codec/codec_internal.h" /* wc_rans_isa_limit: every merge path */
 #include "codec/planes.h"
 #include "codec_testutil.h"
 
@@ -72,7 +73,7 @@ static void expected_planes(wc_layout l, const uint8_t *e, uint8_t pl[8])
 START_TEST(split_follows_format_and_merge_inverts)
 {
 	const char *dtypes[] = {"BF16", "F32", "F16", "I32", "F64", "U8"};
-	const size_t counts[] = {0, 1, 2, 3, 7, 31, 32, 33, 1000, 4099};
+	const size_t counts[] = {0, 1, 2, 3, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 1000, 4099};
 	uint64_t seed = 11;
 	for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
 		wc_layout l = wc_layout_for_dtype(dtypes[d]);
@@ -91,10 +92,17 @@ START_TEST(split_follows_format_and_merge_inverts)
 				for (unsigned k = 0; k < l.nplanes; k++)
 					ck_assert_msg(planes[k][i] == want[k], "%s elem %zu plane %u", dtypes[d], i, k);
 			}
-			out[bytes] = 0x5a;
-			wc_planes_merge(l, (const uint8_t *const *)planes, n, out);
-			ck_assert(memcmp(in, out, bytes) == 0);
-			ck_assert_uint_eq(out[bytes], 0x5a);
+			/* Every merge path: the decoders' choice capped at scalar
+			 * (SSE2 on x86-64), AVX2, and the CPU's best. */
+			for (int isa = WC_RANS_ISA_SCALAR; isa <= WC_RANS_ISA_AVX512; isa++) {
+				wc_rans_isa_limit = isa;
+				memset(out, 0, bytes);
+				out[bytes] = 0x5a;
+				wc_planes_merge(l, (const uint8_t *const *)planes, n, out);
+				ck_assert_msg(memcmp(in, out, bytes) == 0, "%s n=%zu isa %d", dtypes[d], n, isa);
+				ck_assert_uint_eq(out[bytes], 0x5a);
+			}
+			wc_rans_isa_limit = 0;
 			for (unsigned k = 0; k < l.nplanes; k++)
 				free(planes[k]);
 			free(in);

@@ -5,6 +5,7 @@ libwcodec_la_SOURCES += \
 	src/codec/entropy.c \
 	src/codec/freq_normalize.c \
 	src/codec/planes.c \
+	src/codec/planes_avx2.c \
 	src/codec/rans_decode.c \
 	src/codec/rans_decode_avx2.c \
 	src/codec/rans_decode_avx512.c \

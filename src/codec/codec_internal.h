@@ -116,6 +116,12 @@ void wc_rans_rounds_avx512(wc_rans_lanes *c, const uint32_t *tab, size_t rend);
 void wc_rans_rounds2_avx512(wc_rans_lanes *a, const uint32_t *ta, wc_rans_lanes *b, const uint32_t *tb,
 			    size_t rend);
 
+/* The BF16 plane merge (planes.c) with AVX2 (planes_avx2.c): elements
+ * [0, returned) of out from planes p0 and p1, a multiple of 32 (0 on
+ * non-x86 builds); the caller merges the rest. Call only if wc_rans_isa()
+ * allows AVX2, which also lets tests and fuzz targets choose the merge. */
+size_t wc_merge_bf16_avx2(const uint8_t *p0, const uint8_t *p1, size_t n, uint8_t *out);
+
 /* The rANS decoder implementations, in order of speed. */
 enum { WC_RANS_ISA_SCALAR = 1, WC_RANS_ISA_AVX2 = 2, WC_RANS_ISA_AVX512 = 3 };
 /* The best one the CPU runs (checked once, at run time). */

@@ -6,6 +6,7 @@
 #endif
 
 #include "codec/planes.h"
+#include "codec/codec_internal.h"
 
 static const struct {
 	const char *dtype;
@@ -104,7 +105,8 @@ static void split_bf16(const uint8_t *in, size_t n, uint8_t *p0, uint8_t *p1)
  */
 static void merge_bf16(const uint8_t *p0, const uint8_t *p1, size_t n, uint8_t *out)
 {
-	size_t i = 0;
+	/* The decoders' instruction-set choice (and its test hook) picks AVX2. */
+	size_t i = wc_rans_isa() >= WC_RANS_ISA_AVX2 ? wc_merge_bf16_avx2(p0, p1, n, out) : 0;
 #if defined(__SSE2__)
 	const __m128i m_mant = _mm_set1_epi16(0x007f), m_exp = _mm_set1_epi16(0x7f80);
 	const __m128i m_sign = _mm_set1_epi16((short)0x8000);
