@@ -179,7 +179,7 @@ uint64_t wcfs_ino_of(wcfs_itable *t, const wcfs_node *n)
 static wcfs_node *find_locked(wcfs_itable *t, const wcfs_key *k)
 {
 	for (wcfs_node *n = t->bucket[key_hash(k, t->nbucket)]; n; n = n->hnext)
-		if (key_eq(&n->key, k))
+		if (!n->retired && key_eq(&n->key, k))
 			return n;
 	return NULL;
 }
@@ -237,6 +237,14 @@ wcfs_node *wcfs_itable_insert(wcfs_itable *t, wcfs_node *fresh)
 	t->fds += fresh->fd >= 0;
 	pthread_mutex_unlock(&t->lock);
 	return fresh;
+}
+
+void wcfs_itable_retire(wcfs_itable *t, wcfs_node *n)
+{
+	pthread_mutex_lock(&t->lock);
+	if (n != t->root)
+		n->retired = 1; /* its key stays: it still names the source (st_ino) */
+	pthread_mutex_unlock(&t->lock);
 }
 
 /* Called with the lock held: unlink n if unused. Returns n if the caller must

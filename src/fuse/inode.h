@@ -62,6 +62,11 @@ struct wcfs_node {
 	mode_t type;      /* S_IFDIR, S_IFREG, S_IFLNK, ... as shown */
 	const wcfs_provider *prov; /* provider root: its provider; else NULL */
 	wcfs_vnode *vn;   /* provider root or virtual child: its vnode; else NULL */
+	/* Provider root: its source file's size, mtime and ctime when it was
+	 * opened, to notice a file rewritten in place (vtree.c). */
+	off_t src_size;
+	struct timespec src_mtim, src_ctim;
+	int retired;      /* wcfs_itable_retire: kept, but no lookup finds it */
 	wcfs_node *parent; /* virtual child: its directory (referenced); else NULL */
 	wcfs_node *dir;   /* named node: the directory it is in (referenced); else NULL */
 	const char *name; /* named node: its name in dir (stored after the node); else NULL */
@@ -98,6 +103,12 @@ wcfs_node *wcfs_itable_lookup(wcfs_itable *t, const wcfs_key *k);
  * kernel lookup, unless a node with its key appeared meanwhile: then that
  * node gets the lookup, `fresh` is freed and the existing one returned. */
 wcfs_node *wcfs_itable_insert(wcfs_itable *t, wcfs_node *fresh);
+
+/* Make n unreachable by key, so the next lookup of its key makes a new node
+ * (with a new node id), while n lives on for the kernel lookups and handles
+ * it has. Used when a provider root's source file was rewritten in place.
+ * Idempotent; thread-safe. */
+void wcfs_itable_retire(wcfs_itable *t, wcfs_node *n);
 
 /* A detached node; takes ownership of fd, vn and a reference on parent. NULL
  * on allocation failure (then fd is closed, vn released, parent kept). */

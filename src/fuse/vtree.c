@@ -190,6 +190,15 @@ static bool fd_holds(int fd, const struct stat *st)
 	       now.st_dev == st->st_dev && now.st_ino == st->st_ino;
 }
 
+/* Whether provider root n's source, now st, differs from when it was
+ * opened (size, mtime or ctime). */
+static int source_changed(const wcfs_node *n, const struct stat *st)
+{
+	return n->src_size != st->st_size || n->src_mtim.tv_sec != st->st_mtim.tv_sec ||
+	       n->src_mtim.tv_nsec != st->st_mtim.tv_nsec || n->src_ctim.tv_sec != st->st_ctim.tv_sec ||
+	       n->src_ctim.tv_nsec != st->st_ctim.tv_nsec;
+}
+
 /* Find or create the node of a real entry, or of a provider root
  * (prov != NULL), at `name` in directory node dir (whose descriptor, maybe
  * a temporary one, is dirfd). */
@@ -216,6 +225,17 @@ static int node_for_entry(wcfs_vtree *vt, wcfs_node *dir, int dirfd, const char 
 		k.where = place;
 		n = wcfs_itable_lookup(vt->itable, &k);
 		k.where = 0;
+	}
+	if (n && prov && source_changed(n, st)) {
+		/* Rewritten in place (cp onto it, not a rename): its container
+		 * no longer matches the file. A new node, with a new node id,
+		 * opens it again; the kernel drops the old inode and its page
+		 * cache when it next looks the name up, and the old node's
+		 * decoded tiles go with it. */
+		wc_log(WC_LOG_INFO, "%s changed since it was opened: opening it again", name);
+		wcfs_itable_retire(vt->itable, n);
+		wcfs_node_forget(vt->itable, n, 1); /* the lookup just counted */
+		n = NULL;
 	}
 	if (n) {
 		*out = n;
@@ -297,6 +317,11 @@ static int node_for_entry(wcfs_vtree *vt, wcfs_node *dir, int dirfd, const char 
 		n = wcfs_node_new(&k, type, fd, prov, vn, NULL);
 		if (!n)
 			return ENOMEM;
+	}
+	if (prov) {
+		n->src_size = st->st_size;
+		n->src_mtim = st->st_mtim;
+		n->src_ctim = st->st_ctim;
 	}
 	*out = wcfs_itable_insert(vt->itable, n);
 	return 0;
