@@ -3,8 +3,8 @@
 # inode, new bytes) is opened again: the next lookup shows the new file,
 # its size and bytes, or the new archive's images; a handle opened before
 # reads the old bytes or fails with EIO, never bytes of neither; the
-# daemon keeps serving. (A file replaced by rename is a new inode and has
-# always been a new file.)
+# daemon keeps serving, also with rewrites racing reads. (A file replaced
+# by rename is a new inode and has always been a new file.)
 . "${top_srcdir:-.}/tests/mount_lib.sh"
 : "${WCODEC:?WCODEC must name the built wcodec}"
 
@@ -68,6 +68,51 @@ cp "$O/i2.qvq" "$S/imgs.qvq"
 for f in "$O"/i2/b/*.ppm; do
 	cmp -s "$f" "$M/imgs/b/$(basename "$f")" || fail "image $(basename "$f") after the rewrite"
 done
+
+# Rewrites racing readers: one thread copies the two containers onto the
+# source in turn while three read slices (some through handles kept across
+# rewrites); every read gives one file's bytes or EIO, never a mix.
+"$PYTHON3" - "$M/m.safetensors" "$S/m.wcodec" "$O/one" "$O/two" <<'EOF' || fail "reads racing rewrites"
+import errno, random, shutil, sys, threading, time
+virt, src, one, two = sys.argv[1:]
+files = [open(one + ".safetensors", "rb").read(), open(two + ".safetensors", "rb").read()]
+stop, bad, ok = False, [], [0]
+def writer():
+    i = 0
+    while not stop:
+        shutil.copyfile((one, two)[i % 2] + ".wcodec", src)
+        i += 1
+        time.sleep(0.01)
+def reader(seed):
+    rng, held = random.Random(seed), []
+    while not stop:
+        try:
+            f = open(virt, "rb")
+            off, n = rng.randrange(0, 400000), rng.choice((100, 4096, 70000))
+            f.seek(off)
+            d = f.read(n)
+            if all(d != x[off:off + n] for x in files):
+                bad.append("%d bytes at %d match neither file" % (len(d), off))
+            ok[0] += 1
+            held.append(f)
+            if len(held) > 8:
+                held.pop(rng.randrange(len(held))).close()
+        except OSError as e:
+            if e.errno != errno.EIO:
+                bad.append(str(e))
+    for f in held:
+        f.close()
+ts = [threading.Thread(target=writer)] + [threading.Thread(target=reader, args=(i,)) for i in range(3)]
+for t in ts:
+    t.start()
+time.sleep(3)
+stop = True
+for t in ts:
+    t.join()
+print("# %d reads racing rewrites, %d bad" % (ok[0], len(bad)))
+if bad or not ok[0]:
+    sys.exit("; ".join(bad[:5]) or "no read succeeded")
+EOF
 
 kill -0 "$pid" || fail "daemon died"
 unmount_fs "$M"
