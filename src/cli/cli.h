@@ -51,13 +51,14 @@ int cli_decode_opt(const char *cmd, int c, const char *arg, cli_decode_opts *o);
 int cli_parse_decode_cmd(const char *cmd, int argc, char **argv, int min_args, int max_args,
 			 int allow_quiet, void (*usage)(FILE *), cli_decode_opts *o);
 
-/* The output name of `pack IN` or `unpack IN` without OUT, or with OUT an
- * existing directory: IN's name with its suffix `from` (".safetensors")
- * replaced by `to` (".wcodec"), or `to` appended when IN does not end in
- * `from`; in directory dir when dir is not NULL (IN's last component
- * only), else beside IN. A malloc()ed string, or NULL when there is none:
- * `to` is empty and IN does not end in `from` (nothing would tell the two
- * apart), or out of memory. */
+/* The output name of `pack IN`, `unpack IN` or `pack-images DIR` without
+ * OUT, or with OUT an existing directory: IN (trailing slashes dropped)
+ * with its suffix `from` (".safetensors") replaced by `to` (".wcodec"), or
+ * `to` appended when IN does not end in `from`; in directory dir when dir
+ * is not NULL (IN's last component only), else beside IN. A malloc()ed
+ * string, or NULL when there is none: IN's last component is empty, "."
+ * or "..", or `to` is empty and IN does not end in `from` (nothing would
+ * tell the two apart), or out of memory. */
 char *cli_derive_output(const char *in, const char *from, const char *to, const char *dir);
 
 /* Whether path names an existing directory (following symlinks). */

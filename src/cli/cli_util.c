@@ -274,36 +274,28 @@ int cli_parse_decode_cmd(const char *cmd, int argc, char **argv, int min_args, i
 
 char *cli_derive_output(const char *in, const char *from, const char *to, const char *dir)
 {
-	const char *base = in;
-	if (dir) {
-		size_t l = strlen(in);
-		while (l > 1 && in[l - 1] == '/')
-			l--; /* "a/b/" names b */
-		const char *slash = l ? memrchr(in, '/', l - 1) : NULL;
-		base = slash ? slash + 1 : in;
-		size_t bl = (size_t)(in + l - base);
-		char *b = strndup(base, bl);
-		if (!b)
-			return NULL;
-		char *name = cli_derive_output(b, from, to, NULL);
-		free(b);
-		if (!name)
-			return NULL;
-		size_t dl = strlen(dir);
-		char *out = NULL;
-		if (asprintf(&out, "%s%s%s", dir, dl && dir[dl - 1] == '/' ? "" : "/", name) < 0)
-			out = NULL;
-		free(name);
-		return out;
-	}
-	size_t l = strlen(in), fl = strlen(from);
-	size_t stem = l > fl && strcmp(in + l - fl, from) == 0 ? l - fl : l;
+	size_t l = strlen(in);
+	while (l > 1 && in[l - 1] == '/')
+		l--; /* "a/b/" names b */
+	size_t b = l; /* IN's last component is [b, l) */
+	while (b > 0 && in[b - 1] != '/')
+		b--;
+	size_t bl = l - b, fl = strlen(from);
+	if (bl == 0 || (bl == 1 && in[b] == '.') || (bl == 2 && in[b] == '.' && in[b + 1] == '.'))
+		return NULL; /* "/", ".", "..": no name to give */
+	size_t stem = bl > fl && memcmp(in + l - fl, from, fl) == 0 ? l - fl : l;
 	if (stem == l && !*to)
 		return NULL;
 	char *out = NULL;
-	if (asprintf(&out, "%.*s%s", (int)stem, in, to) < 0)
-		return NULL;
-	return out;
+	int rc;
+	if (dir) {
+		size_t dl = strlen(dir);
+		rc = asprintf(&out, "%s%s%.*s%s", dir, dl && dir[dl - 1] == '/' ? "" : "/",
+			      (int)(stem - b), in + b, to);
+	} else {
+		rc = asprintf(&out, "%.*s%s", (int)stem, in, to);
+	}
+	return rc < 0 ? NULL : out;
 }
 
 int cli_is_dir(const char *path)

@@ -104,7 +104,6 @@ int cmd_pack(int argc, char **argv)
 
 static int pack_one(const char *in, const char *out, const wc_pack_opts *po, int quiet)
 {
-
 	cli_progress_init(&progress, "packing", quiet);
 	wc_pack_stats st;
 	wc_err e = wc_pack_safetensors(in, out, po, &st);

@@ -122,26 +122,11 @@ int cmd_pack_images(int argc, char **argv)
 	if (argc - optind < 1 || argc - optind > 2)
 		return cli_usage_error(cmd, "wants DIR [OUT.qvq]");
 	const char *in = argv[optind], *out = optind + 1 < argc ? argv[optind + 1] : NULL;
-	/* No OUT: DIR.qvq beside DIR; OUT a directory: OUT/DIR.qvq. A name
-	 * that is only dots and slashes gives no archive name. */
+	/* No OUT: DIR.qvq beside DIR; OUT a directory: OUT/DIR.qvq ("." and
+	 * "/" give no name). */
 	char *derived = NULL;
 	if (!out || cli_is_dir(out)) {
-		size_t l = strlen(in);
-		while (l > 1 && in[l - 1] == '/')
-			l--;
-		size_t b = l;
-		while (b > 0 && in[b - 1] != '/')
-			b--;
-		char *name = strndup(in + b, l - b);
-		if (!name)
-			return cli_error(wc_fail(WC_E_NOMEM, "out of memory"), cmd);
-		int bad = !*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
-			  strcmp(name, "/") == 0;
-		char *trimmed = bad ? NULL : strndup(in, l);
-		derived = trimmed ? cli_derive_output(trimmed, "", ".qvq", out) : NULL;
-		free(trimmed);
-		free(name);
-		if (!derived)
+		if (!(derived = cli_derive_output(in, "", ".qvq", out)))
 			return cli_usage_error(cmd, "no archive name from '%s': name OUT.qvq", in);
 		out = derived;
 	}
