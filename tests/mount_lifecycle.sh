@@ -65,11 +65,19 @@ done
 # SIGUSR1 logs the counters and the daemon serves on; unmount logs them too.
 gen "$TMP/w.safetensors" --profile weights --dtype BF16 --params 600000 --seed 5
 pack "$TMP/w.safetensors" "$S/w.wcodec" 65536
+# A container whose shown name would pass NAME_MAX (255 bytes) is left out
+# of listings, with a warning that names it.
+long=$(printf 'L%.0s' $(seq 245))
+cp "$S/w.wcodec" "$S/$long.wcodec"
 "$WCODECFS" "$S" "$M" -f 2> "$TMP/fg.log" &
 fg=$!
 MOUNTS="$MOUNTS $M"
 wait_mounted "$M" "$TMP/fg.log"
 [ "$(cat "$M/hello.txt")" = hello ] || fail "-f mount does not serve"
+ls "$M" | grep -q "^L" && fail "a name longer than NAME_MAX listed"
+grep -q "warning: $long.wcodec: not shown: its name as .safetensors would be longer than 255" \
+	"$TMP/fg.log" || fail "no warning for the long name: $(cat "$TMP/fg.log")"
+rm "$S/$long.wcodec"
 cmp -s "$M/w.safetensors" "$TMP/w.safetensors" || fail "-f mount serves wrong bytes"
 tiles=$("$WCODEC" info --json "$S/w.wcodec" |
 	"$PYTHON3" -c 'import json, sys; print(json.load(sys.stdin)["ntiles"])') || fail "wcodec info --json"

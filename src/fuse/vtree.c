@@ -563,8 +563,13 @@ static int list_real(const wcfs_vtree *vt, int dfd, wcfs_dirlist *l)
 			size_t n = strlen(name), slen = strlen(p->src_suffix);
 			char shown[NAME_MAX + 1];
 			size_t vlen = strlen(p->virt_suffix);
-			if (n - slen + vlen > NAME_MAX)
+			if (n - slen + vlen > NAME_MAX) {
+				static atomic_flag said = ATOMIC_FLAG_INIT;
+				if (!atomic_flag_test_and_set(&said))
+					wc_log(WC_LOG_WARN, "%s: not shown: its name as %s would be longer "
+					       "than %d bytes (logged once)", name, p->virt_suffix, NAME_MAX);
 				continue;
+			}
 			memcpy(shown, name, n - slen);
 			memcpy(shown + n - slen, p->virt_suffix, vlen + 1);
 			struct stat st;
