@@ -3,7 +3,7 @@
 # past the end, mmap, O_DIRECT, whole-file reads, stat, readdir, readlink, hidden
 # names, writes) on a mount holding every kind of node: .wcodec files of
 # several tile sizes and dtypes, a .qvq archive with subdirectories, plain
-# files, an empty file, symlinks, nested directories. Every answer is
+# files, an empty file, symlinks (to containers too), nested directories. Every answer is
 # checked against the reference tree (tests/random_ops.py); a 4 MiB cache
 # keeps tiles coming and going. The seed is fixed, so a failure repeats.
 . "${top_srcdir:-.}/tests/mount_lib.sh"
@@ -46,6 +46,11 @@ for d in "$S" "$R"; do
 	ln -s ../config.json "$d/sub/config-link.json"
 	ln -s nowhere "$d/sub/dangling"
 done
+# Links to containers show as links to what the containers show.
+ln -s ../bf16.wcodec "$S/sub/bf16-link.wcodec"
+ln -s ../bf16.safetensors "$R/sub/bf16-link.safetensors"
+ln -s sub/pics.qvq "$S/pics-link.qvq"
+ln -s sub/pics "$R/pics-link"
 
 M=$TMP/mnt
 # RANDOM_OPS (per thread), RANDOM_OPS_SEED and RANDOM_OPS_MOUNT (mount
@@ -55,6 +60,9 @@ mount_fs "$S" "$M" -o "${RANDOM_OPS_MOUNT:-cache_size=4M}"
 pid=$(daemon_pid_of "$M") || fail "no daemon"
 "$PYTHON3" "$top_srcdir/tests/random_ops.py" "$M" "$R" "$seed" 8 "${RANDOM_OPS:-1500}" ||
 	fail "random operations (seed $seed)"
+cmp -s "$M/sub/bf16-link.safetensors" "$R/bf16.safetensors" || fail "reading through a link to a container"
+[ "$(ls "$M/pics-link/")" = "$(ls "$R/sub/pics/")" ] || fail "listing through a link to an archive"
+[ -e "$M/sub/bf16-link.wcodec" ] && fail "a link's source name is visible"
 kill -0 "$pid" || fail "daemon died"
 unmount_fs "$M"
 exit 0

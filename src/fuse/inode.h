@@ -67,6 +67,10 @@ struct wcfs_node {
 	off_t src_size;
 	struct timespec src_mtim, src_ctim;
 	int retired;      /* wcfs_itable_retire: kept, but no lookup finds it */
+	/* A symlink named like link_prov's sources whose target is one too
+	 * (model.wcodec -> ../shared/model.wcodec): shown, and its target
+	 * read, with the provider's shown suffix (vtree.c); else NULL. */
+	const wcfs_provider *link_prov;
 	wcfs_node *parent; /* virtual child: its directory (referenced); else NULL */
 	wcfs_node *dir;   /* named node: the directory it is in (referenced); else NULL */
 	const char *name; /* named node: its name in dir (stored after the node); else NULL */

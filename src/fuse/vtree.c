@@ -148,6 +148,26 @@ int wcfs_vtree_open_source(wcfs_node *n, int flags)
 	return fd >= 0 ? fd : -errno;
 }
 
+/* Whether text s (n bytes) ends in suffix and is longer than it. */
+static bool has_suffix(const char *s, size_t n, const char *suffix)
+{
+	size_t l = strlen(suffix);
+	return n > l && memcmp(s + n - l, suffix, l) == 0;
+}
+
+/* For a symlink named `name` in dfd that stands for a provider's source
+ * (its name and its target end in p's source suffix): 1 and the length the
+ * target takes with p's shown suffix in *shown_len; else 0. */
+static int provider_link(int dfd, const char *name, const wcfs_provider *p, size_t *shown_len)
+{
+	char target[PATH_MAX];
+	ssize_t k = readlinkat(dfd, name, target, sizeof target);
+	if (k <= 0 || (size_t)k >= sizeof target || !has_suffix(target, (size_t)k, p->src_suffix))
+		return 0;
+	*shown_len = (size_t)k - strlen(p->src_suffix) + strlen(p->virt_suffix);
+	return 1;
+}
+
 int wcfs_vtree_readlink(wcfs_node *n, char *buf, size_t cap)
 {
 	if (n->type != S_IFLNK || cap == 0 || (n->fd < 0 && !n->name))
@@ -162,6 +182,14 @@ int wcfs_vtree_readlink(wcfs_node *n, char *buf, size_t cap)
 	if (err)
 		return err;
 	buf[k] = '\0';
+	const wcfs_provider *p = n->link_prov;
+	if (p && has_suffix(buf, (size_t)k, p->src_suffix)) {
+		/* ../shared/model.wcodec reads as ../shared/model.safetensors */
+		size_t stem = (size_t)k - strlen(p->src_suffix), vlen = strlen(p->virt_suffix);
+		if (stem + vlen >= cap)
+			return ENAMETOOLONG;
+		memcpy(buf + stem, p->virt_suffix, vlen + 1);
+	}
 	return 0;
 }
 
@@ -203,7 +231,8 @@ static int source_changed(const wcfs_node *n, const struct stat *st)
  * (prov != NULL), at `name` in directory node dir (whose descriptor, maybe
  * a temporary one, is dirfd). */
 static int node_for_entry(wcfs_vtree *vt, wcfs_node *dir, int dirfd, const char *name,
-			  const struct stat *st, const wcfs_provider *prov, wcfs_node **out)
+			  const struct stat *st, const wcfs_provider *prov,
+			  const wcfs_provider *link_prov, wcfs_node **out)
 {
 	wcfs_key k = { .dev = st->st_dev, .ino = st->st_ino,
 		       .child = prov ? WCFS_PROV_ROOT : WCFS_NO_CHILD };
@@ -313,6 +342,7 @@ static int node_for_entry(wcfs_vtree *vt, wcfs_node *dir, int dirfd, const char 
 		}
 		n->prov = prov;
 		n->vn = vn;
+		n->link_prov = link_prov;
 	} else {
 		n = wcfs_node_new(&k, type, fd, prov, vn, NULL);
 		if (!n)
@@ -406,9 +436,12 @@ static int lookup_real(wcfs_vtree *vt, wcfs_node *dir, int dirfd, const char *na
 	if (is_mountpoint(vt, dirfd, name))
 		return ENOENT;
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-		if (S_ISREG(st.st_mode) && wcfs_provider_for_source(name))
+		const wcfs_provider *p = wcfs_provider_for_source(name);
+		size_t tlen;
+		if (p && (S_ISREG(st.st_mode) ||
+			  (S_ISLNK(st.st_mode) && provider_link(dirfd, name, p, &tlen))))
 			return ENOENT; /* shown under its virtual name only */
-		return node_for_entry(vt, dir, dirfd, name, &st, NULL, out);
+		return node_for_entry(vt, dir, dirfd, name, &st, NULL, NULL, out);
 	}
 	if (errno != ENOENT)
 		return errno;
@@ -423,8 +456,13 @@ static int lookup_real(wcfs_vtree *vt, wcfs_node *dir, int dirfd, const char *na
 			continue;
 		memcpy(src, name, stem);
 		memcpy(src + stem, (*p)->src_suffix, slen + 1);
-		if (fstatat(dirfd, src, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
-			return node_for_entry(vt, dir, dirfd, src, &st, *p, out);
+		if (fstatat(dirfd, src, &st, AT_SYMLINK_NOFOLLOW) != 0)
+			continue;
+		if (S_ISREG(st.st_mode))
+			return node_for_entry(vt, dir, dirfd, src, &st, *p, NULL, out);
+		size_t tlen;
+		if (S_ISLNK(st.st_mode) && provider_link(dirfd, src, *p, &tlen))
+			return node_for_entry(vt, dir, dirfd, src, &st, NULL, *p, out);
 	}
 	return ENOENT;
 }
@@ -487,6 +525,9 @@ int wcfs_vtree_getattr(wcfs_vtree *vt, wcfs_node *n, struct stat *st)
 {
 	(void)vt;
 	int err = source_stat(n, st);
+	if (!err && n->link_prov && S_ISLNK(st->st_mode)) /* the target as readlink gives it */
+		st->st_size += (off_t)strlen(n->link_prov->virt_suffix) -
+			       (off_t)strlen(n->link_prov->src_suffix);
 	if (err || !n->vn)
 		return err;
 	/* Immutable virtual objects: the source's mode without write bits, and
@@ -553,13 +594,17 @@ static int list_real(const wcfs_vtree *vt, int dfd, wcfs_dirlist *l)
 		if (!strcmp(name, ".") || !strcmp(name, "..") || is_mountpoint(vt, dfd, name))
 			continue;
 		const wcfs_provider *p = wcfs_provider_for_source(name);
-		int is_reg = de->d_type == DT_REG;
-		if (p && de->d_type == DT_UNKNOWN) {
+		unsigned char type = de->d_type;
+		if (p && type == DT_UNKNOWN) {
 			struct stat st;
-			is_reg = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-				 S_ISREG(st.st_mode);
+			type = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ? DT_UNKNOWN
+			       : S_ISREG(st.st_mode)			     ? DT_REG
+			       : S_ISLNK(st.st_mode)			     ? DT_LNK
+									     : DT_UNKNOWN;
 		}
-		if (p && is_reg) {
+		size_t tlen;
+		int is_link = p && type == DT_LNK && provider_link(dfd, name, p, &tlen);
+		if (p && (type == DT_REG || is_link)) {
 			size_t n = strlen(name), slen = strlen(p->src_suffix);
 			char shown[NAME_MAX + 1];
 			size_t vlen = strlen(p->virt_suffix);
@@ -575,7 +620,8 @@ static int list_real(const wcfs_vtree *vt, int dfd, wcfs_dirlist *l)
 			struct stat st;
 			if (fstatat(dfd, shown, &st, AT_SYMLINK_NOFOLLOW) == 0)
 				continue; /* a real entry of that name wins */
-			err = list_add(l, shown, de->d_ino, p->kind == WCFS_VDIR ? S_IFDIR : S_IFREG);
+			err = list_add(l, shown, de->d_ino,
+				       is_link ? S_IFLNK : p->kind == WCFS_VDIR ? S_IFDIR : S_IFREG);
 		} else {
 			err = list_add(l, name, de->d_ino, DTTOIF(de->d_type));
 		}
