@@ -22,6 +22,7 @@ printf '{"a": 1}\n' >"$M/blobs/77c0de"
 ln -s blobs/77c0de "$M/generation_config.json" # a link to a blob of another kind
 ln -s sub "$M/subdir-link"                   # a link to a directory: kept as a link
 ln -s nowhere "$M/dangling"                  # kept as a link too
+ln -s model-00002-of-00002.safetensors "$M/alias.safetensors" # to a file packed too: a link to its .wcodec
 
 O=$T/out/models/m  # parents made as with mkdir -p
 "$WCODEC" pack -j 2 --tile-size 8K "$M" "$O" >"$T/pack.txt" || { cat "$T/pack.txt"; fail "pack DIR OUTDIR"; }
@@ -46,6 +47,9 @@ done
 [ -d "$O/empty" ] || fail "empty directory not made"
 [ "$(readlink "$O/subdir-link")" = sub ] || fail "directory link not kept"
 [ "$(readlink "$O/dangling")" = nowhere ] || fail "dangling link not kept"
+[ "$(readlink "$O/alias.wcodec")" = model-00002-of-00002.wcodec ] ||
+	fail "a link to a packed file is not a link to its .wcodec: $(ls -l "$O/alias.wcodec")"
+grep -q "3 symlinks" "$T/pack.txt" || fail "summary: $(cat "$T/pack.txt")"
 [ "$(find "$O" -name '*.tmp.*' | wc -l)" = 0 ] || fail "temporary files left"
 
 # Mounted, OUTDIR shows DIR's files (where FUSE can be used here).
@@ -56,7 +60,7 @@ if [ -n "${WCODECFS:-}" ] && command -v fusermount3 >/dev/null 2>&1 && [ -c /dev
 	ok=1
 	for f in model-00001-of-00002.safetensors model-00002-of-00002.safetensors sub/adapter.safetensors \
 		linked.safetensors model.safetensors.index.json config.json sub/tokenizer.model \
-		generation_config.json; do
+		generation_config.json alias.safetensors; do
 		cmp "$M/$f" "$T/mnt/$f" || ok=0
 	done
 	fusermount3 -u "$T/mnt"

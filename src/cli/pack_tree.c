@@ -7,7 +7,8 @@
  * regular file counts as that file under the link's name, which is how the
  * Hugging Face cache's snapshot directories point into its blobs; such a
  * target inside DIR (a blob) is then not copied under its own name, which
- * would store the weights twice. Each
+ * would store the weights twice. A link to another X.safetensors inside
+ * DIR, by a relative name, is made again as a link to its .wcodec. Each
  * output is written to a temporary file and renamed into place, so an
  * interrupted run leaves only whole files; --update skips outputs newer
  * than their inputs, so running again finishes the job. */
@@ -34,6 +35,7 @@ typedef struct file_id {
 
 typedef struct tree_run {
 	const cli_pack_tree_opts *o;
+	const char *root;                   /* DIR, resolved (realpath) */
 	unsigned packed, copied, current, linked, served;
 	uint64_t in_bytes, out_bytes;       /* packed files */
 	uint64_t copied_bytes;
@@ -183,6 +185,29 @@ static wc_err pack_one(tree_run *r, const char *in, const char *out, const char 
 
 static wc_err walk(tree_run *r, const char *in, const char *out, const char *rel);
 
+/* Symlink `in` named X.safetensors: if its target is a relative name
+ * ending in .safetensors of a regular file inside DIR, that file is packed
+ * in this run too, so the link is made again as wout (X.wcodec) leading to
+ * the target's .wcodec, which wcodecfs shows as a link to the target's
+ * .safetensors: one container instead of two. Returns 1 when made. */
+static int link_to_packed(tree_run *r, const char *in, const char *wout)
+{
+	char target[PATH_MAX], real[PATH_MAX], wtarget[PATH_MAX + 8];
+	ssize_t k = readlink(in, target, sizeof target - 1);
+	if (k <= 0 || target[0] == '/')
+		return 0;
+	target[k] = '\0';
+	size_t rl = strlen(r->root);
+	if (!cli_ends_with(target, ".safetensors") || !realpath(in, real) ||
+	    strncmp(real, r->root, rl) != 0 || (real[rl] != '/' && rl > 1))
+		return 0;
+	snprintf(wtarget, sizeof wtarget, "%.*s.wcodec", (int)(k - (ssize_t)strlen(".safetensors")), target);
+	if ((unlink(wout) != 0 && errno != ENOENT) || symlink(wtarget, wout) != 0)
+		return 0; /* packed as a file instead */
+	r->linked++;
+	return 1;
+}
+
 /* One directory entry: in/out are its paths, rel its path under DIR. */
 static wc_err entry(tree_run *r, const char *dir_in, const char *name, const char *in, const char *out,
 		    const char *rel)
@@ -223,7 +248,7 @@ static wc_err entry(tree_run *r, const char *dir_in, const char *name, const cha
 		if (!wout)
 			return wc_fail(WC_E_NOMEM, "out of memory");
 		snprintf(wout, n + 8, "%.*s.wcodec", (int)(n - strlen(".safetensors")), out);
-		wc_err e = pack_one(r, in, wout, rel, &st);
+		wc_err e = link && link_to_packed(r, in, wout) ? WC_OK : pack_one(r, in, wout, rel, &st);
 		free(wout);
 		return e;
 	}
@@ -350,7 +375,7 @@ int cli_pack_tree(const char *in, const char *out, const cli_pack_tree_opts *o)
 		return cli_usage_error("pack", "OUTDIR '%s' lies inside DIR '%s'", out, in);
 	}
 
-	tree_run r = {.o = o};
+	tree_run r = {.o = o, .root = rin};
 	wc_err e = collect_targets(&r, in);
 	if (!e && r.ntargets)
 		qsort(r.targets, r.ntargets, sizeof *r.targets, cmp_id);
