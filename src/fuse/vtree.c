@@ -155,17 +155,13 @@ static bool has_suffix(const char *s, size_t n, const char *suffix)
 	return n > l && memcmp(s + n - l, suffix, l) == 0;
 }
 
-/* For a symlink named `name` in dfd that stands for a provider's source
- * (its name and its target end in p's source suffix): 1 and the length the
- * target takes with p's shown suffix in *shown_len; else 0. */
-static int provider_link(int dfd, const char *name, const wcfs_provider *p, size_t *shown_len)
+/* Whether the symlink `name` in dfd stands for a provider's source: its
+ * target ends in p's source suffix too (the caller checked the name). */
+static bool provider_link(int dfd, const char *name, const wcfs_provider *p)
 {
 	char target[PATH_MAX];
 	ssize_t k = readlinkat(dfd, name, target, sizeof target);
-	if (k <= 0 || (size_t)k >= sizeof target || !has_suffix(target, (size_t)k, p->src_suffix))
-		return 0;
-	*shown_len = (size_t)k - strlen(p->src_suffix) + strlen(p->virt_suffix);
-	return 1;
+	return k > 0 && (size_t)k < sizeof target && has_suffix(target, (size_t)k, p->src_suffix);
 }
 
 int wcfs_vtree_readlink(wcfs_node *n, char *buf, size_t cap)
@@ -437,9 +433,7 @@ static int lookup_real(wcfs_vtree *vt, wcfs_node *dir, int dirfd, const char *na
 		return ENOENT;
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		const wcfs_provider *p = wcfs_provider_for_source(name);
-		size_t tlen;
-		if (p && (S_ISREG(st.st_mode) ||
-			  (S_ISLNK(st.st_mode) && provider_link(dirfd, name, p, &tlen))))
+		if (p && (S_ISREG(st.st_mode) || (S_ISLNK(st.st_mode) && provider_link(dirfd, name, p))))
 			return ENOENT; /* shown under its virtual name only */
 		return node_for_entry(vt, dir, dirfd, name, &st, NULL, NULL, out);
 	}
@@ -460,8 +454,7 @@ static int lookup_real(wcfs_vtree *vt, wcfs_node *dir, int dirfd, const char *na
 			continue;
 		if (S_ISREG(st.st_mode))
 			return node_for_entry(vt, dir, dirfd, src, &st, *p, NULL, out);
-		size_t tlen;
-		if (S_ISLNK(st.st_mode) && provider_link(dirfd, src, *p, &tlen))
+		if (S_ISLNK(st.st_mode) && provider_link(dirfd, src, *p))
 			return node_for_entry(vt, dir, dirfd, src, &st, NULL, *p, out);
 	}
 	return ENOENT;
@@ -602,8 +595,7 @@ static int list_real(const wcfs_vtree *vt, int dfd, wcfs_dirlist *l)
 			       : S_ISLNK(st.st_mode)			     ? DT_LNK
 									     : DT_UNKNOWN;
 		}
-		size_t tlen;
-		int is_link = p && type == DT_LNK && provider_link(dfd, name, p, &tlen);
+		int is_link = p && type == DT_LNK && provider_link(dfd, name, p);
 		if (p && (type == DT_REG || is_link)) {
 			size_t n = strlen(name), slen = strlen(p->src_suffix);
 			char shown[NAME_MAX + 1];
