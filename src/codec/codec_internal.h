@@ -121,6 +121,8 @@ void wc_rans_rounds2_avx512(wc_rans_lanes *a, const uint32_t *ta, wc_rans_lanes 
  * non-x86 builds); the caller merges the rest. Call only if wc_rans_isa()
  * allows AVX2, which also lets tests and fuzz targets choose the merge. */
 size_t wc_merge_bf16_avx2(const uint8_t *p0, const uint8_t *p1, size_t n, uint8_t *out);
+/* The same for the F32 layout's four planes: a multiple of 8 elements. */
+size_t wc_merge_f32_avx2(const uint8_t *const pl[], size_t n, uint8_t *out);
 
 /* The rANS decoder implementations, in order of speed. */
 enum { WC_RANS_ISA_SCALAR = 1, WC_RANS_ISA_AVX2 = 2, WC_RANS_ISA_AVX512 = 3 };

@@ -186,7 +186,7 @@ static inline __m128i f32_bits(__m128i d)
 static void merge_f32(const uint8_t *const pl[], size_t n, uint8_t *out)
 {
 	const uint8_t *p0 = pl[0], *p1 = pl[1], *p2 = pl[2], *p3 = pl[3];
-	size_t i = 0;
+	size_t i = wc_rans_isa() >= WC_RANS_ISA_AVX2 ? wc_merge_f32_avx2(pl, n, out) : 0;
 #if defined(__SSE2__)
 	for (; i + 16 <= n; i += 16) {
 		__m128i a0 = _mm_loadu_si128((const __m128i *)(p0 + i));
