@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,9 +67,14 @@ static wc_err collect_targets(tree_run *r, const char *dir)
 	wc_err e = WC_OK;
 	for (int i = 0; i < n; i++) {
 		const char *name = ents[i]->d_name;
-		char *p = e ? NULL : cli_path_join(dir, name);
+		const unsigned char type = ents[i]->d_type;
+		/* Only directories and symlinks named *.safetensors matter: a
+		 * regular file costs no lstat here (d_type says so). */
+		const bool wanted = type == DT_DIR || type == DT_UNKNOWN ||
+				    (type == DT_LNK && cli_ends_with(name, ".safetensors"));
+		char *p = e || !wanted ? NULL : cli_path_join(dir, name);
 		struct stat lst, st;
-		if (!e && !p)
+		if (!e && wanted && !p)
 			e = wc_fail(WC_E_NOMEM, "out of memory");
 		if (p && lstat(p, &lst) == 0) {
 			if (S_ISDIR(lst.st_mode)) {
@@ -192,7 +198,7 @@ static wc_err walk(tree_run *r, const char *in, const char *out, const char *rel
  * .safetensors: one container instead of two. Returns 1 when made. */
 static int link_to_packed(tree_run *r, const char *in, const char *wout)
 {
-	char target[PATH_MAX], real[PATH_MAX], wtarget[PATH_MAX + 8];
+	char target[PATH_MAX], real[PATH_MAX];
 	ssize_t k = readlink(in, target, sizeof target - 1);
 	if (k <= 0 || target[0] == '/')
 		return 0;
@@ -201,11 +207,11 @@ static int link_to_packed(tree_run *r, const char *in, const char *wout)
 	if (!cli_ends_with(target, ".safetensors") || !realpath(in, real) ||
 	    strncmp(real, r->root, rl) != 0 || (real[rl] != '/' && rl > 1))
 		return 0;
-	snprintf(wtarget, sizeof wtarget, "%.*s.wcodec", (int)(k - (ssize_t)strlen(".safetensors")), target);
-	if ((unlink(wout) != 0 && errno != ENOENT) || symlink(wtarget, wout) != 0)
-		return 0; /* packed as a file instead */
-	r->linked++;
-	return 1;
+	char *wtarget = cli_derive_output(target, ".safetensors", ".wcodec", NULL);
+	int made = wtarget && (unlink(wout) == 0 || errno == ENOENT) && symlink(wtarget, wout) == 0;
+	free(wtarget);
+	r->linked += made;
+	return made; /* not made: packed as a file instead */
 }
 
 /* One directory entry: in/out are its paths, rel its path under DIR. */
@@ -243,11 +249,9 @@ static wc_err entry(tree_run *r, const char *dir_in, const char *name, const cha
 		return WC_OK;
 	}
 	if (cli_ends_with(name, ".safetensors")) {
-		size_t n = strlen(out);
-		char *wout = malloc(n + 8);
+		char *wout = cli_derive_output(out, ".safetensors", ".wcodec", NULL);
 		if (!wout)
 			return wc_fail(WC_E_NOMEM, "out of memory");
-		snprintf(wout, n + 8, "%.*s.wcodec", (int)(n - strlen(".safetensors")), out);
 		wc_err e = link && link_to_packed(r, in, wout) ? WC_OK : pack_one(r, in, wout, rel, &st);
 		free(wout);
 		return e;

@@ -41,14 +41,13 @@ typedef struct wc_cache_opts {
 				 * dispatcher (pread of the packed file); 0 = the
 				 * dispatcher reads them one after another */
 	uint32_t prefill_tile_bytes; /* a thread fills the free-buffer pool with buffers
-				 * of this many bytes right after creation, so the first
-				 * tiles read do not wait for them: the backend's own
-				 * host memory where it has an allocator (the CUDA
-				 * backend's page-locked memory, slow to allocate: about
-				 * 1.2 ms per MiB; each dispatcher then also allocates a
-				 * payload buffer of 4 such tiles before its first
-				 * batch), else ordinary memory, faulted in by that
-				 * thread; 0 = none */
+				 * of this many bytes right after creation, and each
+				 * dispatcher makes a payload buffer of 4 such tiles
+				 * before its first batch, so the first tiles read wait
+				 * for neither: the backend's own host memory where it
+				 * has an allocator (the CUDA backend's page-locked
+				 * memory, slow to allocate: about 1.2 ms per MiB), else
+				 * ordinary memory, faulted in as it is made; 0 = none */
 	bool decode_misses_on_caller; /* a get of a tile no dispatcher has taken yet
 				 * decodes it on the CPU instead of waiting (the
 				 * calling thread with the idle threads of the shared

@@ -18,7 +18,7 @@ typedef struct wcfs_options {
 	char *mountpoint;    /* MOUNTPOINT as given */
 	uint64_t cache_size; /* decoded-tile cache budget, bytes (default 1 GiB, or a quarter
 			      * of wc_memory_limit() if that is less) */
-	unsigned threads;    /* CPU decode threads (default: online CPUs) */
+	unsigned threads;    /* CPU decode threads (default: wc_cpu_count(), the usable CPUs) */
 	unsigned fuse_threads; /* FUSE worker threads at most (default max(2*threads, 4)) */
 	char *backend;       /* "auto" (default), "cpu", "cuda" */
 	int gpu;             /* CUDA device ordinal (default 0) */

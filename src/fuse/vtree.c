@@ -148,20 +148,14 @@ int wcfs_vtree_open_source(wcfs_node *n, int flags)
 	return fd >= 0 ? fd : -errno;
 }
 
-/* Whether text s (n bytes) ends in suffix and is longer than it. */
-static bool has_suffix(const char *s, size_t n, const char *suffix)
-{
-	size_t l = strlen(suffix);
-	return n > l && memcmp(s + n - l, suffix, l) == 0;
-}
-
 /* Whether the symlink `name` in dfd stands for a provider's source: its
  * target ends in p's source suffix too (the caller checked the name). */
 static bool provider_link(int dfd, const char *name, const wcfs_provider *p)
 {
 	char target[PATH_MAX];
+	size_t slen;
 	ssize_t k = readlinkat(dfd, name, target, sizeof target);
-	return k > 0 && (size_t)k < sizeof target && has_suffix(target, (size_t)k, p->src_suffix);
+	return k > 0 && (size_t)k < sizeof target && ends_with(target, (size_t)k, p->src_suffix, &slen);
 }
 
 int wcfs_vtree_readlink(wcfs_node *n, char *buf, size_t cap)
@@ -179,9 +173,10 @@ int wcfs_vtree_readlink(wcfs_node *n, char *buf, size_t cap)
 		return err;
 	buf[k] = '\0';
 	const wcfs_provider *p = n->link_prov;
-	if (p && has_suffix(buf, (size_t)k, p->src_suffix)) {
+	size_t slen;
+	if (p && ends_with(buf, (size_t)k, p->src_suffix, &slen)) {
 		/* ../shared/model.wcodec reads as ../shared/model.safetensors */
-		size_t stem = (size_t)k - strlen(p->src_suffix), vlen = strlen(p->virt_suffix);
+		size_t stem = (size_t)k - slen, vlen = strlen(p->virt_suffix);
 		if (stem + vlen >= cap)
 			return ENAMETOOLONG;
 		memcpy(buf + stem, p->virt_suffix, vlen + 1);
@@ -251,7 +246,7 @@ static int node_for_entry(wcfs_vtree *vt, wcfs_node *dir, int dirfd, const char 
 		n = wcfs_itable_lookup(vt->itable, &k);
 		k.where = 0;
 	}
-	if (n && prov && source_changed(n, st)) {
+	if (n && n->prov && source_changed(n, st)) {
 		/* Rewritten in place (cp onto it, not a rename): its container
 		 * no longer matches the file. A new node, with a new node id,
 		 * opens it again; the kernel drops the old inode and its page
