@@ -59,6 +59,34 @@ def make_images(d):
         f.write("not an image\n")
 
 
+def make_cmyk(d):
+    """Two small CMYK JPEGs (PIL writes them Adobe-inverted, as Photoshop
+    does), few enough distinct 2x2 patches for a codebook of 256 to hold
+    every one, so the archive reproduces exactly what the loader decoded."""
+    os.makedirs(d, exist_ok=True)
+    a = picture(8, 6, 10)
+    Image.fromarray(a).convert("CMYK").save(os.path.join(d, "cmyk.jpg"), quality=95)
+    k = np.zeros((4, 6, 4), np.uint8)
+    k[..., 0], k[..., 1], k[..., 2] = 30, 200, 90
+    k[..., 3] = np.arange(24, dtype=np.uint8).reshape(4, 6) * 10  # real black
+    Image.fromarray(k, "CMYK").save(os.path.join(d, "black.jpg"), quality=95)
+
+
+def exact(d, orig):
+    """Every image under orig, as PIL's convert("RGB") gives it, equals its
+    PPM under d byte for byte."""
+    names = originals(orig)
+    for rel in names:
+        with Image.open(os.path.join(orig, rel)) as im:
+            ref = np.asarray(im.convert("RGB"))
+        with Image.open(os.path.join(d, shown_name(rel))) as im:
+            got = np.asarray(im)
+        if got.shape != ref.shape or not np.array_equal(got, ref):
+            bad = np.argwhere(got != ref) if got.shape == ref.shape else "shape"
+            fail("%s differs from PIL's RGB: %s" % (rel, bad[:4] if len(bad) else bad))
+    print("# %d images equal PIL's" % len(names))
+
+
 def originals(orig):
     out = []
     for root, dirs, files in os.walk(orig):
@@ -221,6 +249,10 @@ def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "make-images":
         make_images(args[0])
+    elif cmd == "make-cmyk":
+        make_cmyk(args[0])
+    elif cmd == "exact":
+        exact(args[0], args[1])
     elif cmd == "shown":
         shown(args[0], args[1], float(args[2]))
     elif cmd == "npy":

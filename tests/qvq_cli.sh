@@ -1,6 +1,6 @@
 #!/bin/sh
 # wcodec pack-images / info / verify / unpack on .qvq archives: every input
-# kind (PNG RGB/RGBA/palette/grey/16-bit, JPEG colour/grey, PPM, PGM, odd
+# kind (PNG RGB/RGBA/palette/grey/16-bit, JPEG colour/grey/CMYK, PPM, PGM, odd
 # sides) packs; unpack shows each image as a PPM of its true size close to
 # the original; --size gives one images.npy that numpy maps; labels from
 # directories; packing is reproducible; damaged archives are refused.
@@ -72,6 +72,14 @@ grep -q "tile 0" "$TMP/verify.err" || fail "verify does not name the tile: $(cat
 head -c 1000 "$TMP/c.qvq" >"$TMP/t.qvq"
 "$WCODEC" info "$TMP/t.qvq" >/dev/null 2>"$TMP/info.err" && fail "info accepted a truncated archive"
 grep -qi "qvq" "$TMP/info.err" || fail "no reason given: $(cat "$TMP/info.err")"
+
+# CMYK JPEGs (Adobe-inverted, as PIL and Photoshop write them) load as PIL's
+# convert("RGB") gives them, bit for bit: every patch fits the codebook, so
+# the archive holds exactly what the loader decoded.
+chk make-cmyk "$TMP/cmyk" || fail "make-cmyk"
+"$WCODEC" pack-images -q "$TMP/cmyk" "$TMP/cmyk.qvq" --codebook 256 >/dev/null || fail "pack-images of CMYK JPEGs"
+"$WCODEC" unpack -q "$TMP/cmyk.qvq" "$TMP/cmyk.out" || fail "unpack of the CMYK archive"
+chk exact "$TMP/cmyk.out" "$TMP/cmyk" || fail "CMYK JPEGs"
 
 # Bad usage and empty input.
 mkdir "$TMP/empty"

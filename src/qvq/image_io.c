@@ -130,6 +130,23 @@ static void jpeg_quiet(j_common_ptr cinfo, int level)
 	(void)level; /* warnings (corrupt-but-decodable data) are not fatal */
 }
 
+/* CMYK as a JPEG stores it to RGB, as PIL's Image.open(f).convert("RGB")
+ * does, bit for bit: PIL reads CMYK JPEGs as Adobe-inverted ("CMYK;I",
+ * JpegImagePlugin.py), then cmyk2rgb (libImaging/Convert.c) computes
+ * nk - nk * (255 - c) / 255 with nk = 255 - k and its MULDIV255 rounding.
+ * With the stored values C and K (c = 255 - C, nk = K) that is
+ * K - MULDIV255(255 - C, K). width pixels: 4 bytes each in, 3 out. */
+static void cmyk_to_rgb(const uint8_t *in, uint8_t *out, uint32_t width)
+{
+	for (uint32_t x = 0; x < width; x++, in += 4, out += 3) {
+		unsigned k = in[3];
+		for (int j = 0; j < 3; j++) {
+			unsigned t = (255u - in[j]) * k + 128u;
+			out[j] = (uint8_t)(k - (((t >> 8) + t) >> 8));
+		}
+	}
+}
+
 static wc_err load_jpeg(const char *path, FILE *f, uint64_t max_pixels, wc_image *out)
 {
 	struct jpeg_decompress_struct cinfo;
@@ -148,28 +165,33 @@ static wc_err load_jpeg(const char *path, FILE *f, uint64_t max_pixels, wc_image
 	jpeg_create_decompress(&cinfo);
 	jpeg_stdio_src(&cinfo, f);
 	jpeg_read_header(&cinfo, TRUE);
-	if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
-		e = wc_fail(WC_E_UNSUPPORTED, "%s: CMYK JPEG is not supported", path);
-		longjmp(je.jump, 1);
-	}
-	cinfo.out_color_space = JCS_RGB;
+	/* CMYK and YCCK (libjpeg turns YCCK into CMYK) are read as CMYK and
+	 * converted below; everything else straight to RGB. */
+	int cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+	cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
 	if ((e = check_dims(path, cinfo.image_width, cinfo.image_height, max_pixels)))
 		longjmp(je.jump, 1);
 	jpeg_start_decompress(&cinfo);
-	if (cinfo.output_components != 3) {
+	if (cinfo.output_components != (cmyk ? 4 : 3)) {
 		e = wc_fail(WC_E_FORMAT, "%s: JPEG decodes to %d components", path,
 			    cinfo.output_components);
 		longjmp(je.jump, 1);
 	}
 	size_t stride = (size_t)cinfo.output_width * 3;
-	rgb = malloc(stride * cinfo.output_height);
+	/* A CMYK row is decoded into 4 * width bytes past the image, then
+	 * converted into its place. */
+	size_t scratch = cmyk ? (size_t)cinfo.output_width * 4 : 0;
+	rgb = malloc(stride * cinfo.output_height + scratch);
 	if (!rgb) {
 		e = wc_fail(WC_E_NOMEM, "%s: no memory", path);
 		longjmp(je.jump, 1);
 	}
 	while (cinfo.output_scanline < cinfo.output_height) {
-		JSAMPROW row = rgb + stride * cinfo.output_scanline;
+		uint8_t *dst = rgb + stride * cinfo.output_scanline;
+		JSAMPROW row = cmyk ? rgb + stride * cinfo.output_height : dst;
 		jpeg_read_scanlines(&cinfo, &row, 1);
+		if (cmyk)
+			cmyk_to_rgb(row, dst, cinfo.output_width);
 	}
 	out->width = cinfo.output_width;
 	out->height = cinfo.output_height;

@@ -25,10 +25,11 @@ const char *wc_image_sniff(const uint8_t *head, size_t len);
 
 /* Decode the image file at path to 8-bit RGB. PNG: any bit depth, palette
  * and grey are expanded, 16-bit is reduced to 8, alpha is dropped (as
- * PIL's convert("RGB")). JPEG: greyscale and YCbCr (CMYK is refused). PPM:
+ * PIL's convert("RGB")). JPEG: greyscale, YCbCr, CMYK and YCCK (CMYK to RGB
+ * as PIL's convert("RGB") computes it, bit for bit). PPM:
  * binary P6 (RGB) and P5 (grey), maxval 1..65535 scaled to 0..255 with
  * rounding. Errors: WC_E_IO, WC_E_FORMAT (not an image, a decoder error,
- * with the reason), WC_E_UNSUPPORTED (CMYK), WC_E_RANGE (beyond the limits
+ * with the reason), WC_E_RANGE (beyond the limits
  * above), WC_E_NOMEM. */
 wc_err wc_image_load(const char *path, wc_image *out);
 
