@@ -2,6 +2,8 @@
  * a reader that rejects truncated and corrupted files with the right error. */
 #include <check.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,6 +205,67 @@ START_TEST(ids_are_unique)
 	ck_assert_uint_ne(wc_container_id(a), wc_container_id(b));
 	wc_container_release(a);
 	wc_container_release(b);
+}
+END_TEST
+
+/* wc_container_peek: what the header says, as wc_container_open sees it;
+ * a truncated file or bad magic is refused; damage past the header (the
+ * metadata) passes the peek and fails the full open's checksum. */
+START_TEST(peek_reads_the_header_alone)
+{
+	wc_container *c;
+	ck_assert_int_eq(wc_container_open(wc_path, &c), WC_OK);
+	int fd = open(wc_path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	wc_container_summary s;
+	ck_assert_int_eq(wc_container_peek(fd, wc_path, &s), WC_OK);
+	ck_assert_uint_eq(s.virtual_size, wc_container_virtual_size(c));
+	ck_assert_uint_eq(s.virtual_size, st_len);
+	ck_assert_uint_eq(s.file_size, wc_container_file_size(c));
+	ck_assert_uint_eq(s.tile_size, wc_container_tile_size(c));
+	ck_assert_uint_eq(s.ntensors, wc_container_ntensors(c));
+	ck_assert_uint_eq(s.ntiles, wc_container_ntiles(c));
+	close(fd);
+	wc_container_release(c);
+
+	size_t len;
+	uint8_t *b = read_file(wc_path, &len);
+	char p[320];
+	snprintf(p, sizeof p, "%s/peek.wcodec", dir);
+	struct { size_t len; size_t at; uint8_t to; wc_err peek, open; } cases[] = {
+		{159, SIZE_MAX, 0, WC_E_FORMAT, WC_E_FORMAT},  /* shorter than the header */
+		{len - 1, SIZE_MAX, 0, WC_E_FORMAT, WC_E_FORMAT}, /* size != the header's */
+		{len, 0, 'X', WC_E_FORMAT, WC_E_FORMAT},       /* magic */
+		{len, len - 3, 0, WC_OK, WC_E_CORRUPT},        /* metadata: only open sees it */
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		uint8_t keep = 0;
+		if (cases[i].at != SIZE_MAX) {
+			keep = b[cases[i].at];
+			b[cases[i].at] = cases[i].to == keep ? (uint8_t)(keep ^ 1) : cases[i].to;
+		}
+		ck_assert_int_eq(st_write_bytes(p, b, cases[i].len), 0);
+		if (cases[i].at != SIZE_MAX)
+			b[cases[i].at] = keep;
+		fd = open(p, O_RDONLY);
+		ck_assert_int_ge(fd, 0);
+		wc_clear_detail();
+		wc_err e = wc_container_peek(fd, p, &s);
+		ck_assert_msg(e == cases[i].peek, "case %zu: peek %s (%s)", i, wc_strerror(e), wc_last_detail());
+		if (e)
+			ck_assert_ptr_nonnull(strstr(wc_last_detail(), p));
+		close(fd);
+		c = NULL;
+		e = wc_container_open(p, &c);
+		ck_assert_msg(e == cases[i].open, "case %zu: open %s (%s)", i, wc_strerror(e), wc_last_detail());
+		ck_assert_ptr_null(c);
+	}
+	free(b);
+	/* Not a regular file. */
+	fd = open(dir, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(wc_container_peek(fd, dir, &s), WC_E_FORMAT);
+	close(fd);
 }
 END_TEST
 
@@ -817,6 +880,7 @@ int main(void)
 	tcase_add_test(tc, round_trip_every_dtype);
 	tcase_add_test(tc, tile_source_describes_jobs);
 	tcase_add_test(tc, ids_are_unique);
+	tcase_add_test(tc, peek_reads_the_header_alone);
 	tcase_add_test(tc, truncated_files_rejected);
 	tcase_add_test(tc, corrupted_header_fields_rejected);
 	tcase_add_test(tc, inconsistent_fields_rejected);

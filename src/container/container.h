@@ -86,6 +86,28 @@ wc_err wc_container_open(const char *path, wc_container **out);
 void wc_container_retain(wc_container *c);
 void wc_container_release(wc_container *c); /* closes at zero */
 
+/* What a .wcodec file's fixed header (its first 160 bytes, docs/FORMAT.md
+ * section 1) states, read and validated on its own: the magic, version,
+ * flags, and every section's offset and size against each other and the
+ * file's size. Costs one pread, where wc_container_open parses the whole
+ * index and metadata (milliseconds for a file of a thousand tensors): for
+ * stat()-like uses, such as wcodecfs answering a lookup. The header's own
+ * checksum covers the index too, so only wc_container_open verifies it: a
+ * file that passes here may still fail to open (WC_E_CORRUPT). */
+typedef struct wc_container_summary {
+	uint64_t virtual_size; /* bytes of the original safetensors file */
+	uint64_t file_size;    /* bytes of the .wcodec file */
+	uint32_t tile_size;    /* nominal decoded tile bytes */
+	uint32_t ntensors, ntiles;
+} wc_container_summary;
+
+/* Read the header of the open file `fd` (a regular file; read with pread,
+ * the file offset is not used) into *out. `name` names the file in error
+ * details. Errors: WC_E_IO (fstat, read), WC_E_FORMAT (shorter than a
+ * header, bad magic, malformed sizes), WC_E_RANGE, WC_E_UNSUPPORTED (newer
+ * version or unknown flags), as wc_container_open reports them. */
+wc_err wc_container_peek(int fd, const char *name, wc_container_summary *out);
+
 /* Unique id for this open instance (never reused in the process): cache key. */
 uint64_t wc_container_id(const wc_container *c);
 

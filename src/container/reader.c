@@ -454,6 +454,36 @@ out:
 	return e;
 }
 
+wc_err wc_container_peek(int fd, const char *name, wc_container_summary *out)
+{
+	memset(out, 0, sizeof *out);
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		return wc_fail(WC_E_IO, "%s: %s", name, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return wc_fail(WC_E_FORMAT, "%s: not a regular file", name);
+	uint64_t size = (uint64_t)st.st_size;
+	if (size < WC_HEADER_BYTES)
+		return wc_fail(WC_E_FORMAT, "%s: %llu bytes is shorter than the %u-byte header", name,
+			       (unsigned long long)size, WC_HEADER_BYTES);
+	uint8_t hdr[WC_HEADER_BYTES];
+	wc_file_header h;
+	wc_err e = wc_pread_full(fd, hdr, sizeof hdr, 0, "header");
+	if (!e)
+		e = wc_header_decode(hdr, size, &h);
+	if (e) {
+		char why[400];
+		snprintf(why, sizeof why, "%s", wc_last_detail());
+		return wc_fail(e, "%s: %s", name, why);
+	}
+	out->virtual_size = h.virtual_size;
+	out->file_size = size;
+	out->tile_size = h.tile_size;
+	out->ntensors = h.ntensors;
+	out->ntiles = h.ntiles;
+	return WC_OK;
+}
+
 static const wc_tile_source_ops source_ops;
 
 wc_err wc_container_open(const char *path, wc_container **out)

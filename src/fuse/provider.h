@@ -31,7 +31,7 @@
  *
  * Threads: the daemon calls every function here from several FUSE worker
  * threads at once; vnode functions must be safe to call concurrently on the
- * same vnode (they are read-only lookups in practice).
+ * same vnode (read-only lookups in practice, but for prepare).
  */
 #ifndef WCFS_PROVIDER_H
 #define WCFS_PROVIDER_H
@@ -83,6 +83,15 @@ typedef struct wcfs_vnode_ops {
 	 * tile source has no other user calls wc_cache_drop_source(ctx->cache,
 	 * src->id) first so its decoded tiles leave the cache. */
 	void (*release)(wcfs_vnode *n);
+
+	/* WCFS_VFILE, optional (NULL: nothing to do): called when the file is
+	 * opened, before its first read, to finish work the provider's open()
+	 * left out so that a lookup (stat, ls -l) stays cheap; a .wcodec vnode
+	 * parses its container's index here. Safe to call concurrently and
+	 * again after success (then it does nothing) or failure (it tries
+	 * again). Errors: as open(); the daemon logs them and answers the
+	 * open with EIO (EOPNOTSUPP for WC_E_UNSUPPORTED, ENOMEM). */
+	wc_err (*prepare)(wcfs_vnode *n);
 
 	/* WCFS_VFILE: describe the span holding virtual offset `off`
 	 * (0 <= off < n->size): set *span so span->off <= off < span->off +

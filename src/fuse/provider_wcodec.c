@@ -7,32 +7,98 @@
  */
 #include "fuse/provider.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "container/container.h"
 
+/* A lookup reads only the container's fixed header (wc_container_peek: the
+ * size and tile size stat() needs); the index and metadata, milliseconds of
+ * JSON for a file of a thousand tensors, are parsed when the file is first
+ * opened (prepare) or read. So `ls -l` of a directory of shards costs one
+ * pread per file, and a file only looked at holds no tensor table. */
 typedef struct wcodec_vnode {
 	wcfs_vnode base; /* first member: a wcfs_vnode* points here */
 	const wcfs_provider_ctx *ctx;
-	wc_container *c;
-	const uint8_t *prefix;
+	int fd;                        /* the source, held from lookup on */
+	wc_container_summary peek;     /* what the header said at lookup */
+	pthread_mutex_t open_lock;     /* one full open at a time */
+	_Atomic(wc_container *) c;     /* NULL until the full open succeeds */
+	const uint8_t *prefix;         /* set before c is published */
 	size_t prefix_len;
 } wcodec_vnode;
 
 static void wcodec_release(wcfs_vnode *n)
 {
 	wcodec_vnode *w = (wcodec_vnode *)n;
-	/* This vnode is the container's only user in the daemon: its cached
-	 * tiles are of no further use. */
-	if (w->ctx->cache)
-		wc_cache_drop_source(w->ctx->cache, wc_container_id(w->c));
-	wc_container_release(w->c);
+	wc_container *c = atomic_load_explicit(&w->c, memory_order_acquire);
+	if (c) {
+		/* This vnode is the container's only user in the daemon: its
+		 * cached tiles are of no further use. */
+		if (w->ctx->cache)
+			wc_cache_drop_source(w->ctx->cache, wc_container_id(c));
+		wc_container_release(c);
+	}
+	pthread_mutex_destroy(&w->open_lock);
+	close(w->fd);
 	free(w);
+}
+
+/* The container, opened on the first call. Errors: those of
+ * wc_container_open, and WC_E_FORMAT when the file no longer matches what
+ * its header said at lookup (rewritten in place: the next lookup sees new
+ * stamps and shows the new file under a new node). */
+static wc_err ensure_open(wcodec_vnode *w, wc_container **out)
+{
+	wc_container *c = atomic_load_explicit(&w->c, memory_order_acquire);
+	if (c) {
+		*out = c;
+		return WC_OK;
+	}
+	wc_err e = WC_OK;
+	pthread_mutex_lock(&w->open_lock);
+	c = atomic_load_explicit(&w->c, memory_order_relaxed);
+	if (!c) {
+		char path[64];
+		snprintf(path, sizeof path, "/proc/self/fd/%d", w->fd);
+		e = wc_container_open(path, &c);
+		if (!e && (wc_container_virtual_size(c) != w->peek.virtual_size ||
+			   wc_container_tile_size(c) != w->peek.tile_size)) {
+			e = wc_fail(WC_E_FORMAT, "%s: the file changed since it was looked up", path);
+			wc_container_release(c);
+			c = NULL;
+		}
+		if (!e) {
+			w->prefix = wc_container_prefix(c, &w->prefix_len);
+			atomic_store_explicit(&w->c, c, memory_order_release);
+		}
+	}
+	pthread_mutex_unlock(&w->open_lock);
+	*out = c;
+	return e;
+}
+
+static wc_err wcodec_prepare(wcfs_vnode *n)
+{
+	wc_container *c;
+	return ensure_open((wcodec_vnode *)n, &c);
 }
 
 static wc_err wcodec_locate(const wcfs_vnode *n, uint64_t off, wcfs_span *span)
 {
-	const wcodec_vnode *w = (const wcodec_vnode *)n;
+	/* A read comes after an open (prepare), so the container is there;
+	 * ensure_open only makes that independent of the daemon's order. */
+	wcodec_vnode *w = (wcodec_vnode *)(uintptr_t)n;
+	wc_container *c;
+	wc_err e = ensure_open(w, &c);
+	if (e != WC_OK)
+		return e;
 	if (off >= n->size)
 		return wc_fail(WC_E_RANGE, "offset %llu past the end (%llu)",
 			       (unsigned long long)off, (unsigned long long)n->size);
@@ -42,18 +108,19 @@ static wc_err wcodec_locate(const wcfs_vnode *n, uint64_t off, wcfs_span *span)
 		return WC_OK;
 	}
 	uint32_t t;
-	wc_err e = wc_container_find_tile(w->c, off, &t);
+	e = wc_container_find_tile(c, off, &t);
 	if (e != WC_OK)
 		return e;
-	const wc_tile_info *ti = wc_container_tile(w->c, t);
+	const wc_tile_info *ti = wc_container_tile(c, t);
 	*span = (wcfs_span){ .kind = WCFS_SPAN_TILE, .off = ti->voff, .len = ti->dsize,
-			     .src = wc_container_source(w->c), .tile = t, .tile_off = 0,
+			     .src = wc_container_source(c), .tile = t, .tile_off = 0,
 			     .fd = -1 };
 	return WC_OK;
 }
 
 static const wcfs_vnode_ops wcodec_ops = {
 	.release = wcodec_release,
+	.prepare = wcodec_prepare,
 	.locate = wcodec_locate,
 };
 
@@ -62,17 +129,25 @@ static wc_err wcodec_open(const wcfs_provider_ctx *ctx, const char *path, wcfs_v
 	wcodec_vnode *w = calloc(1, sizeof *w);
 	if (!w)
 		return wc_fail(WC_E_NOMEM, "out of memory opening %s", path);
-	wc_err e = wc_container_open(path, &w->c);
-	if (e != WC_OK) {
+	w->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (w->fd < 0) {
+		wc_err e = wc_fail(WC_E_IO, "%s: %s", path, strerror(errno));
 		free(w);
 		return e;
 	}
+	wc_err e = wc_container_peek(w->fd, path, &w->peek);
+	if (e != WC_OK) {
+		close(w->fd);
+		free(w);
+		return e;
+	}
+	pthread_mutex_init(&w->open_lock, NULL);
+	atomic_init(&w->c, NULL);
 	w->ctx = ctx;
-	w->prefix = wc_container_prefix(w->c, &w->prefix_len);
 	w->base.ops = &wcodec_ops;
 	w->base.kind = WCFS_VFILE;
-	w->base.size = wc_container_virtual_size(w->c);
-	w->base.blksize = wc_container_tile_size(w->c);
+	w->base.size = w->peek.virtual_size;
+	w->base.blksize = w->peek.tile_size;
 	*out = &w->base;
 	return WC_OK;
 }
