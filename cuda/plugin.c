@@ -120,6 +120,11 @@ EXPORT wc_err wcodec_cuda_backend_create_v3(const wc_backend_opts *opts, wc_back
 	 * thread's decode of a waiting reader's tile: one stream read 9% faster
 	 * with reader-side decodes of untaken misses (section 11). */
 	cb->base.reader_decodes_misses = true;
+	/* WCODEC_CUDA_READER_MISSES=0: such misses wait for the GPU, for
+	 * benchmarks (many readers keep the CPUs busy themselves). */
+	const char *rm = getenv("WCODEC_CUDA_READER_MISSES");
+	if (rm && rm[0] == '0' && rm[1] == '\0')
+		cb->base.reader_decodes_misses = false;
 	*out = &cb->base;
 	return WC_OK;
 }
