@@ -81,6 +81,14 @@ chk make-cmyk "$TMP/cmyk" || fail "make-cmyk"
 "$WCODEC" unpack -q "$TMP/cmyk.qvq" "$TMP/cmyk.out" || fail "unpack of the CMYK archive"
 chk exact "$TMP/cmyk.out" "$TMP/cmyk" || fail "CMYK JPEGs"
 
+# An output that cannot be written is refused before any image is read:
+# the error names it, not the broken image that reading would meet first.
+mkdir "$TMP/badin"
+cp "$TMP/in/cats/rgb.png" "$TMP/badin/"
+echo "not a png" >"$TMP/badin/broken.png"
+"$WCODEC" pack-images -q "$TMP/badin" "$TMP/nodir/x.qvq" 2>"$TMP/err" && fail "packed into a missing directory"
+grep -q "cannot create $TMP/nodir/x.qvq.tmp" "$TMP/err" || fail "missing output directory not reported first: $(cat "$TMP/err")"
+
 # Bad usage and empty input.
 mkdir "$TMP/empty"
 "$WCODEC" pack-images "$TMP/empty" "$TMP/e.qvq" >/dev/null 2>&1 && fail "packed an empty directory"

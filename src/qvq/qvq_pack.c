@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/limits.h"
 #include "qvq/image_io.h"
@@ -238,6 +239,28 @@ void wc_qvq_pack_stats_free(wc_qvq_pack_stats *s)
 	s->dims = NULL;
 }
 
+/* Fail before the work, not after it (reading a large image set and
+ * training its codebook take hours): the archive's temporary file must be
+ * creatable beside `out`, as wc_qvq_write will make it. */
+static wc_err probe_output(const char *out)
+{
+	size_t n = strlen(out) + 16;
+	char *t = malloc(n);
+	if (!t)
+		return wc_fail(WC_E_NOMEM, "qvq: no memory");
+	snprintf(t, n, "%s.tmp.XXXXXX", out);
+	wc_err e = WC_OK;
+	int fd = mkstemp(t);
+	if (fd < 0) {
+		e = wc_fail(WC_E_IO, "qvq: cannot create %s: %s", t, strerror(errno));
+	} else {
+		close(fd);
+		unlink(t);
+	}
+	free(t);
+	return e;
+}
+
 wc_err wc_qvq_pack_dir(const char *dir, const char *out, const wc_qvq_pack_opts *o,
 		       wc_qvq_pack_stats *st)
 {
@@ -255,6 +278,8 @@ wc_err wc_qvq_pack_dir(const char *dir, const char *out, const wc_qvq_pack_opts 
 	dir_id anc[MAX_DEPTH + 2];
 	struct stat rst;
 	wc_err e = stat(dir, &rst) != 0 ? wc_fail(WC_E_IO, "%s: %s", dir, strerror(errno)) : WC_OK;
+	if (!e)
+		e = probe_output(out);
 	if (!e) {
 		anc[0] = (dir_id){ rst.st_dev, rst.st_ino };
 		e = scan(dir, "", 0, anc, &names);

@@ -41,9 +41,11 @@ typedef struct wc_qvq_pack_stats {
  * extension .png .jpg .jpeg .ppm .pgm, any case; dotfiles skipped; names
  * sorted bytewise) into out. When every image lies in a subdirectory, the
  * first directory component is its label (ImageFolder convention).
+ * A temporary file beside out is created and removed first, so that an
+ * output that cannot be written fails at once, not after the work.
  * Errors: WC_E_NOTFOUND (no image), the image readers' errors naming the
- * file, WC_E_INVAL (options, a name that cannot be stored), WC_E_IO,
- * WC_E_NOMEM. */
+ * file, WC_E_INVAL (options, a name that cannot be stored), WC_E_IO (also
+ * out's directory missing or not writable), WC_E_NOMEM. */
 wc_err wc_qvq_pack_dir(const char *dir, const char *out, const wc_qvq_pack_opts *opts,
 		       wc_qvq_pack_stats *stats);
 void wc_qvq_pack_stats_free(wc_qvq_pack_stats *stats);
