@@ -89,6 +89,25 @@ echo "not a png" >"$TMP/badin/broken.png"
 "$WCODEC" pack-images -q "$TMP/badin" "$TMP/nodir/x.qvq" 2>"$TMP/err" && fail "packed into a missing directory"
 grep -q "cannot create $TMP/nodir/x.qvq.tmp" "$TMP/err" || fail "missing output directory not reported first: $(cat "$TMP/err")"
 
+# --skip-unreadable leaves broken images out with a warning naming each
+# (a file that is not an image, a truncated PNG); without it the first one
+# stops the pack; with nothing readable left, nothing is written.
+head -c 300 "$TMP/badin/rgb.png" >"$TMP/badin/trunc.png"
+"$WCODEC" pack-images -q "$TMP/badin" "$TMP/skip.qvq" 2>/dev/null && fail "packed broken images without --skip-unreadable"
+"$WCODEC" pack-images -q --skip-unreadable "$TMP/badin" "$TMP/skip.qvq" >"$TMP/skip.txt" 2>"$TMP/err" ||
+	fail "--skip-unreadable: $(cat "$TMP/err")"
+grep -q "warning: .*skipping $TMP/badin/broken.png" "$TMP/err" || fail "no warning for broken.png: $(cat "$TMP/err")"
+grep -q "warning: .*skipping $TMP/badin/trunc.png" "$TMP/err" || fail "no warning for trunc.png: $(cat "$TMP/err")"
+grep -q "1 images" "$TMP/skip.txt" || fail "--skip-unreadable kept: $(cat "$TMP/skip.txt")"
+grep -q "2 unreadable images left out" "$TMP/skip.txt" || fail "no count of the left-out images: $(cat "$TMP/skip.txt")"
+"$WCODEC" unpack -q "$TMP/skip.qvq" "$TMP/skip.out" || fail "unpack of the archive without the broken images"
+[ "$(ls "$TMP/skip.out" | grep '\.ppm$')" = "rgb.ppm" ] || fail "--skip-unreadable archive holds: $(ls "$TMP/skip.out")"
+mkdir "$TMP/allbad"
+cp "$TMP/badin/broken.png" "$TMP/badin/trunc.png" "$TMP/allbad/"
+"$WCODEC" pack-images -q --skip-unreadable "$TMP/allbad" "$TMP/allbad.qvq" 2>"$TMP/err" && fail "packed no readable image"
+grep -q "no image could be read" "$TMP/err" || fail "all unreadable: $(cat "$TMP/err")"
+[ -e "$TMP/allbad.qvq" ] && fail "an archive was written with no readable image"
+
 # Bad usage and empty input.
 mkdir "$TMP/empty"
 "$WCODEC" pack-images "$TMP/empty" "$TMP/e.qvq" >/dev/null 2>&1 && fail "packed an empty directory"

@@ -29,6 +29,9 @@ static void usage(FILE *out)
 		"  -j, --threads N       encoder threads (default: the usable CPUs)\n"
 		"      --tile-size B     decoded bytes per tile, K/M suffixes (default 1M)\n"
 		"      --iterations N    Lloyd iterations at most (default 10)\n"
+		"      --skip-unreadable leave out, with a warning, images that cannot be read\n"
+		"                        or decoded (corrupt, truncated, unsupported) instead\n"
+		"                        of stopping at the first\n"
 		"  -q, --quiet           no progress bar\n"
 		"  -h, --help            this help\n");
 }
@@ -60,6 +63,7 @@ int cmd_pack_images(int argc, char **argv)
 		{"threads", required_argument, NULL, 'j'},
 		{"tile-size", required_argument, NULL, 'T'},
 		{"iterations", required_argument, NULL, 'i'},
+		{"skip-unreadable", no_argument, NULL, 'U'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -108,6 +112,9 @@ int cmd_pack_images(int argc, char **argv)
 				return cli_usage_error(cmd, "--iterations wants 1..1000, not \"%s\"", optarg);
 			o.iterations = (uint32_t)v;
 			break;
+		case 'U':
+			o.skip_unreadable = 1;
+			break;
 		case 'q':
 			quiet = 1;
 			break;
@@ -151,5 +158,8 @@ int cmd_pack_images(int argc, char **argv)
 	printf("  %s (%" PRIu64 " bytes), %.3f bits/pixel, PSNR %.2f dB (MSE %.3f), %.1f s\n",
 	       cli_human_bytes(st.file_bytes, hb), st.file_bytes, st.bits_per_pixel, st.psnr_db,
 	       st.mse, secs);
+	if (st.skipped)
+		printf("  %" PRIu64 " unreadable image%s left out (see the warnings above)\n", st.skipped,
+		       st.skipped == 1 ? "" : "s");
 	return CLI_OK;
 }

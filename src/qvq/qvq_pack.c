@@ -321,14 +321,39 @@ wc_err wc_qvq_pack_dir(const char *dir, const char *out, const wc_qvq_pack_opts 
 		load_ctx sub = lc;
 		sub.names += b; sub.img += b; sub.err += b; sub.why += b;
 		e = wc_qvq_parallel(threads < cnt ? threads : (unsigned)cnt, cnt, load_slice, &sub);
-		for (size_t i = b; i < b + cnt && !e; i++)
-			if (errs[i])
+		for (size_t i = b; i < b + cnt && !e; i++) {
+			if (!errs[i])
+				continue;
+			if (o->skip_unreadable && errs[i] != WC_E_NOMEM) {
+				wc_log(WC_LOG_WARN, "pack-images: skipping %s", why[i]);
+				st->skipped++;
+			} else {
 				e = wc_fail(errs[i], "%s", why[i]);
+			}
+		}
 		if (o->progress)
 			o->progress(o->progress_ctx, "load", b + cnt, n);
 	}
 	if (e)
 		goto out;
+	if (st->skipped) { /* drop the skipped images, keeping the order */
+		size_t k = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (errs[i]) {
+				free(names.v[i]);
+				continue;
+			}
+			names.v[k] = names.v[i];
+			img[k] = img[i];
+			k++;
+		}
+		names.n = n = k;
+		if (n == 0) {
+			e = wc_fail(WC_E_NOTFOUND, "%s: no image could be read (%llu skipped)", dir,
+				    (unsigned long long)st->skipped);
+			goto out;
+		}
+	}
 
 	/* Patches of every image, back to back. */
 	uint64_t npatch = 0, pixels = 0;

@@ -19,6 +19,9 @@ typedef struct wc_qvq_pack_opts {
 	uint32_t tile_bytes;     /* decoded bytes per tile; 0 = 1 MiB */
 	uint32_t iterations;     /* Lloyd iterations at most; 0 = 10 */
 	int keep_recon;          /* return the encoder's reconstruction in the stats */
+	int skip_unreadable;     /* an image that cannot be read or decoded (any
+				  * error but WC_E_NOMEM) is left out with a
+				  * warning (wc_log) instead of failing the pack */
 	/* Progress per stage ("load", "seed", "train", "assign", "write"). */
 	void (*progress)(void *ctx, const char *stage, uint64_t done, uint64_t total);
 	void *progress_ctx;
@@ -27,6 +30,7 @@ typedef struct wc_qvq_pack_opts {
 
 typedef struct wc_qvq_pack_stats {
 	uint32_t nimages, entries, nlabels, ntiles;
+	uint64_t skipped;        /* images left out (skip_unreadable) */
 	uint64_t pixels;         /* true pixels of all images */
 	uint64_t file_bytes;     /* archive size */
 	double mse, psnr_db;     /* reconstruction vs the (resized) input, over every channel */
