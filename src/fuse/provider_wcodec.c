@@ -129,7 +129,9 @@ static wc_err wcodec_open(const wcfs_provider_ctx *ctx, const char *path, wcfs_v
 	wcodec_vnode *w = calloc(1, sizeof *w);
 	if (!w)
 		return wc_fail(WC_E_NOMEM, "out of memory opening %s", path);
-	w->fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: the daemon claims only regular files (where it changes
+	 * nothing), but a FIFO swapped in must not hang a worker thread. */
+	w->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (w->fd < 0) {
 		wc_err e = wc_fail(WC_E_IO, "%s: %s", path, strerror(errno));
 		free(w);
