@@ -11,6 +11,7 @@
 
 #include "core/limits.h"
 #include "vq_gather.h"
+#include "vq_nearest.h"
 #include "wcc_device.h"
 #include "wcodec_cuda.h"
 
@@ -20,6 +21,7 @@ typedef struct cuda_backend {
 	wc_backend base;
 	wcc_ctx *ctx;
 	wcc_vq *vq; /* .qvq image tiles (WC_JOB_VQ), vq_gather.h */
+	int gpu;
 } cuda_backend;
 
 static wc_err cuda_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
@@ -40,6 +42,12 @@ static void cuda_destroy(wc_backend *be)
 	free(cb);
 }
 
+static wc_err cuda_vq_nearest(wc_backend *be, const uint8_t *codebook, uint32_t k, uint32_t dim,
+			      const uint8_t *points, uint64_t n, uint16_t *out)
+{
+	return wcc_vq_nearest(((cuda_backend *)be)->gpu, codebook, k, dim, points, n, out);
+}
+
 static void cuda_host_free(void *p, size_t bytes)
 {
 	(void)bytes;
@@ -54,6 +62,7 @@ static const wc_backend_ops cuda_ops = {
 	 * decoded tiles into them, skipping its staging buffers */
 	.host_alloc = wcodec_cuda_host_alloc,
 	.host_free = cuda_host_free,
+	.vq_nearest = cuda_vq_nearest,
 };
 
 /* The same without the allocator: the cache's buffers are ordinary memory
@@ -63,9 +72,10 @@ static const wc_backend_ops cuda_ops_pageable = {
 	.name = "cuda",
 	.decode = cuda_decode,
 	.destroy = cuda_destroy,
+	.vq_nearest = cuda_vq_nearest,
 };
 
-EXPORT wc_err wcodec_cuda_backend_create_v3(const wc_backend_opts *opts, wc_backend **out)
+EXPORT wc_err wcodec_cuda_backend_create_v4(const wc_backend_opts *opts, wc_backend **out)
 {
 	wc_backend_opts def = { 0 };
 	if (!opts)
@@ -101,6 +111,7 @@ EXPORT wc_err wcodec_cuda_backend_create_v3(const wc_backend_opts *opts, wc_back
 		free(cb);
 		return e;
 	}
+	cb->gpu = opts->gpu;
 	if ((e = wcc_vq_create(cb->ctx, opts->gpu, &cb->vq)) != WC_OK) {
 		wcc_ctx_destroy(cb->ctx);
 		free(cb);

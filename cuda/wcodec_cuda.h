@@ -75,7 +75,7 @@ void wcodec_cuda_host_free(void *p);
  * bytes it allocates (0: 320 MiB), opts->threads bounds its host copy/hash
  * threads. Errors: WC_E_BACKEND with a reason when no driver or device is
  * usable, WC_E_NOMEM. */
-wc_err wcodec_cuda_backend_create_v3(const wc_backend_opts *opts, wc_backend **out);
+wc_err wcodec_cuda_backend_create_v4(const wc_backend_opts *opts, wc_backend **out);
 
 #ifdef __cplusplus
 }

@@ -108,6 +108,31 @@ cp "$TMP/badin/broken.png" "$TMP/badin/trunc.png" "$TMP/allbad/"
 grep -q "no image could be read" "$TMP/err" || fail "all unreadable: $(cat "$TMP/err")"
 [ -e "$TMP/allbad.qvq" ] && fail "an archive was written with no readable image"
 
+# k-means' nearest-entry search on a backend (the test plugin's brute force
+# in place of the GPU kernel) writes the CPU's archive byte for byte; when
+# the backend fails, the CPU takes over with one warning and the same bytes.
+: "${top_builddir:?}"
+FAKE=$top_builddir/tests/fakeplugin/.libs
+if [ -e "$FAKE/wcodec-cuda.so" ]; then
+	"$WCODEC" pack-images -q -b cpu "$TMP/in" "$TMP/k_cpu.qvq" --codebook 50 --seed 4 >/dev/null ||
+		fail "pack-images -b cpu"
+	WCODEC_PLUGIN_DIR=$FAKE "$WCODEC" pack-images -q -b cuda "$TMP/in" "$TMP/k_gpu.qvq" --codebook 50 \
+		--seed 4 >/dev/null 2>"$TMP/err" || fail "pack-images -b cuda (test plugin): $(cat "$TMP/err")"
+	cmp -s "$TMP/k_cpu.qvq" "$TMP/k_gpu.qvq" || fail "the backend's k-means search changed the archive"
+	[ ! -s "$TMP/err" ] || fail "pack-images -b cuda (test plugin) said: $(cat "$TMP/err")"
+	WCODEC_PLUGIN_DIR=$FAKE WCODEC_FAKE_PLUGIN_MODE=fail "$WCODEC" pack-images -q -b cuda "$TMP/in" \
+		"$TMP/k_fail.qvq" --codebook 50 --seed 4 >/dev/null 2>"$TMP/err" || fail "pack-images with a failing backend"
+	cmp -s "$TMP/k_cpu.qvq" "$TMP/k_fail.qvq" || fail "the CPU's take-over changed the archive"
+	[ "$(grep -c "warning: k-means: .*device lost.*searching on the CPU" "$TMP/err")" = 1 ] ||
+		fail "not one warning for the failed search: $(cat "$TMP/err")"
+	WCODEC_PLUGIN_DIR=$FAKE WCODEC_FAKE_PLUGIN_MODE=nogpu "$WCODEC" pack-images -q -b cuda "$TMP/in" \
+		"$TMP/k_none.qvq" --codebook 50 2>"$TMP/err" && fail "pack-images -b cuda without a GPU succeeded"
+	grep -q "no CUDA-capable device" "$TMP/err" || fail "-b cuda without a GPU: $(cat "$TMP/err")"
+	[ -e "$TMP/k_none.qvq" ] && fail "an archive was written without the backend asked for"
+fi
+"$WCODEC" pack-images -q -b gpu "$TMP/in" "$TMP/k_bad.qvq" 2>/dev/null
+[ $? = 2 ] || fail "pack-images -b gpu: want status 2"
+
 # Bad usage and empty input.
 mkdir "$TMP/empty"
 "$WCODEC" pack-images "$TMP/empty" "$TMP/e.qvq" >/dev/null 2>&1 && fail "packed an empty directory"

@@ -3,7 +3,8 @@
 # decodes every tile through the plugin's WC_JOB_VQ path and checks each
 # tile's XXH3-64, i.e. the GPU bytes equal the encoder's reconstruction
 # (and the CPU decode) bit for bit; no tile may fall back to the CPU; a
-# damaged tile is still reported. Skips (77) without a built plugin or a GPU,
+# damaged tile is still reported; pack-images -b cuda (k-means' search on
+# the GPU) writes the CPU's archive byte for byte. Skips (77) without a built plugin or a GPU,
 # or without numpy and PIL (qvq_check.py makes the images).
 set -u
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -26,6 +27,16 @@ for a in a b; do
 		fail "verify -b cuda $a: $(cat "$TMP/v.err")"
 	fi
 	grep -q "on the CPU instead" "$TMP/v.err" && fail "$a: GPU path fell back: $(cat "$TMP/v.err")"
+done
+# k-means' nearest-entry search on the GPU (pack-images -b cuda) writes the
+# CPU's archive byte for byte, with no fallback warning.
+for k in 200 3000 65536; do
+	"$WCODEC" pack-images -q -b cpu "$TMP/in" "$TMP/k$k.cpu.qvq" --codebook $k --seed 9 >/dev/null ||
+		fail "pack -b cpu, K=$k"
+	"$WCODEC" pack-images -q -b cuda "$TMP/in" "$TMP/k$k.gpu.qvq" --codebook $k --seed 9 \
+		>/dev/null 2>"$TMP/k.err" || fail "pack -b cuda, K=$k: $(cat "$TMP/k.err")"
+	[ ! -s "$TMP/k.err" ] || fail "pack -b cuda, K=$k said: $(cat "$TMP/k.err")"
+	cmp -s "$TMP/k$k.cpu.qvq" "$TMP/k$k.gpu.qvq" || fail "K=$k: the GPU's k-means search changed the archive"
 done
 chk damage "$TMP/a.qvq" 1 || fail damage
 "$WCODEC" verify -b cuda "$TMP/a.qvq" >/dev/null 2>"$TMP/d.err" && fail "damaged tile accepted on the GPU"

@@ -17,6 +17,7 @@
 #include "codec_testutil.h"
 #include "container/container.h"
 #include "engine/backend.h"
+#include "qvq/kmeans.h"
 #include "st_builder.h"
 
 typedef wc_err (*decode_jobs_fn)(wc_tile_job *, size_t, void *const *, int);
@@ -403,6 +404,63 @@ START_TEST(engine_loader_picks_cuda)
 }
 END_TEST
 
+/* k-means' nearest-entry search on the GPU (wc_backend_ops.vq_nearest)
+ * gives the CPU search's answer for every vector: random vectors and
+ * entries, duplicated entries (ties go to the lowest index), exact matches,
+ * one entry, slices of the codebook's shared-memory passes (2048, 2049),
+ * 65536 entries, and more vectors than one device pass (2^23). */
+START_TEST(vq_nearest_equals_the_cpu_search)
+{
+	ck_assert_ptr_nonnull(g_be->ops->vq_nearest);
+	static const struct { uint32_t dim, k; uint64_t n; } cases[] = {
+		{12, 1, 1000}, {12, 5, 1}, {12, 2048, 20000}, {12, 2049, 20000}, {12, 4096, 50000},
+		{12, 65536, 20000}, {4, 300, 10000}, {8, 300, 10000}, {16, 300, 10000},
+		{4, 3, (1ull << 23) + 5},
+	};
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		uint32_t dim = cases[c].dim, k = cases[c].k;
+		uint64_t n = cases[c].n;
+		uint8_t *cb = malloc((size_t)k * dim), *pts = malloc(n * dim);
+		uint16_t *gpu = malloc(n * 2), *cpu = malloc(n * 2);
+		ck_assert(cb && pts && gpu && cpu);
+		uint64_t r = 0x9e3779b97f4a7c15ull * (c + 1);
+		for (size_t i = 0; i < (size_t)k * dim; i++) {
+			r = r * 6364136223846793005ull + 1442695040888963407ull;
+			cb[i] = (uint8_t)(r >> 56);
+		}
+		if (k > 7)
+			memcpy(cb + 7 * dim, cb + 2 * dim, dim); /* a tie: 2 must win */
+		for (uint64_t i = 0; i < n; i++) {
+			r = r * 6364136223846793005ull + 1442695040888963407ull;
+			if (i % 97 == 0) /* exact matches, the duplicate among them */
+				memcpy(pts + i * dim, cb + (size_t)((r >> 33) % k) * dim, dim);
+			else
+				for (uint32_t j = 0; j < dim; j++)
+					pts[i * dim + j] = (uint8_t)(r >> (8 * (j % 8)));
+		}
+		if (k > 7)
+			memcpy(pts, cb + 7 * dim, dim);
+		wc_err e = g_be->ops->vq_nearest(g_be, cb, k, dim, pts, n, gpu);
+		ck_assert_msg(e == WC_OK, "case %zu: %s", c, wc_last_detail());
+		ck_assert_int_eq(wc_kmeans_assign(cb, k, dim, pts, n, 0, cpu, NULL), WC_OK);
+		for (uint64_t i = 0; i < n; i++)
+			ck_assert_msg(gpu[i] == cpu[i], "case %zu (dim %u, k %u), vector %llu: GPU %u, CPU %u",
+				      c, dim, k, (unsigned long long)i, gpu[i], cpu[i]);
+		if (k > 7)
+			ck_assert_uint_eq(gpu[0], 2);
+		free(cb);
+		free(pts);
+		free(gpu);
+		free(cpu);
+	}
+	/* Sizes the kernel does not take are refused, for the CPU to search. */
+	uint8_t v[13] = {0};
+	uint16_t o;
+	ck_assert_int_eq(g_be->ops->vq_nearest(g_be, v, 1, 13, v, 1, &o), WC_E_UNSUPPORTED);
+	ck_assert_int_eq(g_be->ops->vq_nearest(g_be, v, 1, 20, v, 1, &o), WC_E_UNSUPPORTED);
+}
+END_TEST
+
 START_TEST(device_jobs_every_layout)
 {
 	/* device targets, including an unaligned destination */
@@ -566,6 +624,7 @@ int main(void)
 	tcase_add_test(tc, engine_loader_picks_cuda);
 	tcase_add_test(tc, device_jobs_every_layout);
 	tcase_add_test(tc, tensors_into_device_memory);
+	tcase_add_test(tc, vq_nearest_equals_the_cpu_search);
 	/* last: a fault poisons the process's CUDA context; skipped under
 	 * compute-sanitizer (WCODEC_TEST_NO_FAULT=1), which reports the fault */
 	if (!getenv("WCODEC_TEST_NO_FAULT"))

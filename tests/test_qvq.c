@@ -345,6 +345,73 @@ START_TEST(kmeans_exact_nearest)
 }
 END_TEST
 
+/* A nearest-entry search "elsewhere" for the k-means tests: brute force
+ * (the GPU kernel's method), counting its calls; fail_at > 0 makes call
+ * number fail_at fail with WC_E_BACKEND after scribbling over out. */
+typedef struct ext_search {
+	int calls, fail_at;
+} ext_search;
+
+static wc_err ext_nearest(void *ctx, const uint8_t *cb, uint32_t k, uint32_t dim, const uint8_t *pts,
+			  uint64_t n, uint16_t *out)
+{
+	ext_search *x = ctx;
+	if (++x->calls == x->fail_at) {
+		memset(out, 0xEE, n * sizeof *out);
+		return wc_fail(WC_E_BACKEND, "test: device lost");
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		uint32_t best = UINT32_MAX, bi = 0;
+		for (uint32_t c = 0; c < k; c++) {
+			uint32_t d = 0;
+			for (uint32_t j = 0; j < dim; j++) {
+				int t = pts[i * dim + j] - cb[(size_t)c * dim + j];
+				d += (uint32_t)(t * t);
+			}
+			if (d < best) { best = d; bi = c; }
+		}
+		out[i] = (uint16_t)bi;
+	}
+	return WC_OK;
+}
+
+/* Training and assignment with the search done elsewhere give the CPU's
+ * codebook and indices exactly (so an archive does not depend on where it
+ * was packed), also when that search fails midway and the CPU takes over. */
+START_TEST(kmeans_search_elsewhere_same_result)
+{
+	enum { N = 6000, D = 12, K = 40 };
+	uint8_t *pts = malloc(N * D);
+	for (int i = 0; i < N; i++) /* clustered, so Lloyd moves entries */
+		for (int j = 0; j < D; j++)
+			pts[i * D + j] = (uint8_t)((i % 9) * 25 + rnd() % 20);
+	uint8_t cb_cpu[K * D], cb_ext[K * D];
+	uint16_t *idx_cpu = malloc(N * 2), *idx_ext = malloc(N * 2);
+	for (int fail_at = 0; fail_at <= 3; fail_at++) {
+		wc_kmeans_opts ko = {.k = K, .dim = D, .seed = 5, .threads = 2, .train_points = 3000};
+		uint32_t got_cpu, got_ext;
+		uint64_t sse_cpu, sse_ext;
+		ck_assert_int_eq(wc_kmeans_train(pts, N, &ko, cb_cpu, &got_cpu), WC_OK);
+		ck_assert_int_eq(wc_kmeans_assign_opts(cb_cpu, got_cpu, pts, N, &ko, idx_cpu, &sse_cpu), WC_OK);
+		ext_search x = {0, fail_at};
+		ko.nearest = ext_nearest;
+		ko.nearest_ctx = &x;
+		ck_assert_int_eq(wc_kmeans_train(pts, N, &ko, cb_ext, &got_ext), WC_OK);
+		ck_assert_int_ge(x.calls, 1);
+		ck_assert_uint_eq(got_ext, got_cpu);
+		ck_assert_int_eq(memcmp(cb_ext, cb_cpu, (size_t)got_cpu * D), 0);
+		x = (ext_search){0, fail_at == 1 ? 1 : 0};
+		ck_assert_int_eq(wc_kmeans_assign_opts(cb_ext, got_ext, pts, N, &ko, idx_ext, &sse_ext), WC_OK);
+		ck_assert_int_eq(x.calls, 1);
+		ck_assert_int_eq(memcmp(idx_ext, idx_cpu, N * 2), 0);
+		ck_assert_uint_eq(sse_ext, sse_cpu);
+	}
+	free(pts);
+	free(idx_cpu);
+	free(idx_ext);
+}
+END_TEST
+
 /* Build a small valid archive in memory for the malformed-archive tests. */
 static uint8_t *valid_archive(size_t *len, const char *const *names, uint32_t n)
 {
@@ -703,6 +770,7 @@ int main(void)
 	tcase_add_test(tc, round_trip_resized_npy);
 	tcase_add_test(tc, deterministic);
 	tcase_add_test(tc, kmeans_exact_nearest);
+	tcase_add_test(tc, kmeans_search_elsewhere_same_result);
 	tcase_add_test(tc, malformed_rejected);
 	tcase_add_test(tc, names_refused_by_writer);
 	tcase_add_test(tc, damaged_payload_is_an_error);

@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "core/clock.h"
+#include "engine/backend.h"
 #include "qvq/qvq_cli.h"
 #include "qvq/qvq_format.h"
 #include "qvq/qvq_pack.h"
@@ -27,6 +28,8 @@ static void usage(FILE *out)
 		"  -k, --codebook K      codebook entries, 1..65536 (default 256; > 256: 2-byte indices)\n"
 		"      --seed N          k-means sampling and seeding seed (default 0)\n"
 		"  -j, --threads N       encoder threads (default: the usable CPUs)\n"
+		"  -b, --backend NAME    k-means' nearest-entry search: auto (the GPU if usable,\n"
+		"                        else the CPU), cpu, cuda; the archive is the same\n"
 		"      --tile-size B     decoded bytes per tile, K/M suffixes (default 1M)\n"
 		"      --iterations N    Lloyd iterations at most (default 10)\n"
 		"      --skip-unreadable leave out, with a warning, images that cannot be read\n"
@@ -54,6 +57,25 @@ static void on_progress(void *ctx, const char *stage, uint64_t done, uint64_t to
 	cli_progress_update(&b->p, done, total);
 }
 
+/* k-means' nearest-entry search on the backend, until it fails once: then
+ * WC_E_UNSUPPORTED, so that the CPU searches for the rest of the pack with
+ * one warning, not one per call. */
+typedef struct gpu_search {
+	wc_backend *be;
+	int failed;
+} gpu_search;
+
+static wc_err backend_nearest(void *ctx, const uint8_t *codebook, uint32_t k, uint32_t dim,
+			      const uint8_t *points, uint64_t n, uint16_t *out)
+{
+	gpu_search *g = ctx;
+	if (g->failed)
+		return WC_E_UNSUPPORTED;
+	wc_err e = g->be->ops->vq_nearest(g->be, codebook, k, dim, points, n, out);
+	g->failed = e != WC_OK && e != WC_E_UNSUPPORTED;
+	return e;
+}
+
 int cmd_pack_images(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -61,6 +83,7 @@ int cmd_pack_images(int argc, char **argv)
 		{"codebook", required_argument, NULL, 'k'},
 		{"seed", required_argument, NULL, 'S'},
 		{"threads", required_argument, NULL, 'j'},
+		{"backend", required_argument, NULL, 'b'},
 		{"tile-size", required_argument, NULL, 'T'},
 		{"iterations", required_argument, NULL, 'i'},
 		{"skip-unreadable", no_argument, NULL, 'U'},
@@ -72,7 +95,8 @@ int cmd_pack_images(int argc, char **argv)
 	wc_qvq_pack_opts o = {0};
 	int quiet = 0, c;
 	uint64_t v;
-	while ((c = getopt_long(argc, argv, "s:k:j:qh", opts, NULL)) != -1) {
+	const char *backend = "auto";
+	while ((c = getopt_long(argc, argv, "s:k:j:b:qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': {
 			unsigned w, h;
@@ -115,6 +139,11 @@ int cmd_pack_images(int argc, char **argv)
 		case 'U':
 			o.skip_unreadable = 1;
 			break;
+		case 'b':
+			if (strcmp(optarg, "auto") && strcmp(optarg, "cpu") && strcmp(optarg, "cuda"))
+				return cli_usage_error(cmd, "--backend wants auto, cpu or cuda, not \"%s\"", optarg);
+			backend = optarg;
+			break;
 		case 'q':
 			quiet = 1;
 			break;
@@ -137,6 +166,22 @@ int cmd_pack_images(int argc, char **argv)
 			return cli_usage_error(cmd, "no archive name from '%s': name OUT.qvq", in);
 		out = derived;
 	}
+	/* The GPU, when there is one, searches k-means' nearest entries. */
+	wc_backend *be = NULL;
+	gpu_search gs = {0};
+	if (strcmp(backend, "cpu") != 0) {
+		wc_backend_opts bo = {.threads = o.threads};
+		wc_err be_err = wc_backend_create(backend, &bo, &be);
+		if (be_err) {
+			free(derived);
+			return cli_error(be_err, cmd);
+		}
+		if (be->ops->vq_nearest) {
+			gs.be = be;
+			o.nearest = backend_nearest;
+			o.nearest_ctx = &gs;
+		}
+	}
 	bar b = {.quiet = quiet};
 	o.progress = on_progress;
 	o.progress_ctx = &b;
@@ -145,6 +190,8 @@ int cmd_pack_images(int argc, char **argv)
 	double t0 = wc_mono_s();
 	wc_err e = wc_qvq_pack_dir(in, out, &o, &st);
 	double secs = wc_mono_s() - t0;
+	if (be)
+		wc_backend_destroy(be);
 	if (b.stage)
 		cli_progress_done(&b.p);
 	if (e) {

@@ -138,13 +138,21 @@ typedef struct plugin_backend {
 	wc_backend base;
 	wc_backend *inner;
 	void *dl;
-	wc_backend_ops ops; /* plugin_ops plus the inner backend's host allocator */
+	wc_backend_ops ops; /* plugin_ops plus the inner backend's host allocator
+			     * and nearest-entry search, where it has them */
 } plugin_backend;
 
 static wc_err plugin_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
 {
 	plugin_backend *pb = (plugin_backend *)be;
 	return pb->inner->ops->decode(pb->inner, jobs, n);
+}
+
+static wc_err plugin_vq_nearest(wc_backend *be, const uint8_t *codebook, uint32_t k, uint32_t dim,
+				const uint8_t *points, uint64_t n, uint16_t *out)
+{
+	plugin_backend *pb = (plugin_backend *)be;
+	return pb->inner->ops->vq_nearest(pb->inner, codebook, k, dim, points, n, out);
 }
 
 static void plugin_destroy(wc_backend *be)
@@ -203,6 +211,8 @@ static wc_err cuda_create(const wc_backend_opts *opts, wc_backend **out)
 		pb->ops.host_alloc = pb->inner->ops->host_alloc;
 		pb->ops.host_free = pb->inner->ops->host_free;
 	}
+	if (pb->inner->ops->vq_nearest)
+		pb->ops.vq_nearest = plugin_vq_nearest;
 	/* Every property the plugin states (a field added to wc_backend comes
 	 * along), then the wrapper's ops and the floors the cache relies on. */
 	pb->base = *pb->inner;

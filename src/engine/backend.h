@@ -99,6 +99,18 @@ typedef struct wc_backend_ops {
 	 * buffer of the same `bytes`; every one is freed before destroy. */
 	void *(*host_alloc)(size_t bytes);
 	void (*host_free)(void *p, size_t bytes);
+	/* Optional (NULL: the caller searches on the CPU): the nearest-entry
+	 * search of k-means codebook training (src/qvq/kmeans.h), for `wcodec
+	 * pack-images`. For each of n vectors of dim bytes at points (host
+	 * memory), out[i] = the index of the nearest of the k entries of dim
+	 * bytes at codebook (host memory; k <= 65536) by squared Euclidean
+	 * distance, the lowest index on ties: exactly the CPU search's answer,
+	 * so an archive does not depend on where it was packed.
+	 * Errors: WC_E_UNSUPPORTED (a dim it does not handle), WC_E_BACKEND
+	 * (the device failed; out may hold anything), WC_E_NOMEM; on any error
+	 * the caller searches on the CPU. Thread-safe. */
+	wc_err (*vq_nearest)(wc_backend *be, const uint8_t *codebook, uint32_t k, uint32_t dim,
+			     const uint8_t *points, uint64_t n, uint16_t *out);
 } wc_backend_ops;
 
 struct wc_backend {
@@ -211,12 +223,13 @@ wc_err wc_backend_warm_up(wc_backend *be, unsigned calls);
 wc_err wc_backend_cpu_create(unsigned threads, wc_backend **out);
 
 /* The symbol the CUDA plugin exports (cuda/plugin.c):
- *   wc_err wcodec_cuda_backend_create_v3(const wc_backend_opts *, wc_backend **);
- * The suffix is the layout of struct wc_backend and wc_tile_job: a plugin
+ *   wc_err wcodec_cuda_backend_create_v4(const wc_backend_opts *, wc_backend **);
+ * The suffix is the layout of struct wc_backend, wc_backend_ops and
+ * wc_tile_job (v4: wc_backend_ops.vq_nearest): a plugin
  * left from a build with another layout lacks this symbol and is refused
  * with a message, rather than read past the end of its backend. */
 #define WC_CUDA_PLUGIN_NAME "wcodec-cuda.so"
-#define WC_CUDA_PLUGIN_SYMBOL "wcodec_cuda_backend_create_v3"
+#define WC_CUDA_PLUGIN_SYMBOL "wcodec_cuda_backend_create_v4"
 typedef wc_err (*wc_backend_create_fn)(const wc_backend_opts *opts, wc_backend **out);
 
 #ifdef __cplusplus

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/limits.h"
+#include "core/wc_error.h"
 #include "qvq/qvq_parallel.h"
 
 /* ---- random numbers: splitmix64 (Steele, Lea & Flood, OOPSLA 2014) ---- */
@@ -398,6 +399,55 @@ static void lloyd_slice(void *p, unsigned slice, size_t begin, size_t end)
 	c->changed[slice] = changed;
 }
 
+/* The Lloyd step's bookkeeping for assignments found elsewhere (nearest):
+ * the same sums, counts and changes as lloyd_slice computes. */
+typedef struct tally_ctx {
+	const uint8_t *pts;
+	const uint16_t *found;
+	uint32_t dim, k;
+	uint32_t *assign;
+	uint64_t *sums, *counts, *changed;
+} tally_ctx;
+
+static void tally_slice(void *p, unsigned slice, size_t begin, size_t end)
+{
+	tally_ctx *c = p;
+	uint64_t *sums = c->sums + (size_t)slice * c->k * c->dim;
+	uint64_t *counts = c->counts + (size_t)slice * c->k;
+	memset(sums, 0, (size_t)c->k * c->dim * sizeof *sums);
+	memset(counts, 0, (size_t)c->k * sizeof *counts);
+	uint64_t changed = 0;
+	for (size_t i = begin; i < end; i++) {
+		const uint8_t *x = c->pts + i * c->dim;
+		uint32_t a = c->found[i];
+		changed += a != c->assign[i];
+		c->assign[i] = a;
+		counts[a]++;
+		uint64_t *s = sums + (size_t)a * c->dim;
+		for (uint32_t j = 0; j < c->dim; j++)
+			s[j] += x[j];
+	}
+	c->changed[slice] = changed;
+}
+
+/* Run o->nearest; on an error, warn and return it (the caller then searches
+ * on the CPU from here on). An index >= k is the search's fault too. */
+static wc_err nearest_elsewhere(const wc_kmeans_opts *o, const uint8_t *cb, uint32_t k,
+				const uint8_t *pts, uint64_t n, uint16_t *out)
+{
+	wc_clear_detail();
+	wc_err e = o->nearest(o->nearest_ctx, cb, k, o->dim, pts, n, out);
+	for (uint64_t i = 0; !e && i < n; i++)
+		if (out[i] >= k)
+			e = wc_fail(WC_E_BACKEND, "entry %u of %u for vector %llu", out[i], k,
+				    (unsigned long long)i);
+	if (e && e != WC_E_UNSUPPORTED) /* unsupported: not for this search, no fault */
+		wc_log(WC_LOG_WARN, "k-means: the nearest-entry search on the decode backend failed (%s%s%s); "
+		       "searching on the CPU", wc_strerror(e), *wc_last_detail() ? ": " : "",
+		       wc_last_detail());
+	return e;
+}
+
 wc_err wc_kmeans_train(const uint8_t *points, uint64_t n, const wc_kmeans_opts *o,
 		       uint8_t *codebook, uint32_t *k_out)
 {
@@ -426,6 +476,7 @@ wc_err wc_kmeans_train(const uint8_t *points, uint64_t n, const wc_kmeans_opts *
 	uint8_t *train = NULL, *seedpts = NULL;
 	uint32_t *assign = NULL;
 	uint64_t *sums = NULL, *counts = NULL, *changed = NULL;
+	uint16_t *found = NULL; /* assignments of o->nearest */
 	const uint8_t *tp = points;
 	if (tn < n) { /* sample with replacement */
 		train = malloc(tn * dim);
@@ -450,18 +501,29 @@ wc_err wc_kmeans_train(const uint8_t *points, uint64_t n, const wc_kmeans_opts *
 	sums = malloc((size_t)threads * k * dim * sizeof *sums);
 	counts = malloc((size_t)threads * k * sizeof *counts);
 	changed = calloc(threads, sizeof *changed);
+	if (o->nearest && !(found = malloc(tn * sizeof *found))) {
+		e = wc_fail(WC_E_NOMEM, "k-means: no memory for Lloyd iterations");
+		goto out;
+	}
 	if (!assign || !sums || !counts || !changed) {
 		e = wc_fail(WC_E_NOMEM, "k-means: no memory for Lloyd iterations");
 		goto out;
 	}
 	memset(assign, 0xff, tn * sizeof *assign);
 	for (uint32_t it = 0; it < iters && !e; it++) {
-		nn_index ix;
-		if ((e = nn_build(&ix, codebook, k, dim)))
-			break;
-		lloyd_ctx c = {&ix, tp, dim, k, assign, sums, counts, changed};
-		e = wc_qvq_parallel(threads, tn, lloyd_slice, &c);
-		nn_free(&ix);
+		if (found && nearest_elsewhere(o, codebook, k, tp, tn, found) == WC_OK) {
+			tally_ctx c = {tp, found, dim, k, assign, sums, counts, changed};
+			e = wc_qvq_parallel(threads, tn, tally_slice, &c);
+		} else {
+			free(found); /* a failed search is not tried again */
+			found = NULL;
+			nn_index ix;
+			if ((e = nn_build(&ix, codebook, k, dim)))
+				break;
+			lloyd_ctx c = {&ix, tp, dim, k, assign, sums, counts, changed};
+			e = wc_qvq_parallel(threads, tn, lloyd_slice, &c);
+			nn_free(&ix);
+		}
 		uint64_t nchanged = 0;
 		for (unsigned t = 0; t < threads; t++)
 			nchanged += changed[t];
@@ -493,5 +555,46 @@ out:
 	free(sums);
 	free(counts);
 	free(changed);
+	free(found);
+	return e;
+}
+
+/* Sum of squared distances of the vectors to their entries. */
+typedef struct sse_ctx {
+	const uint8_t *cb, *points;
+	const uint16_t *idx;
+	uint32_t dim;
+	uint64_t *part;
+} sse_ctx;
+
+static void sse_slice(void *p, unsigned slice, size_t begin, size_t end)
+{
+	sse_ctx *c = p;
+	uint64_t t = 0;
+	for (size_t i = begin; i < end; i++)
+		t += dist_n(c->points + i * c->dim, c->cb + (size_t)c->idx[i] * c->dim, c->dim);
+	c->part[slice] = t;
+}
+
+wc_err wc_kmeans_assign_opts(const uint8_t *codebook, uint32_t k, const uint8_t *points,
+			     uint64_t n, const wc_kmeans_opts *o, uint16_t *out, uint64_t *sse)
+{
+	uint32_t dim = o->dim;
+	if (k < 1 || k > 65536 || dim < 1 || dim > WC_KMEANS_MAX_DIM)
+		return wc_fail(WC_E_INVAL, "k-means: k %u, dim %u", k, dim);
+	unsigned threads = o->threads ? o->threads : wc_cpu_count();
+	if (!o->nearest || nearest_elsewhere(o, codebook, k, points, n, out) != WC_OK)
+		return wc_kmeans_assign(codebook, k, dim, points, n, threads, out, sse);
+	if (!sse)
+		return WC_OK;
+	uint64_t *part = calloc(threads, sizeof *part);
+	if (!part)
+		return wc_fail(WC_E_NOMEM, "k-means: no memory");
+	sse_ctx c = {codebook, points, out, dim, part};
+	wc_err e = wc_qvq_parallel(threads, n, sse_slice, &c);
+	*sse = 0;
+	for (unsigned t = 0; t < threads; t++)
+		*sse += part[t];
+	free(part);
 	return e;
 }

@@ -38,6 +38,16 @@ typedef struct wc_kmeans_opts {
 	/* Progress: stage 0 seeding (done/total centres), 1 Lloyd (iteration). */
 	void (*progress)(void *ctx, int stage, uint64_t done, uint64_t total);
 	void *progress_ctx;
+	/* Optional: the nearest-entry search of the Lloyd iterations and of
+	 * wc_kmeans_assign_opts done elsewhere (a GPU: wc_backend_ops.
+	 * vq_nearest), for n vectors at once. It must give the CPU search's
+	 * answer (exact, lowest index on ties), so the codebook does not depend
+	 * on it. On an error the search goes back to the CPU for the rest of the
+	 * call, with a warning (wc_log), or silently for WC_E_UNSUPPORTED (a
+	 * search that does not take these vectors). NULL: the CPU. */
+	wc_err (*nearest)(void *ctx, const uint8_t *codebook, uint32_t k, uint32_t dim,
+			  const uint8_t *points, uint64_t n, uint16_t *out);
+	void *nearest_ctx;
 } wc_kmeans_opts;
 
 /* Train a codebook on n vectors of opts->dim bytes at points. Writes up to
@@ -52,5 +62,10 @@ wc_err wc_kmeans_train(const uint8_t *points, uint64_t n, const wc_kmeans_opts *
  * squared errors. Errors: WC_E_INVAL, WC_E_NOMEM. */
 wc_err wc_kmeans_assign(const uint8_t *codebook, uint32_t k, uint32_t dim, const uint8_t *points,
 			uint64_t n, unsigned threads, uint16_t *out, uint64_t *sse);
+
+/* wc_kmeans_assign with opts->dim, opts->threads and opts->nearest (the
+ * same answer wherever it is searched). */
+wc_err wc_kmeans_assign_opts(const uint8_t *codebook, uint32_t k, const uint8_t *points,
+			     uint64_t n, const wc_kmeans_opts *opts, uint16_t *out, uint64_t *sse);
 
 #endif /* WC_KMEANS_H */

@@ -40,7 +40,8 @@ wcodec_SOURCES += src/cli/cmd_pack_images.c src/qvq/qvq_cli.c src/qvq/qvq_cli.h
 TESTS += tests/qvq_cli.sh tests/qvq_mount.sh tests/qvq_cuda.sh
 EXTRA_DIST += tests/qvq_cli.sh tests/qvq_mount.sh tests/qvq_cuda.sh tests/qvq_check.py \
 	contrib/fetch-photos.sh contrib/bench/bench-qvq.sh docs/BENCHMARKS-QVQ.md \
-	cuda/vq_gather.cu cuda/vq_gather.h cuda/vq_decode.cu cuda/vq_bench.cu
+	cuda/vq_gather.cu cuda/vq_gather.h cuda/vq_decode.cu cuda/vq_bench.cu \
+	cuda/vq_nearest.cu cuda/vq_nearest.h
 
 # CPU decode benchmark (not a test; contrib/bench/bench-qvq.sh runs it).
 noinst_PROGRAMS += src/qvq/qvq_bench
@@ -51,7 +52,7 @@ src_qvq_qvq_bench_LDADD = libwcodec.la
 # GPU decode of WC_JOB_VQ (cuda/vq_*.cu), linked into the CUDA plugin
 # through QVQ_CUDA_LOS (cuda/cuda.mk); same nvcc flags as the plugin's kernels.
 if HAVE_CUDA
-QVQ_CUDA_LOS = cuda/vq_gather.lo cuda/vq_decode.lo
+QVQ_CUDA_LOS = cuda/vq_gather.lo cuda/vq_decode.lo cuda/vq_nearest.lo
 QVQ_NVCC = $(NVCC) $(NVCC_GENCODE) -O3 -std=c++17 -Xcompiler -fPIC -I$(srcdir)/cuda \
 	-I$(srcdir)/src -I$(builddir) $(NVCCFLAGS)
 # Write the libtool object file (.lo) naming an nvcc-built PIC object.
@@ -67,8 +68,14 @@ cuda/vq_decode.lo: $(srcdir)/cuda/vq_decode.cu $(srcdir)/cuda/vq_gather.h $(srcd
 	$(AM_V_GEN)$(QVQ_NVCC) -c $(srcdir)/cuda/vq_decode.cu -o cuda/.libs/vq_decode.o && \
 	cp cuda/.libs/vq_decode.o cuda/vq_decode.o && \
 	$(qvq_lo) cuda/vq_decode.lo vq_decode vq_decode > $@
+cuda/vq_nearest.lo: $(srcdir)/cuda/vq_nearest.cu $(srcdir)/cuda/vq_nearest.h
+	@$(MKDIR_P) cuda/.libs
+	$(AM_V_GEN)$(QVQ_NVCC) -c $(srcdir)/cuda/vq_nearest.cu -o cuda/.libs/vq_nearest.o && \
+	cp cuda/.libs/vq_nearest.o cuda/vq_nearest.o && \
+	$(qvq_lo) cuda/vq_nearest.lo vq_nearest vq_nearest > $@
 CLEANFILES += cuda/vq_gather.lo cuda/vq_gather.o cuda/.libs/vq_gather.o \
-	cuda/vq_decode.lo cuda/vq_decode.o cuda/.libs/vq_decode.o
+	cuda/vq_decode.lo cuda/vq_decode.o cuda/.libs/vq_decode.o \
+	cuda/vq_nearest.lo cuda/vq_nearest.o cuda/.libs/vq_nearest.o
 
 # GPU benchmark (docs/BENCHMARKS-QVQ.md): gather kernel and full archive decode.
 cuda/vq_bench$(EXEEXT): $(srcdir)/cuda/vq_bench.cu cuda/vq_gather.lo libwcodec.la

@@ -380,13 +380,14 @@ wc_err wc_qvq_pack_dir(const char *dir, const char *out, const wc_qvq_pack_opts 
 	wc_kmeans_opts ko = {.k = K, .dim = DIM, .seed = o->seed, .threads = threads,
 			     .iterations = o->iterations,
 			     .progress = o->progress ? kmeans_progress : NULL,
-			     .progress_ctx = (void *)o};
+			     .progress_ctx = (void *)o,
+			     .nearest = o->nearest, .nearest_ctx = o->nearest_ctx};
 	uint32_t got = 0;
 	if ((e = wc_kmeans_train(patches, npatch, &ko, codebook, &got)))
 		goto out;
 	if (o->progress)
 		o->progress(o->progress_ctx, "assign", 0, 1);
-	if ((e = wc_kmeans_assign(codebook, got, DIM, patches, npatch, threads, idx, NULL)))
+	if ((e = wc_kmeans_assign_opts(codebook, got, patches, npatch, &ko, idx, NULL)))
 		goto out;
 	if (o->progress)
 		o->progress(o->progress_ctx, "assign", 1, 1);

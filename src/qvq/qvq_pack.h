@@ -26,6 +26,11 @@ typedef struct wc_qvq_pack_opts {
 	void (*progress)(void *ctx, const char *stage, uint64_t done, uint64_t total);
 	void *progress_ctx;
 	void (*tmp_path)(const char *path); /* see wc_qvq_write_input; may be NULL */
+	/* Optional: k-means' nearest-entry search elsewhere (a GPU), as
+	 * wc_kmeans_opts.nearest; the archive is the same bytes either way. */
+	wc_err (*nearest)(void *ctx, const uint8_t *codebook, uint32_t k, uint32_t dim,
+			  const uint8_t *points, uint64_t n, uint16_t *out);
+	void *nearest_ctx;
 } wc_qvq_pack_opts;
 
 typedef struct wc_qvq_pack_stats {
