@@ -368,8 +368,13 @@ out:
 
 /* ---- Lloyd iterations ----------------------------------------------------- */
 
+/* One Lloyd step over a slice of the sample: each point's nearest entry
+ * (found by the CPU search ix, or given in found by a search elsewhere:
+ * the same answer), and the per-slice integer sums and counts of the new
+ * means and the number of points whose entry changed. */
 typedef struct lloyd_ctx {
-	const nn_index *ix;
+	const nn_index *ix;     /* NULL when found is given */
+	const uint16_t *found;  /* the entries o->nearest found, or NULL */
 	const uint8_t *pts;
 	uint32_t dim, k;
 	uint32_t *assign;
@@ -388,38 +393,7 @@ static void lloyd_slice(void *p, unsigned slice, size_t begin, size_t end)
 	uint64_t changed = 0;
 	for (size_t i = begin; i < end; i++) {
 		const uint8_t *x = c->pts + i * c->dim;
-		uint32_t d, a = nn_query(c->ix, x, &d);
-		changed += a != c->assign[i];
-		c->assign[i] = a;
-		counts[a]++;
-		uint64_t *s = sums + (size_t)a * c->dim;
-		for (uint32_t j = 0; j < c->dim; j++)
-			s[j] += x[j];
-	}
-	c->changed[slice] = changed;
-}
-
-/* The Lloyd step's bookkeeping for assignments found elsewhere (nearest):
- * the same sums, counts and changes as lloyd_slice computes. */
-typedef struct tally_ctx {
-	const uint8_t *pts;
-	const uint16_t *found;
-	uint32_t dim, k;
-	uint32_t *assign;
-	uint64_t *sums, *counts, *changed;
-} tally_ctx;
-
-static void tally_slice(void *p, unsigned slice, size_t begin, size_t end)
-{
-	tally_ctx *c = p;
-	uint64_t *sums = c->sums + (size_t)slice * c->k * c->dim;
-	uint64_t *counts = c->counts + (size_t)slice * c->k;
-	memset(sums, 0, (size_t)c->k * c->dim * sizeof *sums);
-	memset(counts, 0, (size_t)c->k * sizeof *counts);
-	uint64_t changed = 0;
-	for (size_t i = begin; i < end; i++) {
-		const uint8_t *x = c->pts + i * c->dim;
-		uint32_t a = c->found[i];
+		uint32_t d, a = c->found ? c->found[i] : nn_query(c->ix, x, &d);
 		changed += a != c->assign[i];
 		c->assign[i] = a;
 		counts[a]++;
@@ -512,15 +486,15 @@ wc_err wc_kmeans_train(const uint8_t *points, uint64_t n, const wc_kmeans_opts *
 	memset(assign, 0xff, tn * sizeof *assign);
 	for (uint32_t it = 0; it < iters && !e; it++) {
 		if (found && nearest_elsewhere(o, codebook, k, tp, tn, found) == WC_OK) {
-			tally_ctx c = {tp, found, dim, k, assign, sums, counts, changed};
-			e = wc_qvq_parallel(threads, tn, tally_slice, &c);
+			lloyd_ctx c = {NULL, found, tp, dim, k, assign, sums, counts, changed};
+			e = wc_qvq_parallel(threads, tn, lloyd_slice, &c);
 		} else {
 			free(found); /* a failed search is not tried again */
 			found = NULL;
 			nn_index ix;
 			if ((e = nn_build(&ix, codebook, k, dim)))
 				break;
-			lloyd_ctx c = {&ix, tp, dim, k, assign, sums, counts, changed};
+			lloyd_ctx c = {&ix, NULL, tp, dim, k, assign, sums, counts, changed};
 			e = wc_qvq_parallel(threads, tn, lloyd_slice, &c);
 			nn_free(&ix);
 		}
