@@ -26,7 +26,7 @@
 typedef struct wcodec_vnode {
 	wcfs_vnode base; /* first member: a wcfs_vnode* points here */
 	const wcfs_provider_ctx *ctx;
-	int fd;                        /* the source, held from lookup on */
+	int fd;                        /* the source, from lookup to the full open (-1 after) */
 	wc_container_summary peek;     /* what the header said at lookup */
 	pthread_mutex_t open_lock;     /* one full open at a time */
 	_Atomic(wc_container *) c;     /* NULL until the full open succeeds */
@@ -46,7 +46,8 @@ static void wcodec_release(wcfs_vnode *n)
 		wc_container_release(c);
 	}
 	pthread_mutex_destroy(&w->open_lock);
-	close(w->fd);
+	if (w->fd >= 0)
+		close(w->fd);
 	free(w);
 }
 
@@ -77,6 +78,10 @@ static wc_err ensure_open(wcodec_vnode *w, wc_container **out)
 		if (!e) {
 			w->prefix = wc_container_prefix(c, &w->prefix_len);
 			atomic_store_explicit(&w->c, c, memory_order_release);
+			/* The container holds its own descriptor: one per
+			 * container, as before lookups were cheap. */
+			close(w->fd);
+			w->fd = -1;
 		}
 	}
 	pthread_mutex_unlock(&w->open_lock);
