@@ -412,6 +412,29 @@ START_TEST(kmeans_search_elsewhere_same_result)
 }
 END_TEST
 
+/* The k-means++ seeding spreads wide updates over threads: the codebook
+ * must not depend on their number (a sample of 16384 points is 64 blocks,
+ * enough for the pool to take the early, wide updates). */
+START_TEST(kmeans_threads_same_codebook)
+{
+	enum { N = 40000, D = 12, K = 700 };
+	uint8_t *pts = malloc(N * D);
+	for (int i = 0; i < N * D; i++)
+		pts[i] = (uint8_t)(rnd() % 7 == 0 ? rnd() : (i / D) % 200 + rnd() % 30);
+	uint8_t *cb1 = malloc(K * D), *cb4 = malloc(K * D);
+	uint32_t got1, got4;
+	wc_kmeans_opts ko = {.k = K, .dim = D, .seed = 11, .threads = 1, .iterations = 2};
+	ck_assert_int_eq(wc_kmeans_train(pts, N, &ko, cb1, &got1), WC_OK);
+	ko.threads = 4;
+	ck_assert_int_eq(wc_kmeans_train(pts, N, &ko, cb4, &got4), WC_OK);
+	ck_assert_uint_eq(got1, got4);
+	ck_assert_int_eq(memcmp(cb1, cb4, (size_t)got1 * D), 0);
+	free(pts);
+	free(cb1);
+	free(cb4);
+}
+END_TEST
+
 /* Build a small valid archive in memory for the malformed-archive tests. */
 static uint8_t *valid_archive(size_t *len, const char *const *names, uint32_t n)
 {
@@ -771,6 +794,7 @@ int main(void)
 	tcase_add_test(tc, deterministic);
 	tcase_add_test(tc, kmeans_exact_nearest);
 	tcase_add_test(tc, kmeans_search_elsewhere_same_result);
+	tcase_add_test(tc, kmeans_threads_same_codebook);
 	tcase_add_test(tc, malformed_rejected);
 	tcase_add_test(tc, names_refused_by_writer);
 	tcase_add_test(tc, damaged_payload_is_an_error);

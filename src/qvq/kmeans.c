@@ -8,6 +8,7 @@
 
 #include "core/limits.h"
 #include "core/wc_error.h"
+#include "engine/threadpool.h"
 #include "qvq/qvq_parallel.h"
 
 /* ---- random numbers: splitmix64 (Steele, Lea & Flood, OOPSLA 2014) ---- */
@@ -260,39 +261,70 @@ static void block_refresh(seeder *s, uint64_t b)
 }
 
 /* Lower d[] with the new centre at sample position p, visiting only blocks
- * whose sum range can hold a point the centre is nearer to. */
-static void seeder_add(seeder *s, uint64_t p, uint32_t gmax)
+ * whose sum range can hold a point the centre is nearer to. The blocks
+ * that can are contiguous around p's (the sample is sorted by sum and gmax,
+ * the largest d before this centre, bounds every block); each is updated
+ * on its own, so a wide range is spread over the pool's threads with the
+ * same result as one thread gives. */
+typedef struct seed_step {
+	seeder *s;
+	const uint8_t *c; /* the new centre */
+	int64_t sc;       /* its sum */
+	uint64_t b0;      /* first block of the range */
+} seed_step;
+
+static void seed_block(void *p, size_t i)
 {
-	const uint8_t *c = s->pts + p * s->dim;
-	int64_t sc = s->psum[p];
-	uint64_t dimu = s->dim;
-	for (int dir = 0; dir < 2; dir++) {
-		int64_t b = (int64_t)(p / SEED_BLOCK) + (dir ? -1 : 0);
-		for (; b >= 0 && (uint64_t)b < s->nb; b += dir ? -1 : 1) {
-			uint64_t lo = (uint64_t)b * SEED_BLOCK;
-			uint64_t hi = lo + SEED_BLOCK < s->n ? lo + SEED_BLOCK : s->n;
-			int64_t gap = dir ? sc - (int64_t)s->psum[hi - 1] : (int64_t)s->psum[lo] - sc;
-			if (gap < 0)
-				gap = 0;
-			if ((uint64_t)(gap * gap) >= dimu * gmax)
-				break;
-			if ((uint64_t)(gap * gap) >= dimu * s->bmax[b])
-				continue;
-			int changed = 0;
-			for (uint64_t i = lo; i < hi; i++) {
-				int64_t g = (int64_t)s->psum[i] - sc;
-				if ((uint64_t)(g * g) >= dimu * s->d[i])
-					continue;
-				uint32_t d = dist_n(s->pts + i * s->dim, c, s->dim);
-				if (d < s->d[i]) {
-					s->d[i] = d;
-					changed = 1;
-				}
-			}
-			if (changed)
-				block_refresh(s, (uint64_t)b);
+	seed_step *st = p;
+	seeder *s = st->s;
+	uint64_t b = st->b0 + i, dimu = s->dim;
+	uint64_t lo = b * SEED_BLOCK, hi = lo + SEED_BLOCK < s->n ? lo + SEED_BLOCK : s->n;
+	int64_t gap = (int64_t)s->psum[lo] > st->sc ? (int64_t)s->psum[lo] - st->sc
+		    : (int64_t)s->psum[hi - 1] < st->sc ? st->sc - (int64_t)s->psum[hi - 1] : 0;
+	if ((uint64_t)(gap * gap) >= dimu * s->bmax[b])
+		return; /* no point of the block is farther from its centre than gap */
+	int changed = 0;
+	for (uint64_t j = lo; j < hi; j++) {
+		int64_t g = (int64_t)s->psum[j] - st->sc;
+		if ((uint64_t)(g * g) >= dimu * s->d[j])
+			continue;
+		uint32_t d = dist_n(s->pts + j * s->dim, st->c, s->dim);
+		if (d < s->d[j]) {
+			s->d[j] = d;
+			changed = 1;
 		}
 	}
+	if (changed)
+		block_refresh(s, b);
+}
+
+/* Blocks below which a range is updated on the calling thread alone: a
+ * pool run costs a few microseconds of wake-ups. */
+#define SEED_PARALLEL_BLOCKS 16u
+
+static void seeder_add(seeder *s, uint64_t p, uint32_t gmax, wc_threadpool *pool)
+{
+	seed_step st = {s, s->pts + p * s->dim, s->psum[p], 0};
+	uint64_t dimu = s->dim, pb = p / SEED_BLOCK, hi = pb, lo = pb;
+	while (hi + 1 < s->nb) { /* upwards: gaps grow with the block's first sum */
+		int64_t gap = (int64_t)s->psum[(hi + 1) * SEED_BLOCK] - st.sc;
+		if (gap > 0 && (uint64_t)(gap * gap) >= dimu * gmax)
+			break;
+		hi++;
+	}
+	while (lo > 0) { /* downwards: with the block's last sum */
+		int64_t gap = st.sc - (int64_t)s->psum[lo * SEED_BLOCK - 1];
+		if (gap > 0 && (uint64_t)(gap * gap) >= dimu * gmax)
+			break;
+		lo--;
+	}
+	st.b0 = lo;
+	size_t nblocks = (size_t)(hi - lo + 1);
+	if (pool && nblocks >= SEED_PARALLEL_BLOCKS)
+		wc_threadpool_run(pool, seed_block, &st, nblocks);
+	else
+		for (size_t i = 0; i < nblocks; i++)
+			seed_block(&st, i);
 }
 
 static wc_err seed_kmeanspp(const uint8_t *sample, uint64_t n, uint32_t dim, uint32_t k,
@@ -307,6 +339,11 @@ static wc_err seed_kmeanspp(const uint8_t *sample, uint64_t n, uint32_t dim, uin
 	s.bsum = malloc(s.nb * sizeof *s.bsum);
 	s.bmax = malloc(s.nb * sizeof *s.bmax);
 	wc_err e = WC_OK;
+	/* Wide ranges of blocks are updated by a pool (no pool: one thread). */
+	wc_threadpool *pool = NULL;
+	unsigned threads = o->threads ? o->threads : wc_cpu_count();
+	if (threads > 1 && wc_threadpool_create(threads - 1, &pool) != WC_OK)
+		pool = NULL;
 	if (!keys || !s.pts || !s.psum || !s.d || !s.bsum || !s.bmax) {
 		e = wc_fail(WC_E_NOMEM, "k-means++: no memory for %llu sample points",
 			    (unsigned long long)n);
@@ -337,7 +374,7 @@ static wc_err seed_kmeanspp(const uint8_t *sample, uint64_t n, uint32_t dim, uin
 			for (uint64_t b = 0; b < s.nb; b++)
 				block_refresh(&s, b);
 		} else {
-			seeder_add(&s, p, gmax);
+			seeder_add(&s, p, gmax, pool);
 		}
 		if (o->progress && (got % 1024 == 0 || got == k))
 			o->progress(o->progress_ctx, 0, got, k);
@@ -357,6 +394,8 @@ static wc_err seed_kmeanspp(const uint8_t *sample, uint64_t n, uint32_t dim, uin
 	}
 	*k_out = got;
 out:
+	if (pool)
+		wc_threadpool_destroy(pool);
 	free(keys);
 	free(s.pts);
 	free(s.psum);

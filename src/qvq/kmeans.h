@@ -15,8 +15,9 @@
  * lowest index.
  *
  * Results depend only on the data and the seed, never on the thread count:
- * the random choices are made on one thread, and per-thread partial sums are
- * integers.
+ * the random choices are made on one thread, the seeding's distance updates
+ * (spread over threads when they are wide) touch disjoint blocks of the
+ * sample, and per-thread partial sums are integers.
  */
 #ifndef WC_KMEANS_H
 #define WC_KMEANS_H
