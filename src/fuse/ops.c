@@ -230,17 +230,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		wc_clear_detail();
 		wc_err e = n->vn->ops->prepare(n->vn);
 		if (e != WC_OK) {
-			/* The provider opened /proc/self/fd/N; the log names the
-			 * source by its path instead. */
 			char name[PATH_MAX];
 			wcfs_vtree_source_path(n, name, sizeof name);
-			const char *why = wc_last_detail(), *colon;
-			if (!strncmp(why, "/proc/self/fd/", 14) && (colon = strstr(why, ": ")))
-				why = colon + 2;
-			wc_log(WC_LOG_ERR, "%s: cannot open as %s: %s%s%s", name,
-			       n->prov ? n->prov->name : "?", wc_strerror(e), *why ? ": " : "", why);
 			free(h);
-			fuse_reply_err(req, e == WC_E_UNSUPPORTED ? EOPNOTSUPP : e == WC_E_NOMEM ? ENOMEM : EIO);
+			fuse_reply_err(req, wcfs_vtree_open_failed(name, n->prov, e));
 			return;
 		}
 	}

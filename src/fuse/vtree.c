@@ -185,20 +185,33 @@ int wcfs_vtree_readlink(wcfs_node *n, char *buf, size_t cap)
 }
 
 /* Copy s to out (cap bytes, truncating) with every `from` replaced by `to`. */
-static void replace_all(const char *s, const char *from, const char *to, char *out, size_t cap)
+/* s with every /proc/self/fd/N (the name a provider opens a source by)
+ * replaced by `real`, into out (cap bytes with the NUL; cut if longer). */
+static void name_fd_paths(const char *s, const char *real, char *out, size_t cap)
 {
-	size_t n = 0, flen = strlen(from), tlen = strlen(to);
+	static const char fdp[] = "/proc/self/fd/";
+	size_t n = 0, rlen = strlen(real);
 	while (*s && n + 1 < cap) {
-		if (flen && !strncmp(s, from, flen)) {
-			size_t k = tlen < cap - 1 - n ? tlen : cap - 1 - n;
-			memcpy(out + n, to, k);
+		if (!strncmp(s, fdp, sizeof fdp - 1) && s[sizeof fdp - 1] >= '0' && s[sizeof fdp - 1] <= '9') {
+			size_t k = rlen < cap - 1 - n ? rlen : cap - 1 - n;
+			memcpy(out + n, real, k);
 			n += k;
-			s += flen;
+			for (s += sizeof fdp - 1; *s >= '0' && *s <= '9'; s++)
+				;
 		} else {
 			out[n++] = *s++;
 		}
 	}
 	out[n] = '\0';
+}
+
+int wcfs_vtree_open_failed(const char *real, const wcfs_provider *p, wc_err e)
+{
+	char detail[1024];
+	name_fd_paths(wc_last_detail(), real, detail, sizeof detail);
+	wc_log(WC_LOG_ERR, "%s: cannot open as %s: %s%s%s", real, p ? p->name : "?", wc_strerror(e),
+	       *detail ? ": " : "", detail);
+	return e == WC_E_UNSUPPORTED ? EOPNOTSUPP : e == WC_E_NOMEM ? ENOMEM : EIO;
 }
 
 /* Whether descriptor fd holds the entry st describes (same st_dev, st_ino). */
@@ -307,16 +320,13 @@ static int node_for_entry(wcfs_vtree *vt, wcfs_node *dir, int dirfd, const char 
 		if (e != WC_OK) {
 			/* Name the file by its real path in the message (readlink
 			 * only reads the descriptor's name: no walk). */
-			char real[PATH_MAX], detail[1024];
+			char real[PATH_MAX];
 			ssize_t k = readlink(path, real, sizeof real - 1);
 			real[k > 0 ? k : 0] = '\0';
 			if (k <= 0)
 				snprintf(real, sizeof real, "%s", name);
-			replace_all(wc_last_detail(), path, real, detail, sizeof detail);
-			wc_log(WC_LOG_ERR, "%s: cannot open as %s: %s%s%s", real, prov->name,
-			       wc_strerror(e), *detail ? ": " : "", detail);
 			close(fd);
-			return e == WC_E_UNSUPPORTED ? EOPNOTSUPP : e == WC_E_NOMEM ? ENOMEM : EIO;
+			return wcfs_vtree_open_failed(real, prov, e);
 		}
 		type = vn->kind == WCFS_VDIR ? S_IFDIR : S_IFREG;
 	}
