@@ -95,7 +95,7 @@ int cmd_pack_images(int argc, char **argv)
 	wc_qvq_pack_opts o = {0};
 	int quiet = 0, c;
 	uint64_t v;
-	const char *backend = "auto";
+	cli_decode_opts dopt = {.backend = "auto"}; /* -b, as the decoding commands take it */
 	while ((c = getopt_long(argc, argv, "s:k:j:b:qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': {
@@ -140,9 +140,8 @@ int cmd_pack_images(int argc, char **argv)
 			o.skip_unreadable = 1;
 			break;
 		case 'b':
-			if (strcmp(optarg, "auto") && strcmp(optarg, "cpu") && strcmp(optarg, "cuda"))
-				return cli_usage_error(cmd, "--backend wants auto, cpu or cuda, not \"%s\"", optarg);
-			backend = optarg;
+			if (cli_decode_opt(cmd, c, optarg, &dopt))
+				return CLI_USAGE;
 			break;
 		case 'q':
 			quiet = 1;
@@ -169,9 +168,9 @@ int cmd_pack_images(int argc, char **argv)
 	/* The GPU, when there is one, searches k-means' nearest entries. */
 	wc_backend *be = NULL;
 	gpu_search gs = {0};
-	if (strcmp(backend, "cpu") != 0) {
+	if (strcmp(dopt.backend, "cpu") != 0) {
 		wc_backend_opts bo = {.threads = o.threads};
-		wc_err be_err = wc_backend_create(backend, &bo, &be);
+		wc_err be_err = wc_backend_create(dopt.backend, &bo, &be);
 		if (be_err) {
 			free(derived);
 			return cli_error(be_err, cmd);
@@ -180,6 +179,9 @@ int cmd_pack_images(int argc, char **argv)
 			gs.be = be;
 			o.nearest = backend_nearest;
 			o.nearest_ctx = &gs;
+		} else { /* "auto" found no GPU: its CPU pool has nothing to do here */
+			wc_backend_destroy(be);
+			be = NULL;
 		}
 	}
 	bar b = {.quiet = quiet};
