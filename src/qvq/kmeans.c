@@ -536,11 +536,9 @@ wc_err wc_kmeans_train(const uint8_t *points, uint64_t n, const wc_kmeans_opts *
 	sums = malloc((size_t)threads * k * dim * sizeof *sums);
 	counts = malloc((size_t)threads * k * sizeof *counts);
 	changed = calloc(threads, sizeof *changed);
-	if (o->nearest && !(found = malloc(tn * sizeof *found))) {
-		e = wc_fail(WC_E_NOMEM, "k-means: no memory for Lloyd iterations");
-		goto out;
-	}
-	if (!assign || !sums || !counts || !changed) {
+	if (o->nearest)
+		found = malloc(tn * sizeof *found);
+	if (!assign || !sums || !counts || !changed || (o->nearest && !found)) {
 		e = wc_fail(WC_E_NOMEM, "k-means: no memory for Lloyd iterations");
 		goto out;
 	}
