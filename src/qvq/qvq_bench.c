@@ -5,7 +5,7 @@
  * (tile codec + codebook gather + dhash check, wc_qvq_decode_job) REPEAT
  * times, and the gather alone is timed on already-decoded indices.
  *
- * usage: qvq_bench ARCHIVE.qvq [REPEAT]
+ * usage: qvq_bench ARCHIVE.qvq [REPEAT [RING_MIB]]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,10 +18,13 @@
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: qvq_bench ARCHIVE.qvq [REPEAT]\n");
+		fprintf(stderr, "usage: qvq_bench ARCHIVE.qvq [REPEAT [RING_MIB]]\n");
 		return 2;
 	}
 	int repeat = argc > 2 ? atoi(argv[2]) : 3;
+	/* RING_MIB: decode into a ring of tile buffers this large, as the
+	 * daemon's cache does, so the output is cold memory (0: one buffer). */
+	size_t ring_mib = argc > 3 ? (size_t)atoi(argv[3]) : 0;
 	wc_qvq *q;
 	if (wc_qvq_open(argv[1], &q) != WC_OK) {
 		fprintf(stderr, "%s: %s\n", argv[1], wc_last_detail());
@@ -42,7 +45,14 @@ int main(int argc, char **argv)
 		maxi = tl->nindices > maxi ? tl->nindices : maxi;
 		bytes += tl->dsize;
 	}
-	uint8_t *out = malloc(maxd);
+	size_t nring = ring_mib ? ring_mib * 1048576 / maxd + 1 : 1;
+	uint8_t *out = malloc(maxd * nring);
+	if (!out) {
+		fprintf(stderr, "qvq_bench: no memory for %zu tile buffers\n", nring);
+		return 1;
+	}
+	memset(out, 1, maxd * nring);
+	size_t slot = 0;
 	double best = 1e30;
 	for (int r = 0; r < repeat; r++) {
 		double t0 = wc_mono_s();
@@ -53,7 +63,7 @@ int main(int argc, char **argv)
 			wc_qvq_describe_job(q, t, &job);
 			job.payload = pay[t];
 			job.payload_size = tl->csize;
-			job.out = out;
+			job.out = out + (slot++ % nring) * maxd;
 			job.out_size = tl->dsize;
 			if (wc_qvq_decode_job(&job) != WC_OK) {
 				fprintf(stderr, "tile %u: %s\n", t, wc_last_detail());
@@ -87,7 +97,7 @@ int main(int argc, char **argv)
 		double t0 = wc_mono_s();
 		for (int r = 0; r < repeat; r++) {
 			const uint8_t *ip = idx;
-			uint8_t *op = out;
+			uint8_t *op = out + (slot++ % nring) * maxd;
 			for (uint32_t i = 0; i < tl->nimages; i++) {
 				const wc_qvq_image *im = wc_qvq_image_at(q, tl->first_image + i);
 				wc_qvq_gather(cb, K, h->patch_h, h->patch_w, 3, ip, h->index_bytes,
