@@ -38,5 +38,9 @@ bench_bench_decode_SOURCES = bench/bench_decode.c
 bench_bench_decode_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
 bench_bench_decode_CFLAGS = $(AM_CFLAGS)
 bench_bench_decode_LDADD = libwcodec.la -lm
+noinst_PROGRAMS += bench/bench_rans_lookup
+bench_bench_rans_lookup_SOURCES = bench/bench_rans_lookup.c
+bench_bench_rans_lookup_CFLAGS = $(AM_CFLAGS)
+bench_bench_rans_lookup_LDADD = libwcodec.la -lm
 # wcodec against zstd -19 on real model files (docs/BENCHMARKS.md, dictionary layout).
 EXTRA_DIST += bench/dict_vs_zstd.py
