@@ -42,5 +42,9 @@ noinst_PROGRAMS += bench/bench_rans_lookup
 bench_bench_rans_lookup_SOURCES = bench/bench_rans_lookup.c
 bench_bench_rans_lookup_CFLAGS = $(AM_CFLAGS)
 bench_bench_rans_lookup_LDADD = libwcodec.la -lm
+noinst_PROGRAMS += bench/bench_huff_exponents
+bench_bench_huff_exponents_SOURCES = bench/bench_huff_exponents.c
+bench_bench_huff_exponents_CFLAGS = $(AM_CFLAGS)
+bench_bench_huff_exponents_LDADD = libwcodec.la -lm
 # wcodec against zstd -19 on real model files (docs/BENCHMARKS.md, dictionary layout).
 EXTRA_DIST += bench/dict_vs_zstd.py
