@@ -18,7 +18,6 @@
 
 #include "config.h"
 #include "container/container.h"
-#include "core/limits.h"
 #include "fuse/daemon.h"
 #include "fuse/mountinfo.h"
 #include "fuse/ops.h"
@@ -120,7 +119,7 @@ int main(int argc, char **argv)
 		return WCFS_EXIT_MOUNT;
 	}
 	const uint64_t fd_limit = raise_fd_limit();
-	const uint64_t mem = wc_memory_limit();
+	const uint64_t mem = o.memory_limit;
 	if (mem && o.cache_size > mem / 2)
 		wc_log(WC_LOG_WARN, "cache_size=%llu MiB is more than half of the %llu MiB of memory "
 		       "this process may use: a cache that fills up may get the daemon killed",

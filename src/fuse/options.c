@@ -235,7 +235,8 @@ int wcfs_options_parse(int argc, char **argv, wcfs_options *o)
 	 * a small machine (a 1 GiB board or VM) or a container with a memory
 	 * limit must not have it filled by a cache nobody sized. */
 	o->cache_size = (uint64_t)1 << 30;
-	const uint64_t phys = wc_memory_limit();
+	o->memory_limit = wc_memory_limit();
+	const uint64_t phys = o->memory_limit;
 	if (phys && phys / 4 < o->cache_size)
 		o->cache_size = phys / 4 > (16u << 20) ? phys / 4 : (16u << 20);
 	o->threads = wc_cpu_count();

@@ -16,8 +16,10 @@
 typedef struct wcfs_options {
 	char *source;        /* absolute path of SOURCE (realpath) */
 	char *mountpoint;    /* MOUNTPOINT as given */
+	uint64_t memory_limit; /* bytes this process may use (wc_memory_limit(), read once
+				* here for the default and the daemon's warning); 0 = unknown */
 	uint64_t cache_size; /* decoded-tile cache budget, bytes (default 1 GiB, or a quarter
-			      * of wc_memory_limit() if that is less) */
+			      * of memory_limit if that is less) */
 	unsigned threads;    /* CPU decode threads (default: wc_cpu_count(), the usable CPUs) */
 	unsigned fuse_threads; /* FUSE worker threads at most (default max(2*threads, 4)) */
 	char *backend;       /* "auto" (default), "cpu", "cuda" */
