@@ -1,8 +1,8 @@
 #!/bin/sh
 # The daemon's life: readiness without -f, clear non-zero exits for a bad
 # SOURCE, MOUNTPOINT or option, unmount on SIGTERM and SIGINT, counters on
-# SIGUSR1, --help, a mountpoint inside SOURCE or on it, a mount made as
-# /etc/fstab makes it.
+# SIGUSR1, --help, the warning for a cache_size above half the memory, a
+# mountpoint inside SOURCE or on it, a mount made as /etc/fstab makes it.
 . "${top_srcdir:-.}/tests/mount_lib.sh"
 
 S=$TMP/src
@@ -100,6 +100,17 @@ grep -q "SIGUSR1: reads: [1-9][0-9]* of .*; cache [0-9.]* of [0-9]* MiB; daemon 
 fusermount3 -u "$M" || fail "fusermount3 -u (foreground)"
 wait $fg || fail "foreground daemon exited with $?"
 grep -q "^wcodecfs: info: mounted" "$TMP/fg.log" || fail "foreground log: $(cat "$TMP/fg.log")"
+# The default cache_size (at most a quarter of the memory the daemon may
+# use) draws no warning; one above half of it does, naming both sizes.
+grep -q "more than half" "$TMP/fg.log" && fail "the default cache_size was warned about: $(cat "$TMP/fg.log")"
+"$WCODECFS" "$S" "$M" -f -o cache_size=64T 2> "$TMP/big.log" &
+big=$!
+wait_mounted "$M" "$TMP/big.log"
+[ "$(cat "$M/hello.txt")" = hello ] || fail "cache_size=64T mount does not serve"
+fusermount3 -u "$M" || fail "fusermount3 -u (cache_size=64T)"
+wait $big || fail "cache_size=64T daemon exited with $?"
+grep -q "warning: cache_size=67108864 MiB is more than half of the [0-9]* MiB of memory this process may use" \
+	"$TMP/big.log" || fail "no warning for cache_size=64T: $(cat "$TMP/big.log")"
 grep -q "^wcodecfs: info: unmount: cache: .* $tiles decodes (0 failed)" "$TMP/fg.log" ||
 	fail "no counters at unmount: $(cat "$TMP/fg.log")"
 # A second wcodecfs on a mountpoint that has one is refused (it would hide
