@@ -27,21 +27,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "codec/rans.h"
+#include "exponent_input.h"
 
 #define MAX_BITS 11u             /* longest code, and the look-up width */
 #define NSTREAMS 8u
 #define LOOKUPS_PER_REFILL 5u    /* 5 x 11 bits <= the 57 a refill guarantees */
-
-static double cpu_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 typedef struct huff_code {
 	unsigned len[256];   /* bits; 0 for absent symbols */
@@ -229,12 +222,6 @@ static void huff_decode(const huff_entry *tab, const huff_code *hc, const uint8_
 	}
 }
 
-static double normal(void)
-{
-	double u1 = (rand() + 1.0) / ((double)RAND_MAX + 2.0), u2 = rand() / ((double)RAND_MAX + 1.0);
-	return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
-}
-
 int main(int argc, char **argv)
 {
 	int runs = 7, opt;
@@ -255,16 +242,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_huff_exponents: out of memory\n");
 		return 1;
 	}
-	uint64_t hist[256] = {0};
-	srand(1);
-	for (size_t i = 0; i < n; i++) {
-		float g = (float)(0.02 * normal());
-		uint32_t b;
-		memcpy(&b, &g, 4);
-		uint32_t e = (b >> 23) & 0xff; /* the BF16 exponent byte is the F32 one */
-		sym[i] = (uint8_t)(e < 100 ? 100 : e);
-		hist[sym[i]]++;
-	}
+	uint64_t hist[256];
+	bench_exponent_bytes(sym, n, hist);
 	huff_code hc;
 	huff_lengths(hist, &hc);
 	huff_table(&hc, tab);
@@ -291,17 +270,17 @@ int main(int argc, char **argv)
 	       100.0 * (bits - ent) / (8.0 + ent), 100.0 * (8.0 * (double)rlen / (double)n - ent) / (8.0 + ent));
 	for (int r = 0; r < runs; r++) {
 		memset(out, 0, n);
-		double t0 = cpu_now();
+		double t0 = bench_cpu_now();
 		wc_err e = wc_rans_decode(rbuf, rlen, dt, chunk, out, n);
-		double t1 = cpu_now();
+		double t1 = bench_cpu_now();
 		if (e != WC_OK || memcmp(out, sym, n)) {
 			fprintf(stderr, "bench_huff_exponents: the rANS decode differs from the input\n");
 			return 1;
 		}
 		memset(out, 0, n);
-		double t2 = cpu_now();
+		double t2 = bench_cpu_now();
 		huff_decode(tab, &hc, in, q, out);
-		double t3 = cpu_now();
+		double t3 = bench_cpu_now();
 		if (memcmp(out, sym, n)) {
 			fprintf(stderr, "bench_huff_exponents: the Huffman decode differs from the input\n");
 			return 1;

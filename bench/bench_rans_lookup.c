@@ -21,25 +21,17 @@
  *
  *   bench/bench_rans_lookup [-r runs]
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "codec/codec_internal.h"
 #include "codec/rans.h"
+#include "exponent_input.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-
-static double cpu_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* The dense tables of a <= 32-symbol frequency table: cum (4096 past the
  * last symbol, so the search never goes there), freq << 12 | cum, symbol. */
@@ -166,12 +158,6 @@ static int search_decode(const uint8_t *in, size_t len, size_t n, uint32_t cs, c
 	return 0;
 }
 
-static double normal(void)
-{
-	double u1 = (rand() + 1.0) / ((double)RAND_MAX + 2.0), u2 = rand() / ((double)RAND_MAX + 1.0);
-	return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
-}
-
 int main(int argc, char **argv)
 {
 	int runs = 7, o;
@@ -196,16 +182,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_rans_lookup: out of memory\n");
 		return 1;
 	}
-	uint64_t hist[256] = {0};
-	srand(1);
-	for (size_t i = 0; i < n; i++) {
-		float g = (float)(0.02 * normal());
-		uint32_t b;
-		memcpy(&b, &g, 4);
-		uint32_t e = (b >> 23) & 0xff; /* the BF16 exponent byte is the F32 one */
-		sym[i] = (uint8_t)(e < 100 ? 100 : e);
-		hist[sym[i]]++;
-	}
+	uint64_t hist[256];
+	bench_exponent_bytes(sym, n, hist);
 	wc_freqtab ft;
 	small_tab st;
 	if (wc_freq_normalize(hist, &ft) != WC_OK || small_tab_build(&ft, &st) != 0 ||
@@ -217,11 +195,11 @@ int main(int argc, char **argv)
 	printf("%zu symbols, %u distinct, %.3f bits each, %zu coded bytes\n", n, st.nsym,
 	       wc_entropy_bits(hist), len);
 	for (int r = 0; r < runs; r++) {
-		double t0 = cpu_now();
+		double t0 = bench_cpu_now();
 		wc_err e1 = wc_rans_decode(enc, len, dt, cs, out, n);
-		double t1 = cpu_now();
+		double t1 = bench_cpu_now();
 		int e2 = search_decode(enc, len, n, cs, &st, dt, out2);
-		double t2 = cpu_now();
+		double t2 = bench_cpu_now();
 		if (e1 != WC_OK || e2 != 0 || memcmp(out, sym, n) || memcmp(out2, sym, n)) {
 			fprintf(stderr, "bench_rans_lookup: a decode differs from the input\n");
 			return 1;

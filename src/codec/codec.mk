@@ -39,11 +39,11 @@ bench_bench_decode_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
 bench_bench_decode_CFLAGS = $(AM_CFLAGS)
 bench_bench_decode_LDADD = libwcodec.la -lm
 noinst_PROGRAMS += bench/bench_rans_lookup
-bench_bench_rans_lookup_SOURCES = bench/bench_rans_lookup.c
+bench_bench_rans_lookup_SOURCES = bench/bench_rans_lookup.c bench/exponent_input.h
 bench_bench_rans_lookup_CFLAGS = $(AM_CFLAGS)
 bench_bench_rans_lookup_LDADD = libwcodec.la -lm
 noinst_PROGRAMS += bench/bench_huff_exponents
-bench_bench_huff_exponents_SOURCES = bench/bench_huff_exponents.c
+bench_bench_huff_exponents_SOURCES = bench/bench_huff_exponents.c bench/exponent_input.h
 bench_bench_huff_exponents_CFLAGS = $(AM_CFLAGS)
 bench_bench_huff_exponents_LDADD = libwcodec.la -lm
 # wcodec against zstd -19 on real model files (docs/BENCHMARKS.md, dictionary layout).
