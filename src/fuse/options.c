@@ -236,9 +236,9 @@ int wcfs_options_parse(int argc, char **argv, wcfs_options *o)
 	 * limit must not have it filled by a cache nobody sized. */
 	o->cache_size = (uint64_t)1 << 30;
 	o->memory_limit = wc_memory_limit();
-	const uint64_t phys = o->memory_limit;
-	if (phys && phys / 4 < o->cache_size)
-		o->cache_size = phys / 4 > (16u << 20) ? phys / 4 : (16u << 20);
+	const uint64_t quarter = o->memory_limit / 4;
+	if (o->memory_limit && quarter < o->cache_size)
+		o->cache_size = quarter > (16u << 20) ? quarter : (16u << 20);
 	o->threads = wc_cpu_count();
 	o->fuse_threads = o->threads * 2 < 4 ? 4 : o->threads * 2;
 	o->backend = strdup("auto");
