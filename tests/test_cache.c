@@ -659,8 +659,10 @@ START_TEST(consumed_tiles_recycle_their_buffers)
 	wc_cache_get_stats(c, &st);
 	ck_assert_uint_eq(st.decodes, 200);
 	ck_assert_uint_eq(st.evictions, 0);
-	/* tile 0 (released normally) + at most 4 MiB of consumed tiles */
-	ck_assert_uint_le(st.bytes_cached, 256 * KIB + (4u << 20));
+	/* tile 0 (released normally) + at most 1 MiB of consumed tiles (the
+	 * window is kept short so that reused buffers are still in the CPU's
+	 * caches: cache.c, CONSUMED_KEEP_BYTES) */
+	ck_assert_uint_le(st.bytes_cached, 256 * KIB + (1u << 20));
 	get_check(c, &s, 0);           /* still cached */
 	get_check(c, &s, s.ntiles - 1); /* the latest consumed tile too */
 	get_check(c, &s, 1);           /* long dropped: decoded again */
@@ -678,7 +680,7 @@ START_TEST(consumed_tiles_recycle_their_buffers)
 		wc_cache_release_consumed(c, r);
 	}
 	wc_cache_get_stats(c, &st);
-	ck_assert_uint_le(st.bytes_cached, 2 * 256 * KIB + (4u << 20) + 2 * 900 * KIB);
+	ck_assert_uint_le(st.bytes_cached, 2 * 256 * KIB + (1u << 20) + 2 * 900 * KIB);
 	wc_cache_destroy(c);
 	ck_assert_int_eq(atomic_load(&s.refs), 1);
 	ck_assert_int_eq(atomic_load(&big.refs), 1);
@@ -952,6 +954,39 @@ START_TEST(prefill_gives_the_first_tiles_their_buffers)
 }
 END_TEST
 
+/* With the backend's own buffers (the CUDA backend's page-locked memory,
+ * written by the device) a stream's consumed tiles stay a 4 MiB window deep,
+ * not the 1 MiB of ordinary buffers (cache.c, CONSUMED_KEEP_BACKEND_BYTES),
+ * and every byte is still right. */
+START_TEST(consumed_window_of_backend_buffers)
+{
+	fake_backend fb;
+	fake_backend_init(&fb, 4, 2);
+	wc_backend_ops ops;
+	give_host_allocator(&fb, &ops, counting_host_alloc, counting_host_free);
+	fake_source s;
+	fake_source_init(&s, 1, 19, 60, 256 * KIB, 256 * KIB);
+	wc_cache *c = make_cache(&fb, 64ull << 20, 0);
+	for (uint32_t t = 0; t < s.ntiles; t++) {
+		wc_tile_ref *r = NULL;
+		ck_assert_int_eq(wc_cache_get(c, &s.base, t, &r), WC_OK);
+		ck_assert_uint_eq(fake_tile_check(s.seed, t, r->data, r->size), 0);
+		wc_cache_release_consumed(c, r);
+	}
+	wc_cache_stats st;
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.decodes, 60);
+	ck_assert_uint_gt(st.bytes_cached, 2u << 20);
+	ck_assert_uint_le(st.bytes_cached, 4u << 20);
+	get_check(c, &s, s.ntiles - 12); /* inside the 4 MiB window: a hit */
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.hits, 1);
+	ck_assert_uint_eq(st.decodes, 60);
+	wc_cache_destroy(c);
+	ck_assert_int_eq(atomic_load(&s.refs), 1);
+}
+END_TEST
+
 /* A host allocator that remembers what it handed out, so a free of memory
  * it did not allocate (a tile's ordinary buffer sent to the backend) is
  * caught rather than passed on to free(). */
@@ -1069,6 +1104,7 @@ int main(void)
 	tcase_add_test(tc, rss_stays_within_budget_while_streaming);
 	tcase_add_test(tc, consumed_tiles_recycle_their_buffers);
 	tcase_add_test(tc, consumed_hint_survives_a_later_plain_release);
+	tcase_add_test(tc, consumed_window_of_backend_buffers);
 	tcase_add_test(tc, prefetch_queue_puts_near_tiles_first);
 	tcase_add_test(tc, dispatchers_share_the_queue);
 	tcase_add_test(tc, prefill_gives_the_first_tiles_their_buffers);

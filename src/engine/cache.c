@@ -56,12 +56,26 @@
 #define PAYLOAD_KEEP_BYTES (BATCH_PAYLOAD_MAX + (1u << 20))
 #define PAYLOAD_ALIGN 16u
 /* Tiles a sequential reader has read to their end (wc_cache_release_consumed)
- * stay on the consumed FIFO up to this many bytes, for requests the kernel
- * sends out of order; older ones are dropped and their buffers go to the
- * free-buffer pool, up to POOL_MAX_BYTES, for the next tiles to decode into:
- * a streaming reader then decodes into pages already faulted in instead of
- * faulting (and zeroing) a fresh mapping for every tile. */
-#define CONSUMED_KEEP_BYTES (4u << 20)
+ * stay on the consumed FIFO up to this many bytes (and at least the newest
+ * one), for requests the kernel sends out of order; older ones are dropped
+ * and their buffers go to the free-buffer pool, up to POOL_MAX_BYTES, for
+ * the next tiles to decode into: a streaming reader then decodes into pages
+ * already faulted in instead of faulting (and zeroing) a fresh mapping for
+ * every tile. A request that comes after its tile left the window decodes
+ * it again (0-2 of 1045 tiles for one cold reader of a .wcodec file).
+ *
+ * The pool hands out the buffer it got last, so the window also sets how
+ * long ago a reused buffer was last touched. Where the CPU decodes into
+ * ordinary memory the window is short: with 4 MiB a stream of qvq tiles
+ * went round 15 buffers (13 MiB, plus as much page cache written in
+ * between, past this machine's 32 MiB L3), with 1 MiB 12, and over twenty
+ * alternating reads of images.npy the daemon used 6% less CPU (120 against
+ * 128 ms) and read 4% faster (docs/BENCHMARKS-QVQ.md, section 2,
+ * twenty-third session). The backend's page-locked buffers are written by
+ * the device, not through the CPU's caches: their window stays 4 MiB,
+ * which sixteen concurrent streams on the GPU machine were tuned with. */
+#define CONSUMED_KEEP_BYTES (1u << 20)
+#define CONSUMED_KEEP_BACKEND_BYTES (4u << 20)
 #define POOL_MAX_BYTES (48u << 20)
 /* The pool's limit when the backend allocates the buffers (page-locked
  * memory: allocating and freeing it costs about 1.2 ms per MiB, and
@@ -1203,7 +1217,9 @@ static void release_locked(wc_cache *c, entry *e, bool consumed, entry **dead)
 	c->consumed_bytes += e->ref.size;
 	/* Past the reordering window: drop the oldest, its buffer to the pool
 	 * for the stream's next tiles. */
-	while (c->consumed_bytes > CONSUMED_KEEP_BYTES && c->consumed.n > 1) {
+	const uint64_t keep = wc_backend_buf_is_backend_memory(c->backend) ? CONSUMED_KEEP_BACKEND_BYTES
+									  : CONSUMED_KEEP_BYTES;
+	while (c->consumed_bytes > keep && c->consumed.n > 1) {
 		entry *v = c->consumed.tail;
 		entry_discard(c, v, dead);
 		if (v->buf)
