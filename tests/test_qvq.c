@@ -17,6 +17,7 @@
 #include "qvq/qvq.h"
 #include "qvq/qvq_files.h"
 #include "qvq/qvq_format.h"
+#include "qvq/qvq_gather.h"
 #include "qvq/qvq_names.h"
 #include "qvq/qvq_pack.h"
 #include "qvq/qvq_writer.h"
@@ -677,6 +678,56 @@ START_TEST(gather_generic_matches_definition)
 }
 END_TEST
 
+/* The 2x2 RGB gather sixteen patches a step (AVX-512 VBMI, where the CPU
+ * has it: qvq_gather.h) and the scalar one, each against the formula, on
+ * images wide enough for such steps, with odd sizes and with the
+ * codebook's last entry among the indices (its 16-byte load would leave
+ * the codebook: that step goes scalar). The codebook and the output are
+ * sized exactly, so a sanitizer build catches a read or store past either. */
+START_TEST(gather_wide_rows_every_path)
+{
+	const uint32_t widths[] = { 32, 33, 34, 35, 63, 64, 65, 66, 97, 224 };
+	const uint32_t heights[] = { 1, 2, 3, 4, 7 };
+	for (int path = 0; path < 2; path++) {
+		wc_qvq_gather_scalar_only = path;
+		for (uint32_t ib = 1; ib <= 2; ib++) {
+			const uint32_t kk = ib == 1 ? 256 : 300;
+			uint8_t *cb = malloc(kk * 12);
+			for (uint32_t i = 0; i < kk * 12; i++)
+				cb[i] = (uint8_t)rnd();
+			for (size_t a = 0; a < sizeof widths / sizeof widths[0]; a++)
+				for (size_t b = 0; b < sizeof heights / sizeof heights[0]; b++) {
+					const uint32_t ww = widths[a], hh = heights[b];
+					const uint32_t gw = (ww + 1) / 2, gh = (hh + 1) / 2;
+					uint8_t *ix = malloc((size_t)gw * gh * ib);
+					for (uint32_t j = 0; j < gw * gh; j++) {
+						/* the last entry in about one step of four */
+						uint32_t k = rnd() % 64 == 0 ? kk - 1 : rnd() % kk;
+						ix[j * ib] = (uint8_t)k;
+						if (ib == 2)
+							ix[j * ib + 1] = (uint8_t)(k >> 8);
+					}
+					uint8_t *o = malloc((size_t)ww * hh * 3);
+					ck_assert_int_eq(wc_qvq_gather(cb, kk, 2, 2, 3, ix, ib, ww, hh, o), WC_OK);
+					for (uint32_t y = 0; y < hh; y++)
+						for (uint32_t x = 0; x < ww; x++) {
+							uint32_t j = (y / 2) * gw + x / 2;
+							uint32_t k = ib == 1 ? ix[j] : (uint32_t)(ix[2 * j] | ix[2 * j + 1] << 8);
+							ck_assert_msg(memcmp(o + ((size_t)y * ww + x) * 3,
+									     cb + k * 12 + ((y % 2) * 2 + x % 2) * 3, 3) == 0,
+								      "%s path, ib %u, %ux%u, pixel (%u, %u)",
+								      path ? "scalar" : "best", ib, ww, hh, x, y);
+						}
+					free(ix);
+					free(o);
+				}
+			free(cb);
+		}
+	}
+	wc_qvq_gather_scalar_only = 0;
+}
+END_TEST
+
 /* This process's address space (VmSize), bytes. */
 static uint64_t vm_size_bytes(void)
 {
@@ -799,6 +850,7 @@ int main(void)
 	tcase_add_test(tc, names_refused_by_writer);
 	tcase_add_test(tc, damaged_payload_is_an_error);
 	tcase_add_test(tc, gather_generic_matches_definition);
+	tcase_add_test(tc, gather_wide_rows_every_path);
 	tcase_add_test(tc, ppm_reader);
 	tcase_add_test(tc, resize_limits);
 	suite_add_tcase(s, tc);

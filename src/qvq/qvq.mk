@@ -6,6 +6,7 @@ libwcodec_la_SOURCES += \
 	src/qvq/kmeans.c \
 	src/qvq/qvq_decode.c \
 	src/qvq/qvq_files.c \
+	src/qvq/qvq_gather_avx512.c \
 	src/qvq/qvq_format.c \
 	src/qvq/qvq_names.c \
 	src/qvq/qvq_pack.c \
@@ -17,6 +18,7 @@ noinst_HEADERS += \
 	src/qvq/kmeans.h \
 	src/qvq/qvq.h \
 	src/qvq/qvq_files.h \
+	src/qvq/qvq_gather.h \
 	src/qvq/qvq_format.h \
 	src/qvq/qvq_internal.h \
 	src/qvq/qvq_names.h \

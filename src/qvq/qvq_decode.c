@@ -10,8 +10,12 @@
 #endif
 
 #include "codec/tile_codec.h"
+#include "core/cpu.h"
 #include "core/hash.h"
 #include "qvq/qvq.h"
+#include "qvq/qvq_gather.h"
+
+int wc_qvq_gather_scalar_only;
 
 /* The common shape, 2x2 patches of RGB: two rows of 6 bytes per entry.
  * Inside a row, each patch is written with one 8-byte store per pixel row
@@ -95,6 +99,9 @@ static inline __attribute__((always_inline)) wc_err gather_2x2x3_ib(
 	size_t stride = (size_t)w * 3;
 	uint32_t full = w / 2; /* patches whose both columns are inside the image */
 	uint32_t fast = full > 0 ? full - 1 : 0;
+	/* sixteen patches a step where the CPU has AVX-512 VBMI (qvq_gather.h) */
+	const bool vbmi = !wc_qvq_gather_scalar_only && full >= 16 &&
+			  (wc_cpu_features() & WC_CPU_AVX512VBMI);
 	for (uint32_t gy = 0; gy < gh; gy++) {
 		uint8_t *r0 = out + (size_t)(2 * gy) * stride;
 		uint8_t *r1 = r0 + stride;
@@ -114,6 +121,8 @@ static inline __attribute__((always_inline)) wc_err gather_2x2x3_ib(
 			for (size_t o = 0; o < rows * stride; o += 64)
 				__builtin_prefetch(next + o, 1, 3);
 		}
+		if (two && vbmi)
+			gx = (uint32_t)wc_qvq_gather_pairs_avx512(cb, entries, row, ib, full, r0, r1);
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 		if (two) {
 			for (; gx < fast; gx++) {
