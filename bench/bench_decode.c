@@ -105,7 +105,7 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static const char *const mode_names[] = {"raw", "const", "rans", "zstd"};
+static const char *const mode_names[WC_PLANE_MODES] = {"raw", "const", "rans", "zstd", "pack"};
 
 int main(int argc, char **argv)
 {

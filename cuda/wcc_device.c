@@ -424,14 +424,18 @@ static int plan_job(wcc_ctx *ctx, const wc_tile_job *job, const uint8_t *dev_out
 	}
 	/* dev_out is NULL (an aligned lane buffer) or the caller's address */
 	const int aligned = ((uintptr_t)dev_out & 15u) == 0;
-	unsigned nrans = 0;
+	unsigned nrans = 0, npack = 0;
 	pl->fused = -1;
-	for (unsigned k = 0; k < l.nplanes; k++)
+	for (unsigned k = 0; k < l.nplanes; k++) {
+		npack += pl->v[k].mode == WC_PLANE_PACK;
 		if (pl->v[k].mode == WC_PLANE_RANS) {
 			nrans++;
 			pl->fused = (int)k;
 		}
-	if (nrans != 1 || !aligned)
+	}
+	/* The fused decode reads the other plane a word at a time as bytes:
+	 * a PACK plane is unpacked by the merge instead. */
+	if (nrans != 1 || !aligned || npack)
 		pl->fused = -1;
 	if (l.nplanes == 1 && pl->fused == 0) {
 		pl->direct = 1; /* one plane: the symbols are the bytes */
@@ -530,6 +534,9 @@ static wc_err lane_add(wcc_lane *ln, wc_tile_job *job, uint8_t *dev_out, const j
 		} else if (v->mode == WC_PLANE_CONST) {
 			t.src[k] = NULL;
 			t.value[k] = v->value;
+		} else if (v->mode == WC_PLANE_PACK) { /* unpacked by the merge kernel */
+			t.src[k] = d_body;
+			t.bits[k] = v->value;
 		} else { /* RANS */
 			uint8_t *dst = out;
 			const int fused = (int)k == pl->fused;

@@ -79,6 +79,23 @@ __device__ static void build_dtab(const uint16_t *__restrict__ freqs, uint32_t *
  * Plane `op`, when not NO_SUB, was loaded ahead by the caller: `osub`. */
 #define NO_SUB 0xffu
 
+/* Symbols i..i+3 (i a multiple of 4) of a PACK body of b bits a symbol
+ * (docs/FORMAT.md section 3: 8 / b to a byte, lowest bits first), one a
+ * byte, symbol i lowest. */
+__device__ __forceinline__ uint32_t unpack4(const uint8_t *s, uint32_t i, unsigned b)
+{
+	if (b == 4) {
+		const uint32_t x = s[i / 2u] | (uint32_t)s[i / 2u + 1u] << 8;
+		return (x & 0xfu) | (x & 0xf0u) << 4 | (x & 0xf00u) << 8 | (x & 0xf000u) << 12;
+	}
+	if (b == 2) {
+		const uint32_t x = s[i / 4u];
+		return (x & 0x3u) | (x & 0xcu) << 6 | (x & 0x30u) << 12 | (x & 0xc0u) << 18;
+	}
+	const uint32_t x = s[i / 8u] >> (i % 8u);
+	return (x & 0x1u) | (x & 0x2u) << 7 | (x & 0x4u) << 14 | (x & 0x8u) << 21;
+}
+
 __device__ __forceinline__ uint32_t load4(const wcc_merge_tile &t, unsigned k, uint32_t i, unsigned fp,
 					  uint32_t sub, unsigned op, uint32_t osub)
 {
@@ -87,6 +104,8 @@ __device__ __forceinline__ uint32_t load4(const wcc_merge_tile &t, unsigned k, u
 	if (k == op)
 		return osub;
 	const uint8_t *s = t.src[k];
+	if (s && t.bits[k])
+		return unpack4(s, i, t.bits[k]);
 	return s ? *(const uint32_t *)(s + i) : 0x01010101u * t.value[k];
 }
 
@@ -96,6 +115,10 @@ __device__ __forceinline__ uint8_t load1(const wcc_merge_tile &t, unsigned k, ui
 	if (k == fp)
 		return (uint8_t)sub;
 	const uint8_t *s = t.src[k];
+	if (s && t.bits[k]) {
+		const unsigned b = t.bits[k];
+		return (uint8_t)(s[i * b / 8u] >> (i * b % 8u) & ((1u << b) - 1u));
+	}
 	return s ? s[i] : t.value[k];
 }
 

@@ -57,7 +57,8 @@ typedef struct wcc_rans_block {
 
 /* One tile to merge: planes -> tensor bytes. */
 typedef struct wcc_merge_tile {
-	const uint8_t *src[8]; /* plane k's n bytes; NULL = CONST plane with value[k] */
+	const uint8_t *src[8]; /* plane k's n bytes (a PACK plane's body when
+				* bits[k]); NULL = CONST plane with value[k] */
 	uint8_t *out;          /* n * elem_size bytes */
 	uint32_t n;            /* elements */
 	uint8_t kind;          /* wc_layout_kind */
@@ -65,6 +66,7 @@ typedef struct wcc_merge_tile {
 	uint8_t nplanes;
 	uint8_t pad0;
 	uint8_t value[8];      /* CONST bytes */
+	uint8_t bits[8];       /* PACK planes: bits a symbol (1, 2, 4), else 0 */
 } wcc_merge_tile;
 
 /* A segment [begin, begin + count) of elements of tile `tile`. */

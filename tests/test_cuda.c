@@ -36,7 +36,7 @@ static const char *const layout_names[LAYOUTS] = { "bf16", "f32", "shuffle2", "s
  * given a count so any data can be rANS-coded. table_key = 100 + layout. */
 static wc_freqtab g_tabs[LAYOUTS][WC_MAX_PLANES];
 
-enum gen { GEN_WEIGHTS, GEN_RANDOM, GEN_CONST, GEN_MIXED, GEN_REPEAT, GENS };
+enum gen { GEN_WEIGHTS, GEN_RANDOM, GEN_CONST, GEN_MIXED, GEN_SMALL, GEN_REPEAT, GENS };
 
 static void gen_data(unsigned li, enum gen g, uint8_t *d, size_t nbytes, uint64_t seed)
 {
@@ -68,6 +68,10 @@ static void gen_data(unsigned li, enum gen g, uint8_t *d, size_t nbytes, uint64_
 			unsigned k = i % 8;
 			d[i] = k == 7 ? 0 : k >= 4 ? (uint8_t)(tu_normal(&seed) * 3.0) : (uint8_t)tu_next(&seed);
 		}
+		return;
+	case GEN_SMALL: /* byte k of each 8: 2, 4 or 16 equiprobable values (PACK planes) */
+		for (size_t i = 0; i < n; i++)
+			d[i] = (uint8_t)(tu_next(&seed) % (i % 8 % 3 == 0 ? 2u : i % 8 % 3 == 1 ? 4u : 16u));
 		return;
 	default: /* repetitive: zstd wins */
 		for (size_t i = 0; i < n; i++)
@@ -205,6 +209,7 @@ START_TEST(every_layout_mode_and_size)
 	ck_assert_int_gt(seen[WC_PLANE_RAW], 0);
 	ck_assert_int_gt(seen[WC_PLANE_CONST], 0);
 	ck_assert_int_gt(seen[WC_PLANE_RANS], 100);
+	ck_assert_int_gt(seen[WC_PLANE_PACK], 100);
 	decode_and_check(t, n);
 	for (size_t i = 0; i < n; i++)
 		free_tile(&t[i]);

@@ -226,6 +226,91 @@ START_TEST(near_random_plane_stays_raw)
 }
 END_TEST
 
+/* Planes whose symbols all fit in 1, 2 or 4 bits go PACK (smaller than RAW,
+ * as fast to decode) unless rANS saves more than 1/128 of the packed size;
+ * round trips (whole and in parts, every tail length against the 32-symbol
+ * blocks and the 2-symbol bytes); a damaged PACK descriptor or body is
+ * refused. */
+START_TEST(small_symbols_pack)
+{
+	wc_layout l = wc_layout_for_dtype("U8");
+	const size_t sizes[] = { 1, 2, 3, 31, 33, 1001, 2048 * 3 + 5, 1 << 17 };
+	const unsigned bits[] = { 1, 2, 4 };
+	uint64_t seed = 11;
+	for (size_t b = 0; b < 3; b++)
+		for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+			const size_t n = sizes[s];
+			uint8_t *buf = malloc(n);
+			for (size_t i = 0; i < n; i++) /* equiprobable: rANS saves nothing */
+				buf[i] = (uint8_t)(tu_next(&seed) % (1u << bits[b]));
+			buf[0] = (uint8_t)((1u << bits[b]) - 1); /* the widest symbol, and never CONST */
+			buf[n - 1] = 0;
+			planset ps;
+			make_plan(l, buf, n, 1, 0, &ps);
+			size_t len;
+			uint64_t pb[WC_MAX_PLANES];
+			uint8_t *payload = roundtrip(l, buf, n, &ps, C_DEFAULT, &len, pb);
+			wc_plane_view v[WC_MAX_PLANES];
+			ck_assert_int_eq(wc_tile_parse(l, payload, len, n, 1, v), WC_OK);
+			if (n == 1) { /* one symbol: CONST */
+				ck_assert_uint_eq(v[0].mode, WC_PLANE_CONST);
+				free(payload);
+				free(buf);
+				continue;
+			}
+			ck_assert_msg(v[0].mode == WC_PLANE_PACK, "%u bits, %zu symbols: mode %u", bits[b], n,
+				      v[0].mode);
+			ck_assert_uint_eq(v[0].value, bits[b]);
+			ck_assert_uint_eq(v[0].size, (n * bits[b] + 7) / 8);
+			ck_assert_uint_eq(v[0].table, WC_NO_TABLE);
+			uint8_t *out = malloc(n);
+			/* the last byte's unused bits must be 0 */
+			if (n * bits[b] % 8) {
+				uint8_t *bad = malloc(len);
+				memcpy(bad, payload, len);
+				bad[v[0].body - payload + v[0].size - 1] |= 0x80;
+				ck_assert_int_eq(wc_tile_decode(l, bad, len, ps.tabs, 1, C_DEFAULT, out, n),
+						 WC_E_CORRUPT);
+				free(bad);
+			}
+			/* 3 bits a symbol, 0 bits and a wrong body size are refused */
+			uint8_t *bad = malloc(len + 4);
+			memcpy(bad, payload, len);
+			bad[5] = 3;
+			ck_assert_int_eq(wc_tile_decode(l, bad, len, ps.tabs, 1, C_DEFAULT, out, n), WC_E_CORRUPT);
+			bad[5] = 0;
+			ck_assert_int_eq(wc_tile_decode(l, bad, len, ps.tabs, 1, C_DEFAULT, out, n), WC_E_CORRUPT);
+			bad[5] = (uint8_t)bits[b];
+			wc_st32(bad + 12, v[0].size + 4);
+			memset(bad + len, 0, 4);
+			ck_assert_int_eq(wc_tile_decode(l, bad, len + 4, ps.tabs, 1, C_DEFAULT, out, n),
+					 WC_E_CORRUPT);
+			free(bad);
+			free(out);
+			free(payload);
+			free(buf);
+		}
+
+	/* Skewed 4-bit symbols (mostly 0): rANS saves far more than 1/128 of
+	 * the packed size, so it stays rANS. */
+	const size_t n = 1 << 16;
+	uint8_t *buf = malloc(n);
+	for (size_t i = 0; i < n; i++)
+		buf[i] = tu_next(&seed) % 16 == 0 ? (uint8_t)(tu_next(&seed) % 16) : 0;
+	buf[0] = 15;
+	planset ps;
+	make_plan(l, buf, n, 1, 0, &ps);
+	size_t len;
+	uint64_t pb[WC_MAX_PLANES];
+	uint8_t *payload = roundtrip(l, buf, n, &ps, C_DEFAULT, &len, pb);
+	wc_plane_view v[WC_MAX_PLANES];
+	ck_assert_int_eq(wc_tile_parse(l, payload, len, n, 1, v), WC_OK);
+	ck_assert_uint_eq(v[0].mode, WC_PLANE_RANS);
+	free(payload);
+	free(buf);
+}
+END_TEST
+
 START_TEST(encode_errors)
 {
 	wc_layout l = wc_layout_for_dtype("BF16");
@@ -501,6 +586,7 @@ int main(void)
 	tcase_add_loop_test(tc, roundtrip_every_layout, 0, NPATHS * (int)(sizeof dtypes / sizeof dtypes[0]));
 	tcase_add_test(tc, mode_choice);
 	tcase_add_test(tc, near_random_plane_stays_raw);
+	tcase_add_test(tc, small_symbols_pack);
 	tcase_add_test(tc, encode_errors);
 	tcase_add_test(tc, corrupt_truncated_payloads);
 	tcase_add_test(tc, corrupt_headers_and_descriptors);

@@ -1,5 +1,6 @@
 # src/codec: the lossless codec (byte planes, 32-lane rANS, tile payloads).
 libwcodec_la_SOURCES += \
+	src/codec/bitpack.c \
 	src/codec/codec_scratch.c \
 	src/codec/dict.c \
 	src/codec/entropy.c \

@@ -157,4 +157,23 @@ int wc_layout_valid(wc_layout l);
 struct ZSTD_DCtx_s;
 struct ZSTD_DCtx_s *wc_zstd_dctx(void);
 
+/* ---- PACK planes (bitpack.c; docs/FORMAT.md section 3) ------------------ */
+
+/* Bytes of a PACK body of n symbols of b bits (b = 1, 2 or 4). */
+static inline size_t wc_pack_bytes(size_t n, unsigned b) { return (n * b + 7) / 8; }
+
+/* The fewest bits (1, 2 or 4) that hold every one of n symbols; 0 if one of
+ * them is 16 or more (no PACK body then). */
+unsigned wc_pack_bits_for(const uint8_t *sym, size_t n);
+
+/* Pack n symbols, each below 2^b, into wc_pack_bytes(n, b) bytes at out:
+ * symbol i in byte i / (8 / b), at bit (i % (8 / b)) * b; the last byte's
+ * unused high bits 0. */
+void wc_pack_bits(const uint8_t *sym, size_t n, unsigned b, uint8_t *out);
+
+/* Unpack symbols [0, n) of a PACK body of b-bit symbols starting at in
+ * (byte-aligned: the caller's first symbol is a multiple of 8 / b) into n
+ * bytes at out. Reads wc_pack_bytes(n, b) bytes. */
+void wc_unpack_bits(const uint8_t *in, unsigned b, size_t n, uint8_t *out);
+
 #endif /* WC_CODEC_INTERNAL_H */

@@ -8,13 +8,14 @@
  *
  *   u8 nplanes, u8 reserved[3]
  *   nplanes x plane descriptor (12 bytes):
- *       u8 mode (WC_PLANE_RAW/CONST/RANS/ZSTD), u8 value (CONST byte),
+ *       u8 mode (WC_PLANE_RAW/CONST/RANS/ZSTD/PACK), u8 value (CONST
+ *       byte, PACK bits per symbol),
  *       u16 reserved, u32 table (frequency table index, RANS only, else
  *       0xFFFFFFFF), u32 size (body bytes)
  *   bodies in plane order, each starting 4-byte aligned (zero padding)
  *
- * Each plane is coded by whichever mode is smallest (RAW unless another
- * saves over 1/128); plane decoders are chosen through a table of functions
+ * Each plane is coded by whichever mode is smallest (RAW or PACK unless an
+ * entropy coder saves over 1/128); plane decoders are chosen through a table of functions
  * indexed by mode.
  */
 #ifndef WC_TILE_CODEC_H
@@ -36,6 +37,8 @@ enum wc_plane_mode {
 	WC_PLANE_CONST = 1, /* body empty; every byte equals `value` */
 	WC_PLANE_RANS = 2,  /* body = rANS chunks (rans.h) with table `table` */
 	WC_PLANE_ZSTD = 3,  /* body = one zstd frame of the plane (RFC 8878) */
+	WC_PLANE_PACK = 4,  /* body = the symbols in `value` bits each (1, 2 or 4),
+			     * 8 / value to a byte, lowest bits first */
 	WC_PLANE_MODES
 };
 
@@ -53,9 +56,10 @@ typedef struct wc_plane_plan {
 size_t wc_tile_encode_bound(wc_layout l, size_t nbytes, uint32_t chunk_symbols);
 
 /* Encode nbytes (a multiple of l.elem_size) into a payload, choosing per
- * plane the smallest of CONST, RANS (if plan[p].table), ZSTD (if allowed) and
- * RAW, except that RANS or ZSTD must be smaller than RAW by more than 1/128
- * of the plane (near-random planes stay RAW, which decodes at memcpy speed).
+ * plane the smallest of CONST, PACK (every symbol below 16), RANS (if
+ * plan[p].table), ZSTD (if allowed) and RAW, except that RANS or ZSTD must
+ * be smaller than RAW or PACK by more than 1/128 of that size (near-random
+ * planes stay RAW or PACK, which decode at memory speed).
  * plan has l.nplanes entries. Errors: WC_E_INVAL (bad size, symbol
  * missing from a table), WC_E_RANGE (cap too small), WC_E_NOMEM.
  * Optionally reports the bytes of each plane's body in plane_bytes. */

@@ -4,7 +4,7 @@
  * symbols each): every rANS plane decodes the block into 2 KiB of
  * per-thread scratch and the block is merged into the output at once, so
  * decoded symbols never leave L1 and the 16 KiB decoding table stays there.
- * Planes without chunks (RAW, CONST, ZSTD) follow the same geometry with
+ * Planes without chunks (RAW, CONST, ZSTD, PACK) follow the same geometry with
  * PLAIN_CHUNK-symbol virtual chunks. A DICT tile gathers each block from
  * the dictionary instead of merging it. */
 #include <zstd.h>
@@ -26,7 +26,8 @@ typedef struct tile_ctx {
 /* State of one plane while the tile decodes. */
 typedef struct plane_dec {
 	const wc_plane_view *v;
-	const uint8_t *src;       /* RAW/ZSTD: the whole plane */
+	const uint8_t *src;       /* RAW/ZSTD: the whole plane; PACK: its body */
+	size_t n;                 /* PACK: symbols in the plane */
 	uint8_t *scratch;         /* BLOCK_SYMS bytes (CONST: the value) */
 	const wc_rans_dtab *dt;   /* RANS */
 	wc_rans_body body;        /* RANS */
@@ -132,11 +133,38 @@ static wc_err zstd_prepare(plane_dec *pd, unsigned p, const tile_ctx *t)
 	return WC_OK;
 }
 
+/* The body's size and bits were checked by wc_tile_parse; the last byte's
+ * bits past the plane's end must be 0, so that a plane has one body. */
+static wc_err pack_prepare(plane_dec *pd, unsigned p, const tile_ctx *t)
+{
+	(void)p;
+	const wc_plane_view *v = pd->v;
+	const size_t used = t->n * v->value % 8;
+	if (used && v->body[v->size - 1] >> used)
+		return wc_fail(WC_E_CORRUPT, "packed plane: non-zero bits after its %zu symbols", t->n);
+	pd->src = v->body;
+	pd->n = t->n;
+	return WC_OK;
+}
+
+/* Symbols from `first` (a multiple of 32, so of 8 / bits) to the block's
+ * end or the plane's, unpacked into the block scratch. */
+static wc_err pack_block(plane_dec *pd, size_t first, size_t rend, const uint8_t **ptr)
+{
+	(void)rend;
+	const unsigned b = pd->v->value;
+	const size_t cnt = pd->n - first < BLOCK_SYMS ? pd->n - first : BLOCK_SYMS;
+	wc_unpack_bits(pd->src + first * b / 8, b, cnt, pd->scratch);
+	*ptr = pd->scratch;
+	return WC_OK;
+}
+
 static const plane_ops plane_decoders[WC_PLANE_MODES] = {
 	[WC_PLANE_RAW] = {raw_prepare, no_begin, whole_block, no_end},
 	[WC_PLANE_CONST] = {const_prepare, no_begin, const_block, no_end},
 	[WC_PLANE_RANS] = {rans_prepare, rans_chunk_begin, rans_block, rans_chunk_end},
 	[WC_PLANE_ZSTD] = {zstd_prepare, no_begin, whole_block, no_end},
+	[WC_PLANE_PACK] = {pack_prepare, no_begin, pack_block, no_end},
 };
 
 /* Start a block: rANS planes go in pairs, advanced together towards rend.

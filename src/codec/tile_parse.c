@@ -51,12 +51,17 @@ wc_err wc_tile_parse(wc_layout l, const uint8_t *payload, size_t payload_len,
 		v->size = wc_ld32(d + 8);
 		if (v->mode >= WC_PLANE_MODES)
 			return wc_fail(WC_E_CORRUPT, "tile: plane %u has unknown mode %u", p, v->mode);
-		if (wc_ld16(d + 2) != 0 || (v->mode != WC_PLANE_CONST && v->value != 0))
+		if (wc_ld16(d + 2) != 0 ||
+		    (v->mode != WC_PLANE_CONST && v->mode != WC_PLANE_PACK && v->value != 0))
 			return wc_fail(WC_E_CORRUPT, "tile: plane %u descriptor has non-zero reserved bits", p);
+		if (v->mode == WC_PLANE_PACK && v->value != 1 && v->value != 2 && v->value != 4)
+			return wc_fail(WC_E_CORRUPT, "tile: packed plane %u of %u bits a symbol (1, 2 or 4)",
+				       p, v->value);
 		if (v->mode == WC_PLANE_RANS ? v->table >= ntables : v->table != WC_NO_TABLE)
 			return wc_fail(WC_E_CORRUPT, "tile: plane %u table index %u invalid (%u tables, mode %u)",
 				       p, v->table, ntables, v->mode);
-		if ((v->mode == WC_PLANE_RAW && v->size != n) || (v->mode == WC_PLANE_CONST && v->size != 0))
+		if ((v->mode == WC_PLANE_RAW && v->size != n) || (v->mode == WC_PLANE_CONST && v->size != 0) ||
+		    (v->mode == WC_PLANE_PACK && v->size != wc_pack_bytes(n, v->value)))
 			return wc_fail(WC_E_CORRUPT, "tile: plane %u (mode %u) body of %u bytes for %zu symbols",
 				       p, v->mode, v->size, n);
 		if (v->mode == WC_PLANE_ZSTD && v->size == 0)
