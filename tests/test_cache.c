@@ -42,6 +42,18 @@ static void get_check(wc_cache *c, fake_source *s, uint32_t tile)
 	wc_cache_release(c, r);
 }
 
+/* A streaming reader over tiles [first, end) of s: each one got, checked
+ * and released as consumed (wc_cache_release_consumed). */
+static void stream_consumed(wc_cache *c, fake_source *s, uint32_t first, uint32_t end)
+{
+	for (uint32_t t = first; t < end; t++) {
+		wc_tile_ref *r = NULL;
+		ck_assert_int_eq(wc_cache_get(c, &s->base, t, &r), WC_OK);
+		ck_assert_uint_eq(fake_tile_check(s->seed, t, r->data, r->size), 0);
+		wc_cache_release_consumed(c, r);
+	}
+}
+
 /* ---- log capture --------------------------------------------------------- */
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -649,12 +661,7 @@ START_TEST(consumed_tiles_recycle_their_buffers)
 	wc_tile_ref *keep = NULL;
 	ck_assert_int_eq(wc_cache_get(c, &s.base, 0, &keep), WC_OK);
 	wc_cache_release(c, keep); /* a normally released tile */
-	for (uint32_t t = 1; t < s.ntiles; t++) {
-		wc_tile_ref *r = NULL;
-		ck_assert_int_eq(wc_cache_get(c, &s.base, t, &r), WC_OK);
-		ck_assert_uint_eq(fake_tile_check(s.seed, t, r->data, r->size), 0);
-		wc_cache_release_consumed(c, r);
-	}
+	stream_consumed(c, &s, 1, s.ntiles);
 	wc_cache_stats st;
 	wc_cache_get_stats(c, &st);
 	ck_assert_uint_eq(st.decodes, 200);
@@ -673,12 +680,7 @@ START_TEST(consumed_tiles_recycle_their_buffers)
 	 * stay right, and the budget still holds. */
 	fake_source big;
 	fake_source_init(&big, 2, 11, 40, 900 * KIB, 70 * KIB);
-	for (uint32_t t = 0; t < big.ntiles; t++) {
-		wc_tile_ref *r = NULL;
-		ck_assert_int_eq(wc_cache_get(c, &big.base, t, &r), WC_OK);
-		ck_assert_uint_eq(fake_tile_check(big.seed, t, r->data, r->size), 0);
-		wc_cache_release_consumed(c, r);
-	}
+	stream_consumed(c, &big, 0, big.ntiles);
 	wc_cache_get_stats(c, &st);
 	ck_assert_uint_le(st.bytes_cached, 2 * 256 * KIB + (1u << 20) + 2 * 900 * KIB);
 	wc_cache_destroy(c);
@@ -967,12 +969,7 @@ START_TEST(consumed_window_of_backend_buffers)
 	fake_source s;
 	fake_source_init(&s, 1, 19, 60, 256 * KIB, 256 * KIB);
 	wc_cache *c = make_cache(&fb, 64ull << 20, 0);
-	for (uint32_t t = 0; t < s.ntiles; t++) {
-		wc_tile_ref *r = NULL;
-		ck_assert_int_eq(wc_cache_get(c, &s.base, t, &r), WC_OK);
-		ck_assert_uint_eq(fake_tile_check(s.seed, t, r->data, r->size), 0);
-		wc_cache_release_consumed(c, r);
-	}
+	stream_consumed(c, &s, 0, s.ntiles);
 	wc_cache_stats st;
 	wc_cache_get_stats(c, &st);
 	ck_assert_uint_eq(st.decodes, 60);
@@ -1061,12 +1058,7 @@ START_TEST(tiles_beyond_the_pool_never_wait_for_backend_memory)
 	for (uint32_t t = 0; t < 24; t++)
 		wc_cache_release_consumed(c, refs[t]);
 	/* A stream through the rest: both kinds of buffer go round the pool. */
-	for (uint32_t t = 24; t < s.ntiles; t++) {
-		wc_tile_ref *r = NULL;
-		ck_assert_int_eq(wc_cache_get(c, &s.base, t, &r), WC_OK);
-		ck_assert_uint_eq(fake_tile_check(s.seed, t, r->data, r->size), 0);
-		wc_cache_release_consumed(c, r);
-	}
+	stream_consumed(c, &s, 24, s.ntiles);
 	get_check(c, &s, 3); /* long dropped: decoded again, right */
 	wc_cache_destroy(c);
 	pthread_mutex_lock(&tracked_lock);
