@@ -284,6 +284,15 @@ static void read_passthrough(fuse_req_t req, wcfs_handle *h, size_t size, off_t 
 /* Queue decodes of the tiles holding virtual bytes [from, from + ahead):
  * the tiles a sequential stream reads next. Runs of consecutive tiles of one
  * source become one wc_cache_prefetch call. */
+/* Tiles to prefetch ahead of a stream through vn: the mount's readahead, or
+ * the vnode's cap where the mount's is the CPU backend's default. */
+static unsigned readahead_of(const wcfs_fs *fs, const wcfs_vnode *vn)
+{
+	if (fs->readahead_capped && vn->readahead_max && vn->readahead_max < fs->readahead)
+		return vn->readahead_max;
+	return fs->readahead;
+}
+
 static void prefetch_after(wcfs_fs *fs, const wcfs_vnode *vn, uint64_t from, uint64_t ahead)
 {
 	uint64_t end = from + ahead < vn->size ? from + ahead : vn->size;
@@ -525,7 +534,7 @@ static void read_virtual(fuse_req_t req, wcfs_fs *fs, wcfs_node *n, size_t size,
 		uint64_t tol = tile > (1u << 20) ? tile : (1u << 20);
 		wcfs_ra *ra = wcfs_node_ra(n);
 		if (ra && wcfs_ra_note_stream(ra, off, size, sp.off, tol, min_run, &streaming))
-			prefetch_after(fs, vn, sp.off + sp.len, (uint64_t)fs->readahead * tile);
+			prefetch_after(fs, vn, sp.off + sp.len, (uint64_t)readahead_of(fs, vn) * tile);
 	}
 
 	if (err) {

@@ -124,6 +124,10 @@ struct wcfs_vnode {
 			     * out (0: each file reports its own size) */
 	uint32_t blksize;   /* WCFS_VFILE: preferred I/O size in bytes (st_blksize:
 			     * the tile size); 0 = 4096 */
+	uint32_t readahead_max; /* WCFS_VFILE: tiles prefetched ahead of a stream
+				 * at most while the mount's readahead is the CPU
+				 * backend's default (not given as an option, nor
+				 * the backend's own); 0 = no cap */
 	uint32_t nchildren; /* WCFS_VDIR: number of children */
 	/* Attributes (mode, owner, times) are the source file's; write
 	 * permission bits are removed; directories get x where r is set. A

@@ -20,6 +20,19 @@
 #include "qvq/qvq_files.h"
 
 #define IS_DIR 0x80000000u
+/* Tiles prefetched ahead of a stream through an archive's files (its
+ * images.npy), at most, under the CPU backend's default readahead (8, or
+ * the thread count). An archive's tile decodes in a sixth of the time a
+ * .wcodec tile of the same size takes (0.15 ms against 1 ms a MiB on one
+ * core, with PACK planes), so two ahead keep a reader fed; each tile more
+ * lengthens the round of tile buffers a stream goes through, and the
+ * gather and the reply's copy then find fewer of them in the CPU's caches.
+ * images.npy of 2040 224x224 crops, 2 cores, twelve alternating fresh
+ * mounts each, twice: 17,216 and 17,646 images/s at 2 against 14,480 and
+ * 14,796 at 8, the daemon's CPU 114 and 109 ms against 151 and 146
+ * (docs/BENCHMARKS-QVQ.md, section 2, twenty-third session). A .wcodec
+ * file read 3% slower at 4 than at 8, so the cap is the archive's alone. */
+#define QVQ_READAHEAD_MAX 2u
 
 typedef struct qdir {
 	uint32_t n, cap;
@@ -307,6 +320,7 @@ static wc_err open_node(qvq_tree *t, uint32_t child, wcfs_vnode **out)
 			? wc_qvq_tile_at(t->q, wc_qvq_find_tile(t->q, v->lay.data_voff))->dsize : 4096;
 		bs = (bs + 4095) / 4096 * 4096;
 		v->base.blksize = bs < 4096 ? 4096 : bs > (4u << 20) ? (4u << 20) : bs;
+		v->base.readahead_max = QVQ_READAHEAD_MAX;
 	}
 	atomic_fetch_add(&t->refs, 1);
 	*out = &v->base;
