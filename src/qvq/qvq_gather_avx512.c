@@ -20,21 +20,16 @@
 #include <immintrin.h>
 #include <string.h>
 
-/* Byte selectors. An entry sits at byte 16*j of the 128 bytes of two
- * registers (j = 0..7); image byte i (0..47) of a row of eight patches is
- * byte i % 6 of patch i / 6's row: row 0 at offset 0, row 1 at 6. Bytes
- * 48..63 of these results are filled by the join below (any value here). */
+/* Byte selector of image row 0. An entry sits at byte 16*j of the 128
+ * bytes of two registers (j = 0..7); image byte i (0..47) of a row of eight
+ * patches is byte i % 6 of patch i / 6's row: row 0 at offset 0, row 1 at
+ * 6 (this table plus 6). Bytes 48..63 of the results are filled by the
+ * join below (any value here). */
 static const uint8_t row0_sel[64] __attribute__((aligned(64))) = {
 	  0,   1,   2,   3,   4,   5,  16,  17,  18,  19,  20,  21,  32,  33,  34,  35,
 	 36,  37,  48,  49,  50,  51,  52,  53,  64,  65,  66,  67,  68,  69,  80,  81,
 	 82,  83,  84,  85,  96,  97,  98,  99, 100, 101, 112, 113, 114, 115, 116, 117,
 	112, 112, 112, 112, 112, 112, 112, 112, 112, 112, 112, 112, 112, 112, 112, 112,
-};
-static const uint8_t row1_sel[64] __attribute__((aligned(64))) = {
-	  6,   7,   8,   9,  10,  11,  22,  23,  24,  25,  26,  27,  38,  39,  40,  41,
-	 42,  43,  54,  55,  56,  57,  58,  59,  70,  71,  72,  73,  74,  75,  86,  87,
-	 88,  89,  90,  91, 102, 103, 104, 105, 106, 107, 118, 119, 120, 121, 122, 123,
-	118, 118, 118, 118, 118, 118, 118, 118, 118, 118, 118, 118, 118, 118, 118, 118,
 };
 /* Two 48-byte halves (patches 0..7 in X, 8..15 in Y) joined: the first 64
  * bytes are X[0..47] and Y[0..15], the last 32 are Y[16..47]. */
@@ -86,7 +81,7 @@ WC_AVX512_VBMI size_t wc_qvq_gather_pairs_avx512(const uint8_t *cb, uint32_t ent
 						 uint32_t ib, size_t full, uint8_t *r0, uint8_t *r1)
 {
 	const __m512i sel0 = _mm512_load_si512((const void *)row0_sel);
-	const __m512i sel1 = _mm512_load_si512((const void *)row1_sel);
+	const __m512i sel1 = _mm512_add_epi8(sel0, _mm512_set1_epi8(6));
 	const __m512i lo = _mm512_load_si512((const void *)join_lo);
 	const __m512i hi = _mm512_load_si512((const void *)join_hi);
 	size_t g = 0;
