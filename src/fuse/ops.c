@@ -281,9 +281,6 @@ static void read_passthrough(fuse_req_t req, wcfs_handle *h, size_t size, off_t 
 	fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
 }
 
-/* Queue decodes of the tiles holding virtual bytes [from, from + ahead):
- * the tiles a sequential stream reads next. Runs of consecutive tiles of one
- * source become one wc_cache_prefetch call. */
 /* Tiles to prefetch ahead of a stream through vn: the mount's readahead, or
  * the vnode's cap where the mount's is the CPU backend's default. */
 static unsigned readahead_of(const wcfs_fs *fs, const wcfs_vnode *vn)
@@ -293,6 +290,9 @@ static unsigned readahead_of(const wcfs_fs *fs, const wcfs_vnode *vn)
 	return fs->readahead;
 }
 
+/* Queue decodes of the tiles holding virtual bytes [from, from + ahead):
+ * the tiles a sequential stream reads next. Runs of consecutive tiles of one
+ * source become one wc_cache_prefetch call. */
 static void prefetch_after(wcfs_fs *fs, const wcfs_vnode *vn, uint64_t from, uint64_t ahead)
 {
 	uint64_t end = from + ahead < vn->size ? from + ahead : vn->size;

@@ -35,12 +35,6 @@ static inline void st64(uint8_t *p, uint64_t v)
 	memcpy(p, &v, 8);
 }
 
-static inline __attribute__((always_inline)) uint32_t index_at(const uint8_t *row, uint32_t ib,
-							       uint32_t gx)
-{
-	return ib == 1 ? row[gx] : wc_get_u16(row + 2 * gx);
-}
-
 /* The largest of n indices of ib bytes. SSE2 (part of x86-64) takes 16
  * bytes a step; -O2 does not vectorize the plain loop, which then costs
  * more than the per-patch test it replaces. */
@@ -76,7 +70,7 @@ static uint32_t max_index(const uint8_t *idx, uint32_t ib, size_t n)
 	}
 #endif
 	for (; i < n; i++) {
-		uint32_t v = ib == 1 ? idx[i] : wc_get_u16(idx + 2 * i);
+		uint32_t v = wc_qvq_index_at(idx, ib, i);
 		m = v > m ? v : m;
 	}
 	return m;
@@ -126,14 +120,14 @@ static inline __attribute__((always_inline)) wc_err gather_2x2x3_ib(
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 		if (two) {
 			for (; gx < fast; gx++) {
-				const uint8_t *p = cb + (size_t)index_at(row, ib, gx) * 12;
+				const uint8_t *p = cb + (size_t)wc_qvq_index_at(row, ib, gx) * 12;
 				st64(r0 + 6 * gx, ld64(p));
 				st64(r1 + 6 * gx, ld64(p + 4) >> 16);
 			}
 		}
 #endif
 		for (; gx < gw; gx++) {
-			const uint8_t *p = cb + (size_t)index_at(row, ib, gx) * 12;
+			const uint8_t *p = cb + (size_t)wc_qvq_index_at(row, ib, gx) * 12;
 			size_t n = gx < full ? 6 : 3;
 			memcpy(r0 + 6 * gx, p, n);
 			if (two)
@@ -161,7 +155,7 @@ wc_err wc_qvq_gather(const uint8_t *codebook, uint32_t entries, uint32_t ph, uin
 	for (uint32_t y = 0; y < h; y++) {
 		for (uint32_t x = 0; x < w; x++) {
 			size_t j = (size_t)(y / ph) * gw + x / pw;
-			uint32_t k = index_bytes == 1 ? idx[j] : wc_get_u16(idx + 2 * j);
+			uint32_t k = wc_qvq_index_at(idx, index_bytes, j);
 			if (k >= entries)
 				return wc_fail(WC_E_CORRUPT, "qvq: codebook index %u >= %u entries",
 					       k, entries);

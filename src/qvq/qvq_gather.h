@@ -6,6 +6,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/le.h"
+
+/* Index g of a patch row of ib-byte (1 or 2) little-endian indices. */
+static inline __attribute__((always_inline)) uint32_t wc_qvq_index_at(const uint8_t *row, uint32_t ib,
+								      size_t g)
+{
+	return ib == 1 ? row[g] : wc_get_u16(row + 2 * g);
+}
+
 /* One patch row of a 2x2x3 image, both of its image rows present: patches
  * 0.. of `row` (ib-byte little-endian indices, each < entries, checked by
  * the caller) written as 6 bytes each to image rows r0 and r1, sixteen at a

@@ -48,23 +48,21 @@ static const uint8_t join_hi[64] __attribute__((aligned(64))) = {
 
 #define WC_AVX512_VBMI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi")))
 
-/* Index g of a patch row of ib-byte little-endian indices. */
-static inline __attribute__((always_inline)) uint32_t index_at(const uint8_t *row, uint32_t ib, size_t g)
+/* The 16 bytes at patch g's codebook entry: its 12, then 4 past it (the
+ * caller keeps the codebook's last entry out of this path). */
+WC_AVX512_VBMI static inline __m128i entry16(const uint8_t *cb, const uint8_t *row, uint32_t ib, size_t g)
 {
-	return ib == 1 ? row[g] : (uint32_t)(row[2 * g] | row[2 * g + 1] << 8);
+	return _mm_loadu_si128((const __m128i *)(const void *)(cb + (size_t)wc_qvq_index_at(row, ib, g) * 12));
 }
 
-/* Four entries (indices g..g+3) in one register, 16 bytes each; each load
- * reads 4 bytes past its entry (the caller keeps the codebook's last entry
- * out of this path). */
+/* Four entries (patches g..g+3) in one register, 16 bytes each. */
 WC_AVX512_VBMI static inline __m512i four_entries(const uint8_t *cb, const uint8_t *row, uint32_t ib,
 						   size_t g)
 {
-	__m512i z = _mm512_castsi128_si512(
-		_mm_loadu_si128((const __m128i *)(const void *)(cb + (size_t)index_at(row, ib, g) * 12)));
-	z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(const void *)(cb + (size_t)index_at(row, ib, g + 1) * 12)), 1);
-	z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(const void *)(cb + (size_t)index_at(row, ib, g + 2) * 12)), 2);
-	return _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(const void *)(cb + (size_t)index_at(row, ib, g + 3) * 12)), 3);
+	__m512i z = _mm512_castsi128_si512(entry16(cb, row, ib, g));
+	z = _mm512_inserti32x4(z, entry16(cb, row, ib, g + 1), 1);
+	z = _mm512_inserti32x4(z, entry16(cb, row, ib, g + 2), 2);
+	return _mm512_inserti32x4(z, entry16(cb, row, ib, g + 3), 3);
 }
 
 /* Does any of the 16 indices from g on name entry `last`? */
@@ -90,7 +88,7 @@ WC_AVX512_VBMI size_t wc_qvq_gather_pairs_avx512(const uint8_t *cb, uint32_t ent
 		if (names_entry(row, ib, g, entries - 1)) {
 			/* the last entry's 16-byte load would leave the codebook */
 			for (size_t j = g; j < g + 16; j++) {
-				const uint8_t *p = cb + (size_t)index_at(row, ib, j) * 12;
+				const uint8_t *p = cb + (size_t)wc_qvq_index_at(row, ib, j) * 12;
 				memcpy(r0 + 6 * j, p, 6);
 				memcpy(r1 + 6 * j, p + 6, 6);
 			}
