@@ -221,7 +221,7 @@ wc_err wc_kmeans_assign(const uint8_t *codebook, uint32_t k, uint32_t dim, const
 		return wc_fail(WC_E_NOMEM, "k-means: no memory");
 	}
 	assign_ctx c = {&ix, points, out, part};
-	e = wc_qvq_parallel(threads, n, assign_slice, &c);
+	wc_qvq_parallel(threads, n, assign_slice, &c);
 	uint64_t total = 0;
 	for (unsigned t = 0; t < threads; t++)
 		total += part[t];
@@ -546,7 +546,7 @@ wc_err wc_kmeans_train(const uint8_t *points, uint64_t n, const wc_kmeans_opts *
 	for (uint32_t it = 0; it < iters && !e; it++) {
 		if (found && nearest_elsewhere(o, codebook, k, tp, tn, found) == WC_OK) {
 			lloyd_ctx c = {NULL, found, tp, dim, k, assign, sums, counts, changed};
-			e = wc_qvq_parallel(threads, tn, lloyd_slice, &c);
+			wc_qvq_parallel(threads, tn, lloyd_slice, &c);
 		} else {
 			free(found); /* a failed search is not tried again */
 			found = NULL;
@@ -554,7 +554,7 @@ wc_err wc_kmeans_train(const uint8_t *points, uint64_t n, const wc_kmeans_opts *
 			if ((e = nn_build(&ix, codebook, k, dim)))
 				break;
 			lloyd_ctx c = {&ix, NULL, tp, dim, k, assign, sums, counts, changed};
-			e = wc_qvq_parallel(threads, tn, lloyd_slice, &c);
+			wc_qvq_parallel(threads, tn, lloyd_slice, &c);
 			nn_free(&ix);
 		}
 		uint64_t nchanged = 0;
@@ -624,10 +624,10 @@ wc_err wc_kmeans_assign_opts(const uint8_t *codebook, uint32_t k, const uint8_t 
 	if (!part)
 		return wc_fail(WC_E_NOMEM, "k-means: no memory");
 	sse_ctx c = {codebook, points, out, dim, part};
-	wc_err e = wc_qvq_parallel(threads, n, sse_slice, &c);
+	wc_qvq_parallel(threads, n, sse_slice, &c);
 	*sse = 0;
 	for (unsigned t = 0; t < threads; t++)
 		*sse += part[t];
 	free(part);
-	return e;
+	return WC_OK;
 }

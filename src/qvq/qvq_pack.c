@@ -320,7 +320,7 @@ wc_err wc_qvq_pack_dir(const char *dir, const char *out, const wc_qvq_pack_opts 
 		size_t cnt = n - b < 64 ? n - b : 64;
 		load_ctx sub = lc;
 		sub.names += b; sub.img += b; sub.err += b; sub.why += b;
-		e = wc_qvq_parallel(threads < cnt ? threads : (unsigned)cnt, cnt, load_slice, &sub);
+		wc_qvq_parallel(threads < cnt ? threads : (unsigned)cnt, cnt, load_slice, &sub);
 		for (size_t i = b; i < b + cnt && !e; i++) {
 			if (!errs[i])
 				continue;

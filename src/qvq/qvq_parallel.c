@@ -1,53 +1,39 @@
-/* qvq_parallel.c - parallel-for over contiguous slices with pthreads. */
+/* qvq_parallel.c - parallel-for over contiguous slices, on the engine's
+ * thread pool (engine/threadpool.h), the one threading mechanism of the
+ * library. */
 #include "qvq/qvq_parallel.h"
 
-#include <pthread.h>
-#include <stdlib.h>
-#include <string.h>
+#include "engine/threadpool.h"
 
-struct slice_arg {
+struct slices {
 	void (*fn)(void *, unsigned, size_t, size_t);
 	void *ctx;
-	unsigned slice;
-	size_t begin, end;
+	unsigned nslices;
+	size_t n;
 };
 
-static void *run_slice(void *p)
+static void run_slice(void *p, size_t s)
 {
-	struct slice_arg *a = p;
-	a->fn(a->ctx, a->slice, a->begin, a->end);
-	return NULL;
+	const struct slices *a = p;
+	a->fn(a->ctx, (unsigned)s, a->n * s / a->nslices, a->n * (s + 1) / a->nslices);
 }
 
-wc_err wc_qvq_parallel(unsigned nthreads, size_t n,
+void wc_qvq_parallel(unsigned nthreads, size_t n,
 		       void (*fn)(void *ctx, unsigned slice, size_t begin, size_t end), void *ctx)
 {
 	if (nthreads <= 1) {
 		fn(ctx, 0, 0, n);
-		return WC_OK;
+		return;
 	}
-	struct slice_arg *args = calloc(nthreads, sizeof *args);
-	pthread_t *tids = calloc(nthreads, sizeof *tids);
-	if (!args || !tids) {
-		free(args);
-		free(tids);
-		return wc_fail(WC_E_NOMEM, "no memory for %u threads", nthreads);
+	struct slices a = {fn, ctx, nthreads, n};
+	/* The caller works too, so nthreads - 1 workers. Without them (no
+	 * memory, no threads) every slice runs here: same slices, same result. */
+	wc_threadpool *pool = NULL;
+	if (wc_threadpool_create(nthreads - 1, &pool) != WC_OK) {
+		for (unsigned s = 0; s < nthreads; s++)
+			run_slice(&a, s);
+		return;
 	}
-	unsigned started = 1; /* threads 1..started-1 run */
-	for (unsigned s = 0; s < nthreads; s++) {
-		args[s] = (struct slice_arg){fn, ctx, s, n * s / nthreads, n * (s + 1) / nthreads};
-		if (s > 0 && started == s && pthread_create(&tids[s], NULL, run_slice, &args[s]) == 0)
-			started = s + 1;
-	}
-	/* Slice 0, and any slice whose thread could not start, run here: same
-	 * slices, same result. */
-	run_slice(&args[0]);
-	for (unsigned s = started; s < nthreads; s++)
-		run_slice(&args[s]);
-	for (unsigned s = 1; s < started; s++)
-		pthread_join(tids[s], NULL);
-	free(args);
-	free(tids);
-	return WC_OK;
+	wc_threadpool_run(pool, run_slice, &a, nthreads);
+	wc_threadpool_destroy(pool);
 }
-

@@ -241,7 +241,7 @@ wc_err wc_qvq_write(const char *path, const wc_qvq_write_input *in, wc_qvq_write
 		uint32_t cnt = ntiles - t0 < group ? ntiles - t0 : group;
 		encode_ctx sub = c;
 		sub.tiles = tiles + t0;
-		e = wc_qvq_parallel(threads < cnt ? threads : cnt, cnt, encode_slice, &sub);
+		wc_qvq_parallel(threads < cnt ? threads : cnt, cnt, encode_slice, &sub);
 		for (uint32_t t = t0; t < t0 + cnt && !e; t++)
 			if (tiles[t].err)
 				e = wc_fail(tiles[t].err, "qvq: tile %u: %s", t, tiles[t].why);
