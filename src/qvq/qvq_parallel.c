@@ -19,7 +19,7 @@ static void run_slice(void *p, size_t s)
 }
 
 void wc_qvq_parallel(unsigned nthreads, size_t n,
-		       void (*fn)(void *ctx, unsigned slice, size_t begin, size_t end), void *ctx)
+		     void (*fn)(void *ctx, unsigned slice, size_t begin, size_t end), void *ctx)
 {
 	if (nthreads <= 1) {
 		fn(ctx, 0, 0, n);

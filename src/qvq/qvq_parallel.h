@@ -17,6 +17,6 @@
  * nthreads <= 1, or when the workers cannot be started, it runs them all.
  * Returns when every slice has run; it cannot fail. */
 void wc_qvq_parallel(unsigned nthreads, size_t n,
-		       void (*fn)(void *ctx, unsigned slice, size_t begin, size_t end), void *ctx);
+		     void (*fn)(void *ctx, unsigned slice, size_t begin, size_t end), void *ctx);
 
 #endif /* WC_QVQ_PARALLEL_H */
