@@ -20,6 +20,7 @@
 #include "qvq/qvq_gather.h"
 #include "qvq/qvq_names.h"
 #include "qvq/qvq_pack.h"
+#include "qvq/qvq_parallel.h"
 #include "qvq/qvq_writer.h"
 
 static char tmpdir[] = "/tmp/test_qvq.XXXXXX";
@@ -436,6 +437,52 @@ START_TEST(kmeans_threads_same_codebook)
 }
 END_TEST
 
+/* The encoder's parallel-for: every slice runs once, with the bounds its
+ * header promises, and together they cover [0, n) once. Each slice writes
+ * only its own counters, so the checks need no atomics. */
+typedef struct slice_log {
+	unsigned calls[16];
+	size_t begin[16], end[16];
+	unsigned char seen[200];
+} slice_log;
+
+static void log_slice(void *ctx, unsigned slice, size_t begin, size_t end)
+{
+	slice_log *l = ctx;
+	l->calls[slice]++;
+	l->begin[slice] = begin;
+	l->end[slice] = end;
+	for (size_t i = begin; i < end; i++)
+		l->seen[i]++;
+}
+
+START_TEST(parallel_slices_cover_once)
+{
+	const unsigned threads[] = {1, 2, 3, 5, 8, 16};
+	const size_t sizes[] = {0, 1, 7, 100, 200};
+	for (size_t a = 0; a < sizeof threads / sizeof *threads; a++) {
+		for (size_t b = 0; b < sizeof sizes / sizeof *sizes; b++) {
+			unsigned t = threads[a];
+			size_t n = sizes[b];
+			slice_log l;
+			memset(&l, 0, sizeof l);
+			wc_qvq_parallel(t, n, log_slice, &l);
+			for (unsigned s = 0; s < t; s++) {
+				ck_assert_msg(l.calls[s] == 1, "%u threads, n %zu: slice %u ran %u times",
+					      t, n, s, l.calls[s]);
+				ck_assert_uint_eq(l.begin[s], n * s / t);
+				ck_assert_uint_eq(l.end[s], n * (s + 1) / t);
+			}
+			for (unsigned s = t; s < 16; s++)
+				ck_assert_uint_eq(l.calls[s], 0);
+			for (size_t i = 0; i < n; i++)
+				ck_assert_msg(l.seen[i] == 1, "%u threads, n %zu: index %zu covered %u times",
+					      t, n, i, l.seen[i]);
+		}
+	}
+}
+END_TEST
+
 /* Build a small valid archive in memory for the malformed-archive tests. */
 static uint8_t *valid_archive(size_t *len, const char *const *names, uint32_t n)
 {
@@ -846,6 +893,7 @@ int main(void)
 	tcase_add_test(tc, kmeans_exact_nearest);
 	tcase_add_test(tc, kmeans_search_elsewhere_same_result);
 	tcase_add_test(tc, kmeans_threads_same_codebook);
+	tcase_add_test(tc, parallel_slices_cover_once);
 	tcase_add_test(tc, malformed_rejected);
 	tcase_add_test(tc, names_refused_by_writer);
 	tcase_add_test(tc, damaged_payload_is_an_error);
