@@ -525,26 +525,30 @@ typedef struct real_source {
 	wc_tile_source base;
 	tile_case *tc;
 	atomic_int refs;
+	uint32_t repeat; /* 0: tile t is tc[t], NCASES tiles; else `repeat` tiles, each tc[0] */
 } real_source;
 
-static uint32_t real_ntiles(const wc_tile_source *s) { (void)s; return NCASES; }
-static uint32_t real_dsize(const wc_tile_source *s, uint32_t t)
+static const tile_case *case_of(const wc_tile_source *s, uint32_t t)
 {
-	return (uint32_t)((const real_source *)s)->tc[t].nbytes;
+	const real_source *r = (const real_source *)s;
+	return &r->tc[r->repeat ? 0 : t];
 }
-static uint32_t real_csize(const wc_tile_source *s, uint32_t t)
+static uint32_t real_ntiles(const wc_tile_source *s)
 {
-	return (uint32_t)((const real_source *)s)->tc[t].len;
+	const real_source *r = (const real_source *)s;
+	return r->repeat ? r->repeat : NCASES;
 }
+static uint32_t real_dsize(const wc_tile_source *s, uint32_t t) { return (uint32_t)case_of(s, t)->nbytes; }
+static uint32_t real_csize(const wc_tile_source *s, uint32_t t) { return (uint32_t)case_of(s, t)->len; }
 static wc_err real_read(const wc_tile_source *s, uint32_t t, uint8_t *buf)
 {
-	const tile_case *tc = &((const real_source *)s)->tc[t];
+	const tile_case *tc = case_of(s, t);
 	memcpy(buf, tc->payload, tc->len);
 	return WC_OK;
 }
 static void real_describe(const wc_tile_source *s, uint32_t t, wc_tile_job *j)
 {
-	tile_case *tc = &((const real_source *)s)->tc[t];
+	const tile_case *tc = case_of(s, t);
 	j->kind = WC_JOB_PLANES;
 	j->layout = tc->layout;
 	j->chunk_symbols = CHUNK;
@@ -659,6 +663,44 @@ START_TEST(cache_decodes_untaken_misses_on_the_caller)
 }
 END_TEST
 
+/* With the cache full, a miss decoded on its reader's thread takes the
+ * buffer of the tile evicted for it, as a dispatcher's batch does: 48
+ * misses of 256 KiB tiles under a 1 MiB budget map a handful of buffers,
+ * not one each (each map costs an mmap, page faults and, when freed, an
+ * munmap with its TLB shootdown). */
+START_TEST(caller_decodes_reuse_evicted_buffers)
+{
+	tile_case tc[NCASES];
+	make_cases(tc);
+	real_source src = { .base = { &real_ops, 7 }, .tc = tc, .repeat = 48 };
+	atomic_init(&src.refs, 1);
+	fake_backend fb; /* never called: every miss is the caller's */
+	fake_backend_init(&fb, 4, 1);
+	wc_cache *c = NULL;
+	ck_assert_int_eq(wc_cache_create(&(wc_cache_opts){ .budget_bytes = 1u << 20, .backend = &fb.base,
+							   .decode_misses_on_caller = true },
+					 &c), WC_OK);
+	for (uint32_t t = 0; t < src.repeat; t++) {
+		wc_tile_ref *r = NULL;
+		ck_assert_msg(wc_cache_get(c, &src.base, t, &r) == WC_OK, "%s", wc_last_detail());
+		ck_assert_uint_eq(r->size, tc[0].nbytes);
+		ck_assert(memcmp(r->data, tc[0].data, tc[0].nbytes) == 0);
+		wc_cache_release(c, r);
+	}
+	wc_cache_stats st;
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.caller_decodes, src.repeat);
+	ck_assert_uint_ge(st.evictions, src.repeat - 4);
+	ck_assert_msg(st.buf_allocs <= 6, "%llu buffers mapped for %u misses",
+		      (unsigned long long)st.buf_allocs, src.repeat);
+	ck_assert_uint_eq(atomic_load(&fb.calls), 0);
+	wc_cache_destroy(c);
+	ck_assert_int_eq(atomic_load(&src.refs), 1);
+	for (int i = 0; i < NCASES; i++)
+		tile_case_free(&tc[i]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("backend");
@@ -672,6 +714,7 @@ int main(void)
 	tcase_add_test(tc, warm_up_runs_every_call_and_reports_failures);
 	tcase_add_test(tc, cache_over_cpu_backend_decodes_real_tiles);
 	tcase_add_test(tc, cache_decodes_untaken_misses_on_the_caller);
+	tcase_add_test(tc, caller_decodes_reuse_evicted_buffers);
 #ifdef FAKE_PLUGIN_DIR
 	tcase_add_test(tc, cuda_plugin_is_loaded_and_used);
 #endif

@@ -1155,6 +1155,9 @@ wc_err wc_cache_get(wc_cache *c, wc_tile_source *src, uint32_t tile, wc_tile_ref
 		make_room(c, e->ref.size, &dead);
 		start_decode(c, e, &dead);
 		pthread_mutex_unlock(&c->lock);
+		/* as a dispatcher does: the tile evicted for this one lends it
+		 * its buffer, mapped and faulted in already */
+		recycle_buffers(&e, 1, dead);
 		free_chain(c, dead);
 		decode_on_caller(c, e);
 		pthread_mutex_lock(&c->lock);
