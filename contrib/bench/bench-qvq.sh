@@ -27,6 +27,9 @@
 #     (one pread per image) and as PPM files (open, read, close each), with
 #     the ratio of each round and their medians: issue 4's "0.7 of the
 #     ceiling", measured side by side. ONLY=pairs runs only this.
+#     SHUFFLE=1: the readers visit the images in a random order (seeded by
+#     the round), as a training epoch with shuffling does; a cache smaller
+#     than the data set (CACHE) then decodes a tile for most images read.
 # ONLY=quality or ONLY=throughput runs one half. The GPU figures come from
 # cuda/vq_bench on a GPU machine (see docs/BENCHMARKS-QVQ.md).
 # Prints "RESULT name value" lines (also in DATA_DIR/qvq/results.txt).
@@ -46,6 +49,7 @@ CROPS_PER_PHOTO=${CROPS_PER_PHOTO:-24}
 REPS=${REPS:-3}           # fresh mounts per throughput figure; the best is kept
 ONLY=${ONLY:-all}         # all | quality | throughput | pairs
 PAIRS=${PAIRS:-0}         # alternating mount / ceiling rounds (3. above)
+SHUFFLE=${SHUFFLE:-0}     # 1: the pairs' readers take the images in a random order
 CACHE=${CACHE:-64M}       # wcodecfs cache_size: below the data set, so tile buffers are recycled
 out=$data/qvq
 mkdir -p "$out"
@@ -146,14 +150,16 @@ result crops_codebook "$K"
 [ "$ONLY" = pairs ] || result cpu1_decode_images_per_s "$(sed -n 's/^cpu decode.* \([0-9]*\) images\/s.*/\1/p' "$out/cpu.txt")"
 [ "$ONLY" = pairs ] || result cpu1_gather_images_per_s "$(sed -n 's/^cpu gather.* \([0-9]*\) images\/s.*/\1/p' "$out/cpu.txt")"
 
-read_ppms() { # DIR: read every .ppm (sorted), print images/s
-	"$PY" - "$1" <<'EOF'
-import os, sys, time
-d = sys.argv[1]
+read_ppms() { # DIR [SEED]: read every .ppm (sorted, or shuffled by SEED), print images/s
+	"$PY" - "$1" "${2:-0}" <<'EOF'
+import os, random, sys, time
+d, seed = sys.argv[1], int(sys.argv[2])
 files = []
 for root, _, fs in os.walk(d):
     files += [os.path.join(root, f) for f in fs if f.endswith(".ppm")]
 files.sort()
+if seed:
+    random.Random(seed).shuffle(files)
 t = time.perf_counter()
 for f in files:
     fd = os.open(f, os.O_RDONLY)
@@ -163,15 +169,18 @@ for f in files:
 print("%.0f" % (len(files) / (time.perf_counter() - t)))
 EOF
 }
-read_npy() { # FILE: one pread per image of images.npy, print images/s
-	"$PY" - "$1" <<'EOF'
-import os, sys, time
+read_npy() { # FILE [SEED]: one pread per image of images.npy (in order, or shuffled by SEED), print images/s
+	"$PY" - "$1" "${2:-0}" <<'EOF'
+import os, random, sys, time
 import numpy as np
 a = np.load(sys.argv[1], mmap_mode="r")
 n, img, off = a.shape[0], a[0].nbytes, a.offset
+order = list(range(n))
+if int(sys.argv[2]):
+    random.Random(int(sys.argv[2])).shuffle(order)
 fd = os.open(sys.argv[1], os.O_RDONLY)
 t = time.perf_counter()
-for i in range(n):
+for i in order:
     b = os.pread(fd, img, off + i * img)
     assert len(b) == img
 print("%.0f" % (n / (time.perf_counter() - t)))
@@ -198,14 +207,16 @@ if [ "$PAIRS" -gt 0 ]; then
 	npy_ratios=() ppm_ratios=()
 	for r in $(seq "$PAIRS"); do
 		line="pair $r:"
+		seed=0
+		[ "$SHUFFLE" = 1 ] && seed=$r
 		for what in npy ppm; do
 			"$WCODECFS" "$src" "$mnt" -o cache_size="$CACHE" 2>/dev/null
 			drop_caches "$src/crops.qvq"
-			if [ $what = npy ]; then m=$(read_npy "$mnt/crops/images.npy"); else m=$(read_ppms "$mnt/crops"); fi
+			if [ $what = npy ]; then m=$(read_npy "$mnt/crops/images.npy" $seed); else m=$(read_ppms "$mnt/crops" $seed); fi
 			umount_quiet "$mnt"
 			"$RAMFS" "$out/unpacked" "$mnt"
 			drop_caches "$src/crops.qvq"
-			if [ $what = npy ]; then c=$(read_npy "$mnt/images.npy"); else c=$(read_ppms "$mnt"); fi
+			if [ $what = npy ]; then c=$(read_npy "$mnt/images.npy" $seed); else c=$(read_ppms "$mnt" $seed); fi
 			umount_quiet "$mnt"
 			ratio=$(awk -v m="$m" -v c="$c" 'BEGIN { printf "%.3f", m / c }')
 			if [ $what = npy ]; then npy_ratios+=("$ratio"); else ppm_ratios+=("$ratio"); fi
@@ -216,6 +227,7 @@ if [ "$PAIRS" -gt 0 ]; then
 	sorted() { printf '%s\n' "$@" | sort -n; }
 	median() { awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 	result pairs "$PAIRS"
+	result pairs_shuffled "$SHUFFLE"
 	result npy_mount_over_ramfs_ratios "$(sorted "${npy_ratios[@]}" | tr '\n' ',' | sed 's/,$//')"
 	result npy_mount_over_ramfs_median "$(sorted "${npy_ratios[@]}" | median)"
 	result ppm_mount_over_ramfs_ratios "$(sorted "${ppm_ratios[@]}" | tr '\n' ',' | sed 's/,$//')"
