@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "engine/backend.h"
@@ -176,10 +177,26 @@ typedef struct fake_backend {
 	atomic_int fail_times;
 	int whole_fails;         /* decode() scribbles over outputs, returns WC_E_BACKEND */
 	atomic_uint max_batch_seen; /* most jobs in one decode() call */
+	int check_resident;      /* count outputs of whole pages not all in memory at decode() */
+	atomic_uint cold_outputs;
 	atomic_uint nlog;        /* tiles logged in decode order, up to FAKE_LOG */
 	uint64_t log_src[FAKE_LOG]; /* their payloads' seeds and tile numbers */
 	uint32_t log_tile[FAKE_LOG];
 } fake_backend;
+
+/* Whether any page of [p, p + n) (p page-aligned) is not in memory
+ * (mincore(2)): a fresh anonymous mapping's pages are not until written. */
+static inline int fake_pages_missing(const uint8_t *p, size_t n)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	size_t np = (n + (size_t)pg - 1) / (size_t)pg;
+	unsigned char *v = malloc(np);
+	int missing = !v || mincore((void *)(uintptr_t)p, n, v) != 0;
+	for (size_t i = 0; !missing && i < np; i++)
+		missing = !(v[i] & 1);
+	free(v);
+	return missing;
+}
 
 static wc_err fake_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
 {
@@ -225,6 +242,8 @@ static wc_err fake_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
 			wc_job_fail(j, WC_E_CORRUPT, "injected failure on tile %u", tile);
 			continue;
 		}
+		if (fb->check_resident && j->out_size >= (64u << 10) && fake_pages_missing(j->out, j->out_size))
+			atomic_fetch_add(&fb->cold_outputs, 1);
 		fake_tile_bytes(seed, tile, j->out, j->out_size);
 		j->status = WC_OK;
 		unsigned k = atomic_fetch_add(&fb->nlog, 1);

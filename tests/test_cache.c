@@ -1069,6 +1069,39 @@ START_TEST(tiles_beyond_the_pool_never_wait_for_backend_memory)
 }
 END_TEST
 
+/* Tiles decoded into buffers mapped for them (a cache with room for all, so
+ * nothing is recycled) find their pages in memory when the decode starts:
+ * the thread that reads the payload faults them in first, one call per
+ * buffer, both for lone misses and for batches whose payloads several
+ * threads read. The fake backend checks with mincore(2). */
+START_TEST(fresh_buffers_are_faulted_in_before_the_decode)
+{
+	fake_backend fb;
+	fake_backend_init(&fb, 8, 1);
+	fb.check_resident = 1;
+	fake_source s;
+	fake_source_init(&s, 1, 5, 48, 256 * KIB, 200 * KIB);
+	wc_cache_opts o = { .budget_bytes = 64ull << 20, .backend = &fb.base, .max_prefetch = 32,
+			    .read_threads = 2 };
+	wc_cache *c = NULL;
+	ck_assert_int_eq(wc_cache_create(&o, &c), WC_OK);
+	for (uint32_t t = 0; t < 16; t++) /* lone misses */
+		get_check(c, &s, t);
+	wc_cache_prefetch(c, &s.base, 16, 32); /* batches of up to 8 */
+	for (uint32_t t = 16; t < s.ntiles; t++)
+		get_check(c, &s, t);
+	wc_cache_stats st;
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.decodes, s.ntiles);
+	ck_assert_uint_ge(st.buf_allocs, s.ntiles); /* every tile in a buffer of its own */
+	ck_assert_uint_gt(atomic_load(&fb.max_batch_seen), 1);
+	unsigned cold = atomic_load(&fb.cold_outputs);
+	ck_assert_msg(cold == 0, "%u of %u tile buffers not in memory when their decode began", cold, s.ntiles);
+	wc_cache_destroy(c);
+	ck_assert_int_eq(atomic_load(&s.refs), 1);
+}
+END_TEST
+
 START_TEST(create_rejects_missing_backend)
 {
 	wc_cache_opts o = { 0 };
@@ -1102,6 +1135,7 @@ int main(void)
 	tcase_add_test(tc, prefill_gives_the_first_tiles_their_buffers);
 	tcase_add_test(tc, tiles_beyond_the_pool_never_wait_for_backend_memory);
 	tcase_add_test(tc, a_stream_of_mixed_tile_sizes_reuses_its_buffers);
+	tcase_add_test(tc, fresh_buffers_are_faulted_in_before_the_decode);
 	tcase_add_test(tc, create_rejects_missing_backend);
 	suite_add_tcase(su, tc);
 	return check_run(su);

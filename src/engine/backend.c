@@ -273,8 +273,9 @@ size_t wc_backend_buf_size(size_t bytes) { return bytes ? (bytes + 4095) & ~(siz
 
 void *wc_host_buf_alloc(size_t bytes)
 {
-	/* No MAP_POPULATE: the pages fault in on the threads that first write
-	 * them (the decoding threads, in parallel). */
+	/* No MAP_POPULATE: the cache faults a tile buffer in on the thread
+	 * that reads its payload, in parallel across a batch (cache.c,
+	 * fault_in_fresh), not on the one thread that maps them all. */
 	void *p = mmap(NULL, wc_backend_buf_size(bytes), PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	return p == MAP_FAILED ? NULL : p;

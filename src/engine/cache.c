@@ -113,6 +113,7 @@ typedef struct entry {
 	uint8_t *buf;             /* ref.size bytes used */
 	size_t buf_cap;           /* bytes mapped at buf (>= ref.size; tile_free's size) */
 	bool buf_backend;         /* buf is the backend's memory (buf_alloc), else mmap()ed or malloc()ed */
+	bool buf_fresh;           /* buf was mapped for this decode and not faulted in yet */
 	wc_err err;               /* FAILED: the decode's error and reason */
 	char *reason;
 } entry;
@@ -402,8 +403,28 @@ static bool entry_alloc_buf(wc_cache *c, entry *e)
 		e->buf = tile_alloc(c, e->ref.size);
 		e->buf_cap = e->ref.size >= MMAP_MIN_BYTES ? wc_backend_buf_size(e->ref.size) : e->ref.size;
 		e->buf_backend = false;
+		e->buf_fresh = e->buf && e->ref.size >= MMAP_MIN_BYTES;
 	}
 	return e->buf != NULL;
+}
+
+/* Fault in a buffer entry_alloc_buf has just mapped, on the thread that
+ * reads the tile's payload (the batch's reading threads in parallel, or
+ * the reader decoding its own miss), before the decode writes it: one
+ * madvise per buffer (populate) instead of a page fault per 4 KiB page in
+ * the decode. Where every decode maps a fresh buffer (random reads into a
+ * cache that has room), on 2 cores: the crops archive's images read in a
+ * random order took 13% (images.npy) and 7% (PPM files) less daemon CPU,
+ * random 4 KiB reads of a .wcodec file a p99 of 830 against 917 us;
+ * streaming readers, which recycle buffers, are unchanged on 2 and 16
+ * cores (docs/BENCHMARKS-QVQ.md, section 2, twenty-fourth session). Pooled
+ * and recycled buffers are faulted in already. */
+static void fault_in_fresh(entry *e)
+{
+	if (e->buf_fresh) {
+		populate(e->buf, e->ref.size);
+		e->buf_fresh = false;
+	}
 }
 
 /* Free a tile buffer of capacity n: backend memory through the backend,
@@ -740,6 +761,7 @@ static void read_one(void *arg, size_t i)
 	entry *e = d->batch[i];
 	if (e->err != WC_OK)
 		return; /* no buffers */
+	fault_in_fresh(e);
 	wc_clear_detail();
 	wc_err err = e->src->ops->read_payload(e->src, e->tile, d->payload + d->payload_off[i]);
 	if (err != WC_OK)
@@ -1097,6 +1119,7 @@ static void decode_on_caller(wc_cache *c, entry *e)
 		return;
 	}
 	e->ref.data = e->buf;
+	fault_in_fresh(e);
 	wc_clear_detail();
 	wc_err err = e->src->ops->read_payload(e->src, e->tile, payload);
 	if (err != WC_OK) {
