@@ -177,8 +177,8 @@ typedef struct fake_backend {
 	atomic_int fail_times;
 	int whole_fails;         /* decode() scribbles over outputs, returns WC_E_BACKEND */
 	atomic_uint max_batch_seen; /* most jobs in one decode() call */
-	int check_resident;      /* count outputs of whole pages not all in memory at decode() */
-	atomic_uint cold_outputs;
+	int check_resident;      /* set: count in cold_outputs the outputs of 64 KiB or more */
+	atomic_uint cold_outputs; /* with a page not in memory when decode() began */
 	atomic_uint nlog;        /* tiles logged in decode order, up to FAKE_LOG */
 	uint64_t log_src[FAKE_LOG]; /* their payloads' seeds and tile numbers */
 	uint32_t log_tile[FAKE_LOG];
