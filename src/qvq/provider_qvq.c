@@ -102,8 +102,9 @@ static int add_child(qdir *d, uint32_t child, const char *name)
 	return 0;
 }
 
-/* New directory `name` (owned) under parent (or the root if parent is
- * UINT32_MAX); returns its id or UINT32_MAX without memory. */
+/* New directory `name` under parent (or the root if parent is
+ * UINT32_MAX); returns its id, the tree then owning name, or UINT32_MAX
+ * without memory, the caller still owning name (and freeing it). */
 static uint32_t add_dir(qvq_tree *t, uint32_t parent, char *name)
 {
 	if (t->ndirs == t->cap) {
@@ -121,8 +122,12 @@ static uint32_t add_dir(qvq_tree *t, uint32_t parent, char *name)
 	uint32_t id = t->ndirs++;
 	memset(&t->dirs[id], 0, sizeof t->dirs[id]);
 	t->dirnames[id] = name;
-	if (parent != UINT32_MAX && add_child(&t->dirs[parent], IS_DIR | id, name))
+	if (parent != UINT32_MAX && add_child(&t->dirs[parent], IS_DIR | id, name)) {
+		/* the slot goes too: name would otherwise be freed by the
+		 * caller and again by tree_free (found by gcc -fanalyzer) */
+		t->ndirs--;
 		return UINT32_MAX;
+	}
 	return id;
 }
 
