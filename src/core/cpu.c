@@ -14,7 +14,7 @@ unsigned wc_cpu_features(void)
 			v |= WC_CPU_AVX2;
 		if (__builtin_cpu_supports("avx512f"))
 			v |= WC_CPU_AVX512F;
-		if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		if ((v & WC_CPU_AVX512F) && __builtin_cpu_supports("avx512bw") &&
 		    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi"))
 			v |= WC_CPU_AVX512VBMI;
 #endif

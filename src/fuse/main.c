@@ -170,7 +170,6 @@ int main(int argc, char **argv)
 		o.readahead = o.threads < default_readahead_max ? o.threads : default_readahead_max;
 	}
 	fs.readahead = o.readahead;
-	fs.readahead_capped = !o.readahead_given && !fs.backend->readahead_tiles;
 	wc_cache_opts co = { .budget_bytes = o.cache_size, .backend = fs.backend,
 			     .max_prefetch = o.readahead ? 2 * o.readahead : 1,
 			     /* as many payload readers as dispatchers: the CPU

@@ -282,10 +282,12 @@ static void read_passthrough(fuse_req_t req, wcfs_handle *h, size_t size, off_t 
 }
 
 /* Tiles to prefetch ahead of a stream through vn: the mount's readahead, or
- * the vnode's cap where the mount's is the CPU backend's default. */
+ * the vnode's cap where the mount's is the CPU backend's default (neither
+ * given as an option nor the backend's own). */
 static unsigned readahead_of(const wcfs_fs *fs, const wcfs_vnode *vn)
 {
-	if (fs->readahead_capped && vn->readahead_max && vn->readahead_max < fs->readahead)
+	const bool cpu_default = !fs->opt->readahead_given && !fs->backend->readahead_tiles;
+	if (cpu_default && vn->readahead_max && vn->readahead_max < fs->readahead)
 		return vn->readahead_max;
 	return fs->readahead;
 }

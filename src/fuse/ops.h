@@ -12,7 +12,6 @@
 #define WCFS_OPS_H
 
 #include <stdatomic.h>
-#include <stdbool.h>
 
 #include "fuse/options.h"
 #include "fuse/vtree.h"
@@ -26,8 +25,6 @@ typedef struct wcfs_fs {
 	wc_cache *cache;
 	double timeout;       /* attribute and entry timeout, seconds */
 	unsigned readahead;   /* tiles ahead of a sequential stream; 0 = off */
-	bool readahead_capped; /* readahead is the CPU backend's default: a
-				* vnode's readahead_max applies (provider.h) */
 	atomic_int bdi_pending; /* kernel readahead still to be raised (bdi.h) */
 	/* Reads of virtual files served, for the unmount log: how many, their
 	 * bytes, the nanoseconds from the request to the reply written (the
