@@ -21,8 +21,12 @@
 #             environment variables for that daemon (e.g.
 #             WCODEC_CUDA_CALLS=6@backend=cuda); WCODECFS=PATH among them runs
 #             that daemon binary instead of BUILD's (an A/B of two builds);
+#             DAEMON_CPUS=LIST and READER_CPUS=LIST among them run the daemon
+#             and the dd readers on those CPUs only (taskset -c LIST): is a
+#             gap the two competing for CPUs, or not?
 #             "ramfs:FILE" serves FILE from RAM (contrib/bench/ramfs), the
-#             FUSE ceiling
+#             FUSE ceiling; "ramfs,OPTS:FILE" passes -o OPTS to it (e.g.
+#             ramfs,direct_io:FILE, the ceiling of -o direct_io)
 # Environment: BUILD (build directory with wcodecfs and contrib/bench/ramfs;
 #   see lib.sh), SRC (directory holding the packed file), NAME (the virtual
 #   file's name in the mount, e.g. big.safetensors), N (readers, 4), REPS (10),
@@ -76,22 +80,36 @@ trace_off() {
 proc_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 
 run_one() { # run_one INDEX CONFIG
-	local i=$1 cfg=$2 env='' envs bin kv opts f pid s t log=$OUT/daemon.$1.log ddp='' k mib q
-	if [ "${cfg#ramfs:}" != "$cfg" ]; then
+	local i=$1 cfg=$2 env='' envs='' bin=$WCODECFS kv opts f pid s t log=$OUT/daemon.$1.log ddp='' k mib q
+	local dcpus='' rcpus=''
+	opts=$cfg
+	case $cfg in *@*) env=${cfg%%@*}; opts=${cfg#*@} ;; esac
+	# WCODECFS=PATH picks another build's daemon (an A/B of builds); the
+	# CPU sets pin the daemon and the readers; the rest is the daemon's
+	# environment
+	for kv in $env; do
+		case $kv in
+		WCODECFS=*) bin=${kv#WCODECFS=} ;;
+		DAEMON_CPUS=*) dcpus=${kv#*=} ;;
+		READER_CPUS=*) rcpus=${kv#*=} ;;
+		*) envs="$envs $kv" ;;
+		esac
+	done
+	local dpin=(env) rpin=(env)
+	[ -n "$dcpus" ] && dpin=(taskset -c "$dcpus")
+	[ -n "$rcpus" ] && rpin=(taskset -c "$rcpus")
+	if [ "${opts#ramfs}" != "$opts" ]; then
+		# ramfs:FILE, or ramfs,OPTS:FILE (ramfs -o OPTS)
+		local rfile=${opts#*:} ropts=${opts%%:*}
+		ropts=${ropts#ramfs}
+		ropts=${ropts#,}
 		need_tool "$RAMFS" RAMFS
-		"$RAMFS" -f "${cfg#ramfs:}" "$MNT" 2>>"$log" &
+		"${dpin[@]}" "$RAMFS" -f ${ropts:+-o "$ropts"} "$rfile" "$MNT" 2>>"$log" &
 		pid=$!
-		f=$MNT/$(basename "${cfg#ramfs:}")
+		f=$MNT/$(basename "$rfile")
 	else
-		opts=$cfg bin=$WCODECFS
-		case $cfg in *@*) env=${cfg%%@*}; opts=${cfg#*@} ;; esac
-		# WCODECFS=PATH among them picks another build's daemon (A/B of builds)
-		envs=
-		for kv in $env; do
-			case $kv in WCODECFS=*) bin=${kv#WCODECFS=} ;; *) envs="$envs $kv" ;; esac
-		done
 		# shellcheck disable=SC2086 # envs: VAR=VALUE words, or nothing
-		env $envs "$bin" -f "$SRC" "$MNT" -o "$opts" 2>>"$log" &
+		"${dpin[@]}" env $envs "$bin" -f "$SRC" "$MNT" -o "$opts" 2>>"$log" &
 		pid=$!
 		f=$MNT/$NAME
 	fi
@@ -106,7 +124,7 @@ run_one() { # run_one INDEX CONFIG
 	if [ "${TRACE:-0}" = 1 ]; then echo > "$TRACEFS/trace"; echo 1 > "$TRACEFS/tracing_on"; fi
 	s=$(date +%s%N)
 	for ((k = 0; k < N; k++)); do
-		{ dd if="$f" of=/dev/null bs=1M skip=$((k * q)) count=$q status=none
+		{ "${rpin[@]}" dd if="$f" of=/dev/null bs=1M skip=$((k * q)) count=$q status=none
 		  echo "$((($(date +%s%N) - s) / 1000000)):$k" >> "$OUT/readers.txt"; } &
 		ddp="$ddp $!"
 	done

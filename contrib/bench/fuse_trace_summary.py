@@ -8,10 +8,12 @@ readers), per configuration, medians over the runs
 Per run:
 - FUSE_READ requests: count, the sum of their kernel latencies (queued to
   replied, ms), p50/p99 (us), the mean number in flight;
-- readers (per dd, mean over the readers): ms awake (running or waiting for
-  a CPU; a switch from an idle CPU to dd is not traced here, so the two are
-  not told apart), ms blocked while a read it sent was outstanding, ms
-  blocked otherwise;
+- readers (per dd, mean over the readers): ms awake, split into running
+  and runnable (woken or preempted, waiting for a CPU), ms blocked while a
+  read it sent was outstanding, ms blocked otherwise; how often a reader
+  was preempted and moved to another CPU;
+- per configuration, the tasks that preempted the readers most often (the
+  next task of a switch away from a runnable dd).
 - the daemon's own request-to-reply sum from its unmount log, where there
   is one (OUT/daemon.INDEX.log, "reads: ... ms from request to reply").
 """
@@ -22,7 +24,7 @@ import re
 import statistics as st
 import sys
 
-EVENT = re.compile(r'^\s*(.+?)-(\d+)\s+\[\d+\]\s+\S+\s+([0-9]+\.[0-9]+): (\w+): (.*)$')
+EVENT = re.compile(r'^\s*(.+?)-(\d+)\s+\[(\d+)\]\s+\S+\s+([0-9]+\.[0-9]+): (\w+): (.*)$')
 KV = re.compile(r'(\w+)=(\S+)')
 REQ = re.compile(r'req (\d+)')
 
@@ -50,10 +52,11 @@ def overlap(iv, u):
     return tot
 
 
-def one_trace(path):
+def one_trace(path, preemptors):
     send, lat, outstanding = {}, [], {}
     state, spans = {}, {}
     first = last = None
+    on_cpu, preempted, migrated = {}, {}, {}
 
     def enter(pid, s, ts):
         old = state.get(pid)
@@ -66,7 +69,7 @@ def one_trace(path):
             m = EVENT.match(line)
             if not m:
                 continue
-            comm, pid, ts, name, rest = m.groups()
+            comm, pid, cpu, ts, name, rest = m.groups()
             ts = float(ts)
             if name == 'fuse_request_send' and 'opcode 15 ' in rest:
                 send[REQ.search(rest).group(1)] = (pid if comm == 'dd' else None, ts)
@@ -81,13 +84,22 @@ def one_trace(path):
             elif name == 'sched_switch':
                 a = dict(KV.findall(rest.replace(' ==> ', ' ')))
                 if a.get('prev_comm') == 'dd':
-                    enter(a['prev_pid'], 'awake' if a['prev_state'].startswith('R') else 'blocked', ts)
+                    runnable = a['prev_state'].startswith('R')
+                    enter(a['prev_pid'], 'runnable' if runnable else 'blocked', ts)
+                    if runnable:
+                        preempted[a['prev_pid']] = preempted.get(a['prev_pid'], 0) + 1
+                        who = re.sub(r'[0-9/:]+$', '', a.get('next_comm', '?')) or '?'
+                        preemptors[who] = preemptors.get(who, 0) + 1
                 if a.get('next_comm') == 'dd':
-                    enter(a['next_pid'], 'awake', ts)
+                    p = a['next_pid']
+                    if p in on_cpu and on_cpu[p] != cpu:
+                        migrated[p] = migrated.get(p, 0) + 1
+                    on_cpu[p] = cpu
+                    enter(p, 'running', ts)
             elif name == 'sched_wakeup':
                 a = dict(KV.findall(rest))
                 if state.get(a.get('pid'), ('',))[0] == 'blocked':
-                    enter(a['pid'], 'awake', ts)
+                    enter(a['pid'], 'runnable', ts)
     if not lat:
         return None
     lat.sort()
@@ -97,16 +109,21 @@ def one_trace(path):
          'in_flight': sum(lat) / (last - first) if last > first else 0.0}
     readers = []
     for pid, sp in spans.items():
-        awake = sum(b - a for s, a, b in sp if s == 'awake')
+        running = sum(b - a for s, a, b in sp if s == 'running')
+        runnable = sum(b - a for s, a, b in sp if s == 'runnable')
         blocked = [(a, b) for s, a, b in sp if s == 'blocked']
-        if awake + sum(b - a for a, b in blocked) < 0.02:
+        if running + runnable + sum(b - a for a, b in blocked) < 0.02:
             continue
         own = overlap(blocked, union(outstanding.get(pid, [])))
-        readers.append((awake, own, sum(b - a for a, b in blocked) - own))
+        readers.append((running, runnable, own, sum(b - a for a, b in blocked) - own,
+                        preempted.get(pid, 0), migrated.get(pid, 0)))
     if readers:
-        r['reader_awake_ms'] = 1e3 * st.mean(x[0] for x in readers)
-        r['reader_blocked_on_read_ms'] = 1e3 * st.mean(x[1] for x in readers)
-        r['reader_blocked_other_ms'] = 1e3 * st.mean(x[2] for x in readers)
+        r['reader_running_ms'] = 1e3 * st.mean(x[0] for x in readers)
+        r['reader_runnable_ms'] = 1e3 * st.mean(x[1] for x in readers)
+        r['reader_blocked_on_read_ms'] = 1e3 * st.mean(x[2] for x in readers)
+        r['reader_blocked_other_ms'] = 1e3 * st.mean(x[3] for x in readers)
+        r['reader_preempted'] = st.mean(x[4] for x in readers)
+        r['reader_migrated'] = st.mean(x[5] for x in readers)
     return r
 
 
@@ -119,14 +136,17 @@ def main():
         f = line.split()
         walls.setdefault(int(f[0]), []).append(int(f[1]))
     keys = ['wall_ms', 'reads', 'latency_sum_ms', 'daemon_sum_ms', 'p50_us', 'p99_us', 'in_flight',
-            'reader_awake_ms', 'reader_blocked_on_read_ms', 'reader_blocked_other_ms']
+            'reader_running_ms', 'reader_runnable_ms', 'reader_blocked_on_read_ms', 'reader_blocked_other_ms',
+            'reader_preempted', 'reader_migrated']
     print('| configuration | runs | ' + ' | '.join(keys) + ' |')
     print('|---|---:|' + '---:|' * len(keys))
+    who = {}
     for i, cfg in enumerate(configs):
         rows = []
+        preemptors = who.setdefault(cfg, {})
         for path in sorted(glob.glob(os.path.join(out, 'trace.%d.*.gz' % i))):
             rep = int(path.rsplit('.', 2)[1])
-            r = one_trace(path)
+            r = one_trace(path, preemptors)
             if r is None:
                 continue
             if rep < len(walls.get(i, [])):
@@ -142,6 +162,9 @@ def main():
             cells.append('%.4g' % st.median(v) if v else '-')
         print('| %s | %d | %s |' % (cfg, len(rows), ' | '.join(cells)))
     print('(medians over the runs; see the header of contrib/bench/fuse_trace_summary.py)')
+    for cfg, p in who.items():
+        top = sorted(p.items(), key=lambda kv: -kv[1])[:6]
+        print('%s: readers preempted by (all runs): %s' % (cfg, ', '.join('%s %d' % kv for kv in top) or '-'))
 
 
 if __name__ == '__main__':

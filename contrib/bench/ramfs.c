@@ -14,7 +14,8 @@
  * only approach it. Lookups go through a hash table of (directory, name).
  *
  * The page-cache semantics are the ones wcodecfs uses, so the comparison is
- * fair: no direct_io, keep_cache on open, entry/attr timeouts of 1 s like
+ * fair: no direct_io (unless -o direct_io, to compare with wcodecfs -o
+ * direct_io), keep_cache on open, entry/attr timeouts of 1 s like
  * wcodecfs's default (-o timeout=SECONDS), st_blksize reported as the tile
  * size (1 MiB unless -o blksize=N), and the mount's kernel readahead
  * (/sys/class/bdi/MAJ:MIN/read_ahead_kb) raised to 1 MiB on the first
@@ -74,6 +75,7 @@ struct ramfs {
 	char mountpoint[PATH_MAX];          /* absolute, to find our mount's bdi */
 	atomic_int bdi_pending;             /* readahead not set yet */
 	unsigned max_threads, idle_threads; /* FUSE workers; 0 = our default */
+	int direct_io;                      /* -o direct_io, as wcodecfs -o direct_io */
 	struct fuse_conn_info_opts *conn_opts;
 	int show_help;
 };
@@ -374,7 +376,7 @@ static void ramfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		return;
 	}
 	fi->keep_cache = 1; /* immutable: keep pages across opens, as wcodecfs does */
-	fi->direct_io = 0;  /* page cache on: shared mmap works */
+	fi->direct_io = g_fs.direct_io; /* off by default: page cache on, shared mmap works */
 	fuse_reply_open(req, fi);
 }
 
@@ -432,6 +434,7 @@ static const struct fuse_opt ramfs_opts[] = {
 	 * cannot be told apart from values given. */
 	{"max_threads=%u", offsetof(struct ramfs, max_threads), 0},
 	{"max_idle_threads=%u", offsetof(struct ramfs, idle_threads), 0},
+	{"direct_io", offsetof(struct ramfs, direct_io), 1},
 	FUSE_OPT_END,
 };
 
@@ -469,7 +472,9 @@ int main(int argc, char *argv[])
 		       "  -o blksize=N    st_blksize to report (default 1048576)\n"
 		       "  -o timeout=S    entry/attr cache timeout in seconds (default 1)\n"
 		       "  -o kernel_readahead=BYTES  the mount's read_ahead_kb in bytes\n"
-		       "                  (default 1048576; 0 keeps the kernel's)\n",
+		       "                  (default 1048576; 0 keeps the kernel's)\n"
+		       "  -o direct_io    reads skip the page cache (the ceiling of\n"
+		       "                  wcodecfs -o direct_io)\n",
 		       argv[0]);
 		fuse_cmdline_help();
 		fuse_lowlevel_help();
