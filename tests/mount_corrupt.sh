@@ -4,7 +4,8 @@
 # other files read correctly; the daemon keeps running and unmounts cleanly.
 # A damaged fixed header makes the lookup fail (EIO); a damaged index or
 # metadata, checked when the file is opened, makes every open fail (EIO),
-# while stat and ls still show the file; both with the reason logged.
+# while stat and ls still show the file; both with the reason logged. The
+# damaged tile's reads fail the same way with -o direct_io.
 . "${top_srcdir:-.}/tests/mount_lib.sh"
 
 O=$TMP/orig
@@ -59,4 +60,12 @@ grep -qi "checksum\|corrupt\|hash" "$TMP/log" || fail "logged reason does not sa
 
 fusermount3 -u "$M" || fail "unmount"
 wait $fg || fail "daemon exit status $?"
+
+# With -o direct_io every read reaches the daemon as asked: the same EIO,
+# never wrong bytes.
+mount_fs "$S" "$M" -o cache_size=8M,direct_io
+check damaged "$M/bad.safetensors" "$O/m.safetensors" "$voff" "$dsize" || fail "damaged reads (direct_io)"
+if cat "$M/bad.safetensors" > /dev/null 2>&1; then fail "cat of the damaged file succeeded (direct_io)"; fi
+[ "$(sha "$M/good.safetensors")" = "$(sha "$O/m.safetensors")" ] || fail "the intact copy differs (direct_io)"
+unmount_fs "$M"
 echo "PASS"

@@ -5,7 +5,8 @@
 # several tile sizes and dtypes, a .qvq archive with subdirectories, plain
 # files, an empty file, symlinks (to containers too), nested directories. Every answer is
 # checked against the reference tree (tests/random_ops.py); a 4 MiB cache
-# keeps tiles coming and going. The seed is fixed, so a failure repeats.
+# keeps tiles coming and going. Then the same with -o direct_io. The seed is
+# fixed, so a failure repeats.
 . "${top_srcdir:-.}/tests/mount_lib.sh"
 : "${WCODEC:?WCODEC must name the built wcodec}"
 
@@ -64,5 +65,15 @@ cmp -s "$M/sub/bf16-link.safetensors" "$R/bf16.safetensors" || fail "reading thr
 [ "$(ls "$M/pics-link/")" = "$(ls "$R/sub/pics/")" ] || fail "listing through a link to an archive"
 [ -e "$M/sub/bf16-link.wcodec" ] && fail "a link's source name is visible"
 kill -0 "$pid" || fail "daemon died"
+unmount_fs "$M"
+
+# Again with -o direct_io: reads of decoded files skip the page cache, so
+# every one of them reaches the daemon at the offset and length asked for.
+mount_fs "$S" "$M" -o cache_size=4M,direct_io
+pid=$(daemon_pid_of "$M") || fail "no daemon (direct_io)"
+RANDOM_OPS_DIRECT_IO=1 "$PYTHON3" "$top_srcdir/tests/random_ops.py" "$M" "$R" $((seed + 100)) 8 \
+	"${RANDOM_OPS:-1500}" || fail "random operations with direct_io (seed $((seed + 100)))"
+[ "$(sha "$M/bf16.safetensors")" = "$(sha "$R/bf16.safetensors")" ] || fail "direct_io: sha256 differs"
+kill -0 "$pid" || fail "daemon died (direct_io)"
 unmount_fs "$M"
 exit 0

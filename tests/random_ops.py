@@ -10,7 +10,11 @@ what the mount must show (the original .safetensors files, the images a
            the end of the file and past it, lengths from 1 byte to 3 MiB,
            through descriptors kept open across operations (and closed at
            random, so opens and releases race with reads)
-  mmap     a random slice of a file mapped whole (MAP_SHARED)
+  mmap     a random slice of a file mapped whole (MAP_SHARED or MAP_PRIVATE);
+           with RANDOM_OPS_DIRECT_IO=1 (a mount with -o direct_io) a shared
+           mapping of a decoded file (not of a passed-through one) may fail
+           with ENODEV, as the kernel refuses it unless libfuse negotiated
+           DIRECT_IO_ALLOW_MMAP
   direct   a pread through O_DIRECT (page-aligned offset and buffer)
   whole    a whole file read in chunks of a random size
   stat     type, size and symlink target of a random entry
@@ -31,6 +35,7 @@ import sys
 import threading
 
 KIB, MIB = 1 << 10, 1 << 20
+DIRECT_IO = os.environ.get("RANDOM_OPS_DIRECT_IO") == "1"
 LENGTHS = (1, 7, 4095, 4096, 4097, 65536, 131072 + 7, MIB, MIB + 3, 3 * MIB)
 BOUNDARIES = (4 * KIB, 64 * KIB, MIB)
 
@@ -110,9 +115,18 @@ class Worker(threading.Thread):
             return
         off = self.rng.randrange(size)
         n = min(self.rng.choice(LENGTHS), size - off)
-        with open(os.path.join(self.mnt, path), "rb") as f, \
-                mmap.mmap(f.fileno(), 0, mmap.MAP_SHARED, mmap.PROT_READ) as mm:
-            got = mm[off:off + n]
+        flags = self.rng.choice((mmap.MAP_SHARED, mmap.MAP_PRIVATE))
+        with open(os.path.join(self.mnt, path), "rb") as f:
+            try:
+                mm = mmap.mmap(f.fileno(), 0, flags, mmap.PROT_READ)
+            except OSError as e:
+                decoded = path.endswith((".safetensors", ".ppm", ".npy")) or "pics" in path.split(os.sep)
+                if not (DIRECT_IO and decoded and flags == mmap.MAP_SHARED and e.errno == errno.ENODEV):
+                    raise
+                self.counts["op_mmap_shared_refused"] = self.counts.get("op_mmap_shared_refused", 0) + 1
+                mm = mmap.mmap(f.fileno(), 0, mmap.MAP_PRIVATE, mmap.PROT_READ)
+            with mm:
+                got = mm[off:off + n]
         with open(os.path.join(self.ref, path), "rb") as f:
             f.seek(off)
             want = f.read(n)

@@ -63,6 +63,20 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * when getattr shows a new mtime. Virtual files never change. */
 	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
 		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+	if (fs->opt->direct_io) {
+		/* A direct_io file may be mapped MAP_SHARED only when the
+		 * kernel (6.6+) and libfuse (3.16+) agree on it; private
+		 * mappings always go through the page cache. */
+		const char *shared = "fail with ENODEV (private ones work)";
+#ifdef FUSE_CAP_DIRECT_IO_ALLOW_MMAP
+		if (conn->capable & FUSE_CAP_DIRECT_IO_ALLOW_MMAP) {
+			conn->want |= FUSE_CAP_DIRECT_IO_ALLOW_MMAP;
+			shared = "work";
+		}
+#endif
+		wc_log(WC_LOG_INFO, "direct_io: read() of decoded files bypasses the page cache; "
+		       "shared mappings of them %s", shared);
+	}
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -250,9 +264,16 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uint64_t)(uintptr_t)h;
 	/* Keep the page cache across opens: virtual files never change, and
 	 * passed-through ones are invalidated on a new mtime (AUTO_INVAL_DATA).
-	 * No direct_io, so mmap(MAP_SHARED) works. */
+	 * No direct_io by default, so mmap(MAP_SHARED) works. With -o direct_io
+	 * a decoded file's reads skip the page cache: the reply is copied once,
+	 * straight into the reader's buffer, instead of into page-cache folios
+	 * the reader then copies again, and no folio is allocated per 4 KiB. */
 	fi->keep_cache = 1;
 	fi->noflush = 1;
+	if (n->vn && fs->opt->direct_io)
+		fi->direct_io = 1;
+	if (n->vn && getenv("WCFS_DIRECT_IO"))
+		fi->direct_io = 1;
 	if (fuse_reply_open(req, fi) == -ENOENT) { /* interrupted */
 		if (h->fd >= 0)
 			close(h->fd);

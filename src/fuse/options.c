@@ -47,7 +47,7 @@ int wcfs_parse_size(const char *s, uint64_t *out)
 struct raw_opts {
 	char *cache_size, *threads, *backend, *gpu, *gpu_memory, *readahead, *timeout;
 	char *log_level, *kernel_readahead, *max_background;
-	int rw, debug;
+	int rw, debug, direct_io;
 };
 
 enum { KEY_HELP, KEY_VERSION, KEY_FOREGROUND, KEY_DEBUG, KEY_SINGLE, KEY_RO };
@@ -65,7 +65,9 @@ static const struct fuse_opt opt_spec[] = {
 	RAW("kernel_readahead=%s", kernel_readahead),
 	RAW("max_background=%s", max_background),
 	{ "rw", offsetof(struct raw_opts, rw), 1 },
+	{ "direct_io", offsetof(struct raw_opts, direct_io), 1 },
 	FUSE_OPT_KEY("rw", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("direct_io", FUSE_OPT_KEY_DISCARD), /* ours: libfuse's low level has none */
 	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_DISCARD), /* always added unless rw */
 	/* fstab's own options, meaningless to the file system: mount(8) and
 	 * mount.fuse3 drop most of them, but not on every path (mount.fuse3
@@ -259,6 +261,7 @@ int wcfs_options_parse(int argc, char **argv, wcfs_options *o)
 	if (fuse_opt_parse(&args, &st, opt_spec, opt_proc) != 0 || st.bad)
 		goto out;
 	o->rw = r->rw;
+	o->direct_io = r->direct_io;
 	if (o->show_help || o->show_version) {
 		rc = WCFS_EXIT_OK;
 		goto out;
@@ -376,6 +379,9 @@ void wcfs_options_usage(const char *prog)
 	       "  log_level=LEVEL     error, warning, info (default) or debug\n"
 	       "  rw                  do not pass 'ro' to the kernel (writes still fail\n"
 	       "                      with EROFS)\n"
+	       "  direct_io           read() of decoded files skips the page cache: one copy\n"
+	       "                      instead of two, faster streams; shared mmap may fail\n"
+	       "                      (ENODEV), private mmap works\n"
 	       "\n"
 	       "Standard FUSE mount options such as allow_other, fsname=NAME or\n"
 	       "max_read=N are passed to libfuse.\n"

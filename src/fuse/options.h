@@ -39,6 +39,7 @@ typedef struct wcfs_options {
 	int debug;           /* -d / -o debug: libfuse request trace, log_level debug */
 	int singlethread;    /* -s */
 	int rw;              /* -o rw: do not pass ro to the kernel (writes still fail EROFS) */
+	int direct_io;       /* -o direct_io: read() of decoded files bypasses the page cache */
 	int show_help, show_version;
 	struct fuse_args fuse_args; /* what libfuse gets (argv[0] and -o options) */
 } wcfs_options;
