@@ -9,7 +9,9 @@ Per run:
 - FUSE_READ requests: count, the sum of their kernel latencies (queued to
   replied, ms), p50/p99 (us), the mean number in flight;
 - readers (per dd, mean over the readers): ms awake, split into running
-  and runnable (woken or preempted, waiting for a CPU), ms blocked while a
+  and runnable (woken or preempted, waiting for a CPU; a switch to dd
+  from an idle CPU is not recorded, so a dd that runs again without a
+  recorded switch is counted as running from its wake-up), ms blocked while a
   read it sent was outstanding, ms blocked otherwise; how often a reader
   was preempted and moved to another CPU;
 - per configuration, the tasks that preempted the readers most often (the
@@ -84,6 +86,11 @@ def one_trace(path, preemptors):
             elif name == 'sched_switch':
                 a = dict(KV.findall(rest.replace(' ==> ', ' ')))
                 if a.get('prev_comm') == 'dd':
+                    old = state.get(a['prev_pid'])
+                    if old and old[0] == 'runnable':
+                        # switched in from an idle CPU, which this trace's
+                        # filter does not record: it ran from then on
+                        state[a['prev_pid']] = ('running', old[1])
                     runnable = a['prev_state'].startswith('R')
                     enter(a['prev_pid'], 'runnable' if runnable else 'blocked', ts)
                     if runnable:
