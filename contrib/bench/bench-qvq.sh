@@ -51,6 +51,8 @@ ONLY=${ONLY:-all}         # all | quality | throughput | pairs
 PAIRS=${PAIRS:-0}         # alternating mount / ceiling rounds (3. above)
 SHUFFLE=${SHUFFLE:-0}     # 1: the pairs' readers take the images in a random order
 CACHE=${CACHE:-64M}       # wcodecfs cache_size: below the data set, so tile buffers are recycled
+MOUNT_OPTS=${MOUNT_OPTS:-} # more wcodecfs -o options (e.g. direct_io)
+RAMFS_OPTS=${RAMFS_OPTS:-} # ramfs -o options for the pairs' ceiling (e.g. direct_io)
 out=$data/qvq
 mkdir -p "$out"
 results=$out/results.txt
@@ -210,11 +212,11 @@ if [ "$PAIRS" -gt 0 ]; then
 		seed=0
 		[ "$SHUFFLE" = 1 ] && seed=$r
 		for what in npy ppm; do
-			"$WCODECFS" "$src" "$mnt" -o cache_size="$CACHE" 2>/dev/null
+			"$WCODECFS" "$src" "$mnt" -o cache_size="$CACHE"${MOUNT_OPTS:+,$MOUNT_OPTS} 2>/dev/null
 			drop_caches "$src/crops.qvq"
 			if [ $what = npy ]; then m=$(read_npy "$mnt/crops/images.npy" $seed); else m=$(read_ppms "$mnt/crops" $seed); fi
 			umount_quiet "$mnt"
-			"$RAMFS" "$out/unpacked" "$mnt"
+			"$RAMFS" ${RAMFS_OPTS:+-o "$RAMFS_OPTS"} "$out/unpacked" "$mnt"
 			drop_caches "$src/crops.qvq"
 			if [ $what = npy ]; then c=$(read_npy "$mnt/images.npy" $seed); else c=$(read_ppms "$mnt" $seed); fi
 			umount_quiet "$mnt"
@@ -235,13 +237,13 @@ if [ "$PAIRS" -gt 0 ]; then
 fi
 [ "$ONLY" = pairs ] && exit 0
 for _ in $(seq "$REPS"); do
-	"$WCODECFS" "$src" "$mnt" -o cache_size="$CACHE" 2>/dev/null
+	"$WCODECFS" "$src" "$mnt" -o cache_size="$CACHE"${MOUNT_OPTS:+,$MOUNT_OPTS} 2>/dev/null
 	read_ppms "$mnt/crops"
 	umount_quiet "$mnt"
 	sleep 1
 done | best | { read -r v; result mount_ppm_images_per_s "$v"; }
 for _ in $(seq "$REPS"); do
-	"$WCODECFS" "$src" "$mnt" -o cache_size="$CACHE" 2>/dev/null
+	"$WCODECFS" "$src" "$mnt" -o cache_size="$CACHE"${MOUNT_OPTS:+,$MOUNT_OPTS} 2>/dev/null
 	read_npy "$mnt/crops/images.npy"
 	umount_quiet "$mnt"
 	sleep 1

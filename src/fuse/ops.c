@@ -272,8 +272,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->noflush = 1;
 	if (n->vn && fs->opt->direct_io)
 		fi->direct_io = 1;
-	if (n->vn && getenv("WCFS_DIRECT_IO"))
-		fi->direct_io = 1;
 	if (fuse_reply_open(req, fi) == -ENOENT) { /* interrupted */
 		if (h->fd >= 0)
 			close(h->fd);
