@@ -63,9 +63,16 @@ wait $fg || fail "daemon exit status $?"
 
 # With -o direct_io every read reaches the daemon as asked: the same EIO,
 # never wrong bytes.
-mount_fs "$S" "$M" -o cache_size=8M,direct_io
+"$WCODECFS" "$S" "$M" -f -o cache_size=8M,direct_io 2> "$TMP/log2" &
+fg=$!
+wait_mounted "$M" "$TMP/log2"
+grep -q "direct_io: read() of decoded files bypasses the page cache; shared mappings of them" "$TMP/log2" ||
+	fail "no log line for direct_io: $(cat "$TMP/log2")"
 check damaged "$M/bad.safetensors" "$O/m.safetensors" "$voff" "$dsize" || fail "damaged reads (direct_io)"
 if cat "$M/bad.safetensors" > /dev/null 2>&1; then fail "cat of the damaged file succeeded (direct_io)"; fi
 [ "$(sha "$M/good.safetensors")" = "$(sha "$O/m.safetensors")" ] || fail "the intact copy differs (direct_io)"
-unmount_fs "$M"
+grep -q "^wcodecfs: error: $(cd "$S" && pwd -P)/bad.wcodec: read of .*tile $bad" "$TMP/log2" ||
+	fail "direct_io: no logged reason for the damaged tile: $(cat "$TMP/log2")"
+fusermount3 -u "$M" || fail "unmount (direct_io)"
+wait $fg || fail "daemon exit status $? (direct_io)"
 echo "PASS"

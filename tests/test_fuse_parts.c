@@ -100,6 +100,15 @@ START_TEST(options)
 	ck_assert_uint_eq(o.readahead, 8);
 	ck_assert_uint_eq(o.max_background, 64);
 	ck_assert_str_eq(o.backend, "auto");
+	ck_assert_int_eq(o.direct_io, 0);
+	wcfs_options_free(&o);
+
+	/* direct_io is ours (the page cache off for decoded files): libfuse's
+	 * low level would refuse it as unknown, so it never reaches libfuse */
+	ck_assert_int_eq(parse(&o, "/", "/mnt", "-o", "direct_io,noatime"), WCFS_EXIT_OK);
+	ck_assert_int_eq(o.direct_io, 1);
+	for (int i = 0; i < o.fuse_args.argc; i++)
+		ck_assert_ptr_null(strstr(o.fuse_args.argv[i], "direct_io"));
 	wcfs_options_free(&o);
 
 	ck_assert_int_eq(parse(&o, "/", "/mnt", "-o", "cache_size=12X"), WCFS_EXIT_USAGE);
