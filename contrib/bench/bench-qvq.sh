@@ -192,6 +192,8 @@ EOF
 mnt=$out/mnt
 mkdir -p "$mnt"
 umount_quiet() { fusermount3 -u "$1" 2>/dev/null || true; }
+# a fresh wcodecfs of the archive at $mnt, with the cache and options of this run
+mount_wcodecfs() { "$WCODECFS" "$src" "$mnt" -o cache_size="$CACHE"${MOUNT_OPTS:+,$MOUNT_OPTS} 2>/dev/null; }
 trap 'umount_quiet "$mnt"' EXIT
 best() { sort -n | tail -1; }
 "$WCODEC" unpack -q "$src/crops.qvq" "$out/unpacked" >/dev/null
@@ -212,7 +214,7 @@ if [ "$PAIRS" -gt 0 ]; then
 		seed=0
 		[ "$SHUFFLE" = 1 ] && seed=$r
 		for what in npy ppm; do
-			"$WCODECFS" "$src" "$mnt" -o cache_size="$CACHE"${MOUNT_OPTS:+,$MOUNT_OPTS} 2>/dev/null
+			mount_wcodecfs
 			drop_caches "$src/crops.qvq"
 			if [ $what = npy ]; then m=$(read_npy "$mnt/crops/images.npy" $seed); else m=$(read_ppms "$mnt/crops" $seed); fi
 			umount_quiet "$mnt"
@@ -237,13 +239,13 @@ if [ "$PAIRS" -gt 0 ]; then
 fi
 [ "$ONLY" = pairs ] && exit 0
 for _ in $(seq "$REPS"); do
-	"$WCODECFS" "$src" "$mnt" -o cache_size="$CACHE"${MOUNT_OPTS:+,$MOUNT_OPTS} 2>/dev/null
+	mount_wcodecfs
 	read_ppms "$mnt/crops"
 	umount_quiet "$mnt"
 	sleep 1
 done | best | { read -r v; result mount_ppm_images_per_s "$v"; }
 for _ in $(seq "$REPS"); do
-	"$WCODECFS" "$src" "$mnt" -o cache_size="$CACHE"${MOUNT_OPTS:+,$MOUNT_OPTS} 2>/dev/null
+	mount_wcodecfs
 	read_npy "$mnt/crops/images.npy"
 	umount_quiet "$mnt"
 	sleep 1
