@@ -1,0 +1,98 @@
+/*
+ * loader.h - reading tensors of a checkpoint file straight into a caller's
+ * memory: the library half of model loaders (the Python package `wcodec`,
+ * contrib/examples). The CUDA plugin's wcodec_cuda_load() (cuda/wcodec_cuda.h)
+ * is the GPU half and takes the same files and ranges.
+ *
+ * A wc_tensor_file is either kind of checkpoint, told apart by its first
+ * bytes: a .wcodec container (docs/FORMAT.md) or a plain safetensors file
+ * (github.com/huggingface/safetensors, "Format"). Both present the same
+ * view: the safetensors header (JSON) and a data section whose byte ranges
+ * [begin, end) the header gives per tensor. Reading a range of a .wcodec file
+ * decodes only the tiles it touches; every payload's chash and every decoded
+ * tile's dhash is checked, so a damaged file is an error, never wrong bytes.
+ * A plain file is read as it is (it has no checksums).
+ */
+#ifndef WC_LOADER_H
+#define WC_LOADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "container/container.h"
+#include "core/wc_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct wc_tensor_file wc_tensor_file;
+
+/* Open the checkpoint at `path`: a .wcodec container (by its magic) or a
+ * safetensors file (anything else), whatever its name. Validates the whole
+ * header and index (wc_container_open; for safetensors the parser of
+ * src/container/safetensors.h: offsets, sizes, no holes or overlaps, the
+ * data section's size against the file's). Thread-safe to use once open.
+ * Errors: WC_E_IO, WC_E_FORMAT, WC_E_CORRUPT, WC_E_RANGE, WC_E_UNSUPPORTED,
+ * WC_E_NOMEM, with the reason (naming the file) in wc_last_detail(). */
+wc_err wc_tensor_file_open(const char *path, wc_tensor_file **out);
+void wc_tensor_file_close(wc_tensor_file *f);
+
+/* The safetensors JSON header exactly as in the (original) file, *len bytes
+ * (padding spaces included), not NUL-terminated. Valid while f is open. */
+const char *wc_tensor_file_header(const wc_tensor_file *f, size_t *len);
+
+/* The path the file was opened by (for messages). */
+const char *wc_tensor_file_path(const wc_tensor_file *f);
+
+/* Bytes of the data section (the sum of the tensors' byte sizes). */
+uint64_t wc_tensor_file_data_size(const wc_tensor_file *f);
+
+/* The container of a .wcodec file (borrowed: valid while f is open), or
+ * NULL for a plain safetensors file. */
+wc_container *wc_tensor_file_container(const wc_tensor_file *f);
+
+/* A plain file's descriptor (for positioned reads) and the offset of its
+ * data section in the file (8 + header length); -1 and 0 for a .wcodec file. */
+int wc_tensor_file_fd(const wc_tensor_file *f);
+uint64_t wc_tensor_file_data_offset(const wc_tensor_file *f);
+
+/* The smallest range [*span_off, *span_off + *span_len) of whole tiles that
+ * covers the data-section bytes [off, off + len) of f (for a plain file, the
+ * range itself): what wcodec_cuda_load() can decode into device memory, whose
+ * ranges must start and end on tile boundaries. Errors: WC_E_RANGE (past the
+ * data section). */
+wc_err wc_tensor_file_tile_span(const wc_tensor_file *f, uint64_t off, uint64_t len, uint64_t *span_off,
+				uint64_t *span_len);
+
+/* One read: `length` bytes at byte `offset` of the data section of
+ * files[file] into dst (host memory for wc_load_host, device memory for
+ * wcodec_cuda_load). Ranges may lie anywhere; several may share a file.
+ * Destinations must not overlap. */
+typedef struct wc_load_range {
+	uint32_t file;
+	uint32_t reserved; /* 0 */
+	uint64_t offset;   /* bytes, relative to the data section */
+	uint64_t length;   /* bytes */
+	void *dst;
+} wc_load_range;
+
+/* Read ranges[0..n) of files[] into host memory, on every online CPU (a
+ * process-wide pool of one thread per CPU, the calling thread among them,
+ * started on first use): each tile is read, checked and decoded straight
+ * into its range's dst by one thread, a tile only partly inside a range
+ * through a one-tile buffer; plain files are read in 8 MiB preads.
+ * Memory beyond the destinations: about two tiles (payload and decoded) per
+ * thread at a time. Returns when every byte is in place or on the first
+ * failure (then the destinations hold anything).
+ * Errors: WC_E_INVAL (a file index past nfiles, reserved not 0, NULL dst
+ * with a length), WC_E_RANGE (a range past its data section), WC_E_IO,
+ * WC_E_CORRUPT (a payload or decoded checksum; the reason names the file,
+ * the tensor and the tile), WC_E_NOMEM. Thread-safe. */
+wc_err wc_load_host(wc_tensor_file *const *files, size_t nfiles, const wc_load_range *ranges, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WC_LOADER_H */

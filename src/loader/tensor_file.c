@@ -1,0 +1,156 @@
+/* tensor_file.c - one view of .wcodec and safetensors checkpoints (loader.h). */
+#include "loader/loader.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "container/safetensors.h"
+#include "core/fileio.h"
+
+struct wc_tensor_file {
+	wc_container *c; /* a .wcodec file, or NULL */
+	int fd;          /* a plain file's descriptor, or -1 */
+	uint8_t *header; /* a plain file's first 8 + N bytes */
+	uint64_t header_len, data_off, data_size;
+	char *path; /* for error reasons */
+};
+
+/* A plain safetensors file: read and validate its header. */
+static wc_err open_plain(wc_tensor_file *f, const char *path)
+{
+	struct stat st;
+	if (fstat(f->fd, &st) != 0)
+		return wc_fail(WC_E_IO, "%s: %s", path, strerror(errno));
+	const uint64_t size = (uint64_t)st.st_size;
+	uint8_t first8[8];
+	uint64_t n;
+	wc_err e;
+	if (size < 8)
+		return wc_fail(WC_E_FORMAT, "%s: %llu bytes is neither a .wcodec file nor a safetensors file", path,
+			       (unsigned long long)size);
+	if ((e = wc_pread_full(f->fd, first8, 8, 0, "safetensors header length")) ||
+	    (e = wc_st_header_length(first8, size, &n)))
+		return e;
+	f->header = malloc(8 + n);
+	if (!f->header)
+		return wc_fail(WC_E_NOMEM, "%s: header of %llu bytes", path, (unsigned long long)n);
+	if ((e = wc_pread_full(f->fd, f->header, 8 + n, 0, "safetensors header")))
+		return e;
+	wc_st_header *h;
+	if ((e = wc_st_parse(f->header, 8 + n, size, &h)))
+		return e;
+	f->header_len = n;
+	f->data_off = h->data_offset;
+	f->data_size = h->data_size;
+	wc_st_free(h);
+	return WC_OK;
+}
+
+wc_err wc_tensor_file_open(const char *path, wc_tensor_file **out)
+{
+	*out = NULL;
+	wc_tensor_file *f = calloc(1, sizeof *f);
+	if (!f)
+		return wc_fail(WC_E_NOMEM, "out of memory");
+	f->fd = -1;
+	f->path = strdup(path);
+	if (!f->path) {
+		free(f);
+		return wc_fail(WC_E_NOMEM, "out of memory");
+	}
+	int fd;
+	wc_err e = wc_open_regular(path, &fd);
+	if (e) {
+		free(f->path);
+		free(f);
+		return e;
+	}
+	char magic[8] = { 0 };
+	ssize_t got = pread(fd, magic, sizeof magic, 0);
+	if (got == (ssize_t)sizeof magic && memcmp(magic, WC_MAGIC, sizeof magic) == 0) {
+		close(fd);
+		e = wc_container_open(path, &f->c);
+	} else {
+		f->fd = fd;
+		e = open_plain(f, path);
+		if (e && strncmp(wc_last_detail(), path, strlen(path)) != 0) {
+			char why[400];
+			snprintf(why, sizeof why, "%s", wc_last_detail());
+			wc_fail(e, "%s: %s", path, why);
+		}
+	}
+	if (e) {
+		wc_tensor_file_close(f);
+		return e;
+	}
+	*out = f;
+	return WC_OK;
+}
+
+void wc_tensor_file_close(wc_tensor_file *f)
+{
+	if (!f)
+		return;
+	if (f->c)
+		wc_container_release(f->c);
+	if (f->fd >= 0)
+		close(f->fd);
+	free(f->header);
+	free(f->path);
+	free(f);
+}
+
+const char *wc_tensor_file_header(const wc_tensor_file *f, size_t *len)
+{
+	if (f->c) {
+		size_t plen;
+		const uint8_t *p = wc_container_prefix(f->c, &plen);
+		*len = plen - 8; /* the container validated 8 + N == prefix length */
+		return (const char *)p + 8;
+	}
+	*len = (size_t)f->header_len;
+	return (const char *)f->header + 8;
+}
+
+uint64_t wc_tensor_file_data_size(const wc_tensor_file *f)
+{
+	if (f->c) {
+		size_t plen;
+		wc_container_prefix(f->c, &plen);
+		return wc_container_virtual_size(f->c) - plen;
+	}
+	return f->data_size;
+}
+
+const char *wc_tensor_file_path(const wc_tensor_file *f) { return f->path; }
+wc_container *wc_tensor_file_container(const wc_tensor_file *f) { return f->c; }
+int wc_tensor_file_fd(const wc_tensor_file *f) { return f->fd; }
+uint64_t wc_tensor_file_data_offset(const wc_tensor_file *f) { return f->c ? 0 : f->data_off; }
+
+wc_err wc_tensor_file_tile_span(const wc_tensor_file *f, uint64_t off, uint64_t len, uint64_t *span_off,
+				uint64_t *span_len)
+{
+	const uint64_t size = wc_tensor_file_data_size(f);
+	if (off > size || len > size - off)
+		return wc_fail(WC_E_RANGE, "bytes [%llu, %llu) past the data section's %llu", (unsigned long long)off,
+			       (unsigned long long)(off + len), (unsigned long long)size);
+	*span_off = off;
+	*span_len = len;
+	if (!f->c || len == 0)
+		return WC_OK;
+	size_t plen;
+	wc_container_prefix(f->c, &plen);
+	uint32_t first, last;
+	wc_err e = wc_container_find_tile(f->c, plen + off, &first);
+	if (!e)
+		e = wc_container_find_tile(f->c, plen + off + len - 1, &last);
+	if (e)
+		return e;
+	const wc_tile_info *a = wc_container_tile(f->c, first), *b = wc_container_tile(f->c, last);
+	*span_off = a->voff - plen;
+	*span_len = b->voff + b->dsize - a->voff;
+	return WC_OK;
+}

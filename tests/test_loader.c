@@ -1,0 +1,240 @@
+/* test_loader.c - wc_tensor_file and wc_load_host (src/loader/loader.h):
+ * a .wcodec file and its original safetensors file read the same bytes for
+ * every range, tile spans cover and align, bad ranges and damaged tiles are
+ * errors with a reason. */
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_run.h"
+#include "container/container.h"
+#include "loader/loader.h"
+#include "st_builder.h"
+
+static char dir[256];
+static char st_path[300], wc_path[300];
+static uint8_t *st_bytes;
+static size_t st_len;
+static uint64_t data_off; /* 8 + N in the original */
+
+static void setup(void)
+{
+	snprintf(dir, sizeof dir, "%s/wc_test_loader.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(st_path, sizeof st_path, "%s/in.safetensors", dir);
+	snprintf(wc_path, sizeof wc_path, "%s/in.wcodec", dir);
+	st_file f;
+	st_all_dtypes(&f, 7);
+	st_bytes = st_serialize(&f, &st_len);
+	st_free(&f);
+	ck_assert_int_eq(st_write_bytes(st_path, st_bytes, st_len), 0);
+	wc_pack_opts o = { .tile_size = 4096, .chunk_symbols = 256, .threads = 2 };
+	wc_pack_stats s;
+	ck_assert_msg(wc_pack_safetensors(st_path, wc_path, &o, &s) == WC_OK, "pack: %s", wc_last_detail());
+	uint64_t n = 0;
+	memcpy(&n, st_bytes, 8); /* little-endian host */
+	data_off = 8 + n;
+}
+
+static void teardown(void)
+{
+	char cmd[400];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+	free(st_bytes);
+}
+
+static wc_tensor_file *open_ok(const char *path)
+{
+	wc_tensor_file *f;
+	wc_err e = wc_tensor_file_open(path, &f);
+	ck_assert_msg(e == WC_OK, "open %s: %s", path, wc_last_detail());
+	return f;
+}
+
+START_TEST(both_kinds_give_the_original_header_and_data)
+{
+	wc_tensor_file *f[2] = { open_ok(st_path), open_ok(wc_path) };
+	const uint64_t size = st_len - data_off;
+	for (int k = 0; k < 2; k++) {
+		size_t hl;
+		const char *h = wc_tensor_file_header(f[k], &hl);
+		ck_assert_uint_eq(hl, data_off - 8);
+		ck_assert_int_eq(memcmp(h, st_bytes + 8, hl), 0);
+		ck_assert_uint_eq(wc_tensor_file_data_size(f[k]), size);
+		uint8_t *buf = malloc(size);
+		memset(buf, 0xa5, size);
+		wc_load_range r = { .file = (uint32_t)k, .offset = 0, .length = size, .dst = buf };
+		ck_assert_msg(wc_load_host(f, 2, &r, 1) == WC_OK, "%s", wc_last_detail());
+		ck_assert_int_eq(memcmp(buf, st_bytes + data_off, size), 0);
+		free(buf);
+	}
+	ck_assert_ptr_null(wc_tensor_file_container(f[0]));
+	ck_assert_ptr_nonnull(wc_tensor_file_container(f[1]));
+	ck_assert_int_ge(wc_tensor_file_fd(f[0]), 0);
+	ck_assert_uint_eq(wc_tensor_file_data_offset(f[0]), data_off);
+	wc_tensor_file_close(f[0]);
+	wc_tensor_file_close(f[1]);
+}
+END_TEST
+
+/* Many unaligned ranges of both files in one call, across tile and tensor
+ * boundaries, each compared with the original's bytes. */
+START_TEST(random_ranges_match)
+{
+	wc_tensor_file *f[2] = { open_ok(st_path), open_ok(wc_path) };
+	const uint64_t size = st_len - data_off;
+	uint64_t rng = 12345;
+	enum { N = 64 };
+	wc_load_range r[N];
+	uint8_t *bufs[N];
+	for (int round = 0; round < 20; round++) {
+		for (int i = 0; i < N; i++) {
+			rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+			uint64_t off = (rng >> 11) % size;
+			rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+			uint64_t len = (rng >> 11) % (size - off + 1);
+			if (i % 4 == 0 && len > 20000)
+				len %= 20000;
+			bufs[i] = malloc(len ? len : 1);
+			r[i] = (wc_load_range){ .file = (uint32_t)(i & 1), .offset = off, .length = len, .dst = bufs[i] };
+		}
+		ck_assert_msg(wc_load_host(f, 2, r, N) == WC_OK, "%s", wc_last_detail());
+		for (int i = 0; i < N; i++) {
+			ck_assert_msg(memcmp(bufs[i], st_bytes + data_off + r[i].offset, r[i].length) == 0,
+				      "range %d: [%llu, +%llu) of file %u", i, (unsigned long long)r[i].offset,
+				      (unsigned long long)r[i].length, r[i].file);
+			free(bufs[i]);
+		}
+	}
+	wc_tensor_file_close(f[0]);
+	wc_tensor_file_close(f[1]);
+}
+END_TEST
+
+START_TEST(tile_spans_cover_and_align)
+{
+	wc_tensor_file *f = open_ok(wc_path), *p = open_ok(st_path);
+	wc_container *c = wc_tensor_file_container(f);
+	size_t plen;
+	wc_container_prefix(c, &plen);
+	const uint64_t size = wc_tensor_file_data_size(f);
+	for (uint64_t off = 0; off < size; off += 997) {
+		uint64_t len = (off * 31) % 9000 + 1, so, sl;
+		if (len > size - off)
+			len = size - off;
+		ck_assert_int_eq(wc_tensor_file_tile_span(f, off, len, &so, &sl), WC_OK);
+		ck_assert_uint_le(so, off);
+		ck_assert_uint_ge(so + sl, off + len);
+		uint32_t a, b;
+		ck_assert_int_eq(wc_container_find_tile(c, plen + so, &a), WC_OK);
+		ck_assert_uint_eq(wc_container_tile(c, a)->voff, plen + so);
+		ck_assert_int_eq(wc_container_find_tile(c, plen + so + sl - 1, &b), WC_OK);
+		ck_assert_uint_eq(wc_container_tile(c, b)->voff + wc_container_tile(c, b)->dsize, plen + so + sl);
+		/* the plain file's span is the range itself */
+		ck_assert_int_eq(wc_tensor_file_tile_span(p, off, len, &so, &sl), WC_OK);
+		ck_assert_uint_eq(so, off);
+		ck_assert_uint_eq(sl, len);
+	}
+	uint64_t so, sl;
+	ck_assert_int_eq(wc_tensor_file_tile_span(f, size, 1, &so, &sl), WC_E_RANGE);
+	wc_tensor_file_close(f);
+	wc_tensor_file_close(p);
+}
+END_TEST
+
+START_TEST(bad_ranges_are_refused)
+{
+	wc_tensor_file *f[1] = { open_ok(wc_path) };
+	const uint64_t size = wc_tensor_file_data_size(f[0]);
+	uint8_t buf[16];
+	wc_load_range r = { .file = 0, .offset = size - 8, .length = 16, .dst = buf };
+	ck_assert_int_eq(wc_load_host(f, 1, &r, 1), WC_E_RANGE);
+	ck_assert_ptr_nonnull(strstr(wc_last_detail(), "past the data section"));
+	r = (wc_load_range){ .file = 1, .offset = 0, .length = 8, .dst = buf };
+	ck_assert_int_eq(wc_load_host(f, 1, &r, 1), WC_E_INVAL);
+	r = (wc_load_range){ .file = 0, .offset = 0, .length = 8, .dst = NULL };
+	ck_assert_int_eq(wc_load_host(f, 1, &r, 1), WC_E_INVAL);
+	r = (wc_load_range){ .file = 0, .offset = size, .length = 0, .dst = NULL };
+	ck_assert_int_eq(wc_load_host(f, 1, &r, 1), WC_OK);
+	wc_tensor_file_close(f[0]);
+}
+END_TEST
+
+/* A damaged payload byte: the load fails with WC_E_CORRUPT, naming the
+ * file, the tensor and the tile; ranges elsewhere still load. */
+START_TEST(damaged_tile_is_an_error_naming_it)
+{
+	char bad[320];
+	snprintf(bad, sizeof bad, "%s/bad.wcodec", dir);
+	wc_tensor_file *good = open_ok(wc_path);
+	wc_container *c = wc_tensor_file_container(good);
+	const uint32_t victim = wc_container_ntiles(c) / 2;
+	const wc_tile_info *ti = wc_container_tile(c, victim);
+	const char *tname = wc_container_tensor(c, ti->tensor)->name;
+	size_t plen;
+	wc_container_prefix(c, &plen);
+	FILE *in = fopen(wc_path, "rb");
+	fseek(in, 0, SEEK_END);
+	size_t n = (size_t)ftell(in);
+	fseek(in, 0, SEEK_SET);
+	uint8_t *b = malloc(n);
+	ck_assert_uint_eq(fread(b, 1, n, in), n);
+	fclose(in);
+	b[ti->coff + ti->csize / 2] ^= 0x40;
+	ck_assert_int_eq(st_write_bytes(bad, b, n), 0);
+	free(b);
+	wc_tensor_file *f[1] = { open_ok(bad) };
+	const uint64_t size = wc_tensor_file_data_size(f[0]);
+	uint8_t *buf = malloc(size);
+	wc_load_range r = { .file = 0, .offset = 0, .length = size, .dst = buf };
+	ck_assert_int_eq(wc_load_host(f, 1, &r, 1), WC_E_CORRUPT);
+	char want[300];
+	snprintf(want, sizeof want, "tensor '%s': tile %u", tname, victim);
+	ck_assert_msg(strstr(wc_last_detail(), want) && strstr(wc_last_detail(), bad), "reason: %s", wc_last_detail());
+	/* the tile before it still reads */
+	const wc_tile_info *prev = wc_container_tile(c, victim - 1);
+	r = (wc_load_range){ .file = 0, .offset = prev->voff - plen, .length = prev->dsize, .dst = buf };
+	ck_assert_int_eq(wc_load_host(f, 1, &r, 1), WC_OK);
+	ck_assert_int_eq(memcmp(buf, st_bytes + prev->voff, prev->dsize), 0);
+	free(buf);
+	wc_tensor_file_close(f[0]);
+	wc_tensor_file_close(good);
+}
+END_TEST
+
+START_TEST(unreadable_files_are_refused)
+{
+	wc_tensor_file *f;
+	ck_assert_int_eq(wc_tensor_file_open(dir, &f), WC_E_FORMAT);
+	char p[320];
+	snprintf(p, sizeof p, "%s/missing.safetensors", dir);
+	ck_assert_int_eq(wc_tensor_file_open(p, &f), WC_E_IO);
+	snprintf(p, sizeof p, "%s/short.safetensors", dir);
+	ck_assert_int_eq(st_write_bytes(p, st_bytes, 100), 0);
+	ck_assert_int_eq(wc_tensor_file_open(p, &f), WC_E_FORMAT);
+	ck_assert_ptr_nonnull(strstr(wc_last_detail(), p));
+	/* a truncated data section: the header no longer matches the file */
+	snprintf(p, sizeof p, "%s/truncated.safetensors", dir);
+	ck_assert_int_eq(st_write_bytes(p, st_bytes, st_len - 1), 0);
+	ck_assert_int_eq(wc_tensor_file_open(p, &f), WC_E_FORMAT);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("loader");
+	TCase *tc = tcase_create("loader");
+	tcase_add_unchecked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, both_kinds_give_the_original_header_and_data);
+	tcase_add_test(tc, random_ranges_match);
+	tcase_add_test(tc, tile_spans_cover_and_align);
+	tcase_add_test(tc, bad_ranges_are_refused);
+	tcase_add_test(tc, damaged_tile_is_an_error_naming_it);
+	tcase_add_test(tc, unreadable_files_are_refused);
+	suite_add_tcase(s, tc);
+	return check_run(s);
+}
