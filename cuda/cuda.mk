@@ -3,7 +3,7 @@
 # Built only with ./configure --with-cuda; the sources are always in the dist.
 
 CUDA_DIST = cuda/wcc_kernels.cu cuda/wcc_kernels.h cuda/wcc_device.c cuda/wcc_device.h \
-	cuda/plugin.c cuda/direct.c cuda/wcodec_cuda.h \
+	cuda/plugin.c cuda/direct.c cuda/loader.c cuda/wcodec_cuda.h \
 	tests/test_cuda.c bench/bench_cuda.c bench/bench_cuda.sh docs/BENCHMARKS-GPU.md
 EXTRA_DIST += $(CUDA_DIST)
 
@@ -26,7 +26,7 @@ cuda/wcc_kernels.lo: $(srcdir)/cuda/wcc_kernels.cu $(srcdir)/cuda/wcc_kernels.h
 CLEANFILES += cuda/wcc_kernels.lo cuda/wcc_kernels.o cuda/.libs/wcc_kernels.o
 
 pkglib_LTLIBRARIES += cuda/wcodec-cuda.la
-cuda_wcodec_cuda_la_SOURCES = cuda/plugin.c cuda/direct.c cuda/wcc_device.c \
+cuda_wcodec_cuda_la_SOURCES = cuda/plugin.c cuda/direct.c cuda/loader.c cuda/wcc_device.c \
 	cuda/wcc_device.h cuda/wcc_kernels.h cuda/wcodec_cuda.h
 cuda_wcodec_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 cuda_wcodec_cuda_la_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS) -fvisibility=hidden

@@ -83,6 +83,7 @@ struct wcc_ctx {
 	int timing;       /* record kernel times (benchmarks) */
 	double kernel_ms; /* sum over completed lanes while timing */
 	int dead;
+	int device_only;  /* lanes without output buffers (wcc_ctx_opts) */
 	int fault_inject; /* tests: WCODEC_CUDA_FAULT_INJECT=1 makes every batch fault */
 	wc_threadpool *pool;
 	/* Batch timings (under mu), logged by wcc_ctx_destroy: where a decode
@@ -129,10 +130,10 @@ static void lane_free_all(wcc_lane *ln)
 	free(ln->cnt);
 }
 
-static wc_err lane_init(wcc_lane *ln, size_t bytes)
+static wc_err lane_init(wcc_lane *ln, size_t bytes, int device_only)
 {
 	cudaError_t e;
-	ln->cap_out = bytes;
+	ln->cap_out = device_only ? 0 : bytes;
 	ln->cap_scr = bytes;
 	ln->cap_in = bytes + bytes / 4 + MIB;
 	if ((e = cudaStreamCreateWithFlags(&ln->stream, cudaStreamNonBlocking)) != cudaSuccess ||
@@ -143,16 +144,16 @@ static wc_err lane_init(wcc_lane *ln, size_t bytes)
 	    (e = cudaEventCreateWithFlags(&ln->done, cudaEventDisableTiming | cudaEventBlockingSync)) != cudaSuccess ||
 	    (e = cudaEventCreate(&ln->k0)) != cudaSuccess || (e = cudaEventCreate(&ln->k1)) != cudaSuccess ||
 	    (e = cudaHostAlloc((void **)&ln->h_in, ln->cap_in, cudaHostAllocDefault)) != cudaSuccess ||
-	    (e = cudaHostAlloc((void **)&ln->h_out, ln->cap_out, cudaHostAllocDefault)) != cudaSuccess ||
+	    (ln->cap_out && (e = cudaHostAlloc((void **)&ln->h_out, ln->cap_out, cudaHostAllocDefault)) != cudaSuccess) ||
 	    (e = cudaHostAlloc((void **)&ln->h_status, LANE_MAX_JOBS * 4u, cudaHostAllocDefault)) != cudaSuccess ||
 	    (e = cudaMalloc((void **)&ln->d_in, ln->cap_in)) != cudaSuccess ||
-	    (e = cudaMalloc((void **)&ln->d_out, ln->cap_out)) != cudaSuccess ||
+	    (ln->cap_out && (e = cudaMalloc((void **)&ln->d_out, ln->cap_out)) != cudaSuccess) ||
 	    (e = cudaMalloc((void **)&ln->d_scr, ln->cap_scr)) != cudaSuccess)
 		return wc_fail(WC_E_BACKEND, "cuda: allocating %zu MiB lane buffers: %s", bytes / MIB,
 			       cudaGetErrorString(e));
 	/* The download copies whole runs of d_out, alignment gaps between tiles
 	 * included: give them defined contents once (compute-sanitizer initcheck). */
-	if ((e = cudaMemset(ln->d_out, 0, ln->cap_out)) != cudaSuccess)
+	if (ln->cap_out && (e = cudaMemset(ln->d_out, 0, ln->cap_out)) != cudaSuccess)
 		return wc_fail(WC_E_BACKEND, "cuda: clearing lane buffers: %s", cudaGetErrorString(e));
 	ln->jobs = calloc(LANE_MAX_JOBS, sizeof(*ln->jobs));
 	ln->cnt = calloc(TABLE_SLOTS + 1u, sizeof(*ln->cnt));
@@ -198,6 +199,7 @@ wc_err wcc_ctx_create(const wcc_ctx_opts *opts, wcc_ctx **out)
 		return wc_fail(WC_E_NOMEM, "cuda: context");
 	}
 	ctx->gpu = opts->gpu;
+	ctx->device_only = opts->device_only != 0;
 	const char *fi = getenv("WCODEC_CUDA_FAULT_INJECT");
 	ctx->fault_inject = fi && *fi == '1';
 	ctx->nlanes = opts->lanes ? opts->lanes : 3u;
@@ -219,7 +221,7 @@ wc_err wcc_ctx_create(const wcc_ctx_opts *opts, wcc_ctx **out)
 	if (!ctx->lanes)
 		err = wc_fail(WC_E_NOMEM, "cuda: lanes");
 	for (unsigned i = 0; err == WC_OK && i < ctx->nlanes; i++)
-		err = lane_init(&ctx->lanes[i], bytes);
+		err = lane_init(&ctx->lanes[i], bytes, ctx->device_only);
 	if (err == WC_OK && ((e = cudaStreamCreateWithFlags(&ctx->upload, cudaStreamNonBlocking)) != cudaSuccess ||
 			     (e = cudaMalloc((void **)&ctx->d_freqs, table_bytes)) != cudaSuccess))
 		err = wc_fail(WC_E_BACKEND, "cuda: table buffer: %s", cudaGetErrorString(e));
@@ -269,6 +271,22 @@ void wcc_ctx_destroy(wcc_ctx *ctx)
 size_t wcc_ctx_lane_bytes(const wcc_ctx *ctx)
 {
 	return ctx->lane_bytes;
+}
+
+size_t wcc_ctx_pinned_bytes(const wcc_ctx *ctx)
+{
+	size_t n = 0;
+	for (unsigned i = 0; i < ctx->nlanes; i++)
+		n += ctx->lanes[i].cap_in + ctx->lanes[i].cap_out + LANE_MAX_JOBS * 4u;
+	return n;
+}
+
+size_t wcc_ctx_device_bytes(const wcc_ctx *ctx)
+{
+	size_t n = (size_t)TABLE_SLOTS * 512u;
+	for (unsigned i = 0; i < ctx->nlanes; i++)
+		n += ctx->lanes[i].cap_in + ctx->lanes[i].cap_out + ctx->lanes[i].cap_scr;
+	return n;
 }
 
 int wcc_ctx_gpu(const wcc_ctx *ctx)
@@ -982,6 +1000,11 @@ static void cpu_one(void *arg, size_t i)
 
 wc_err wcc_decode(wcc_ctx *ctx, wc_tile_job *jobs, size_t n, uint8_t *const *dev_out)
 {
+	if (!dev_out && ctx->device_only) {
+		for (size_t i = 0; i < n; i++)
+			wc_job_fail(&jobs[i], WC_E_INVAL, "cuda: a device-only context decodes into device memory only");
+		return wc_fail(WC_E_INVAL, "cuda: a device-only context decodes into device memory only");
+	}
 	if (ctx->dead) {
 		for (size_t i = 0; i < n; i++)
 			wc_job_fail(&jobs[i], WC_E_BACKEND, "cuda: GPU %d disabled after an earlier fault", ctx->gpu);

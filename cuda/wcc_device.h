@@ -37,6 +37,11 @@ typedef struct wcc_ctx_opts {
 	uint64_t memory_limit;  /* device bytes for buffers and tables; 0 = default (320 MiB) */
 	unsigned lanes;         /* streams with their buffers; 0 = 3 */
 	unsigned host_threads;  /* copy/hash threads besides the caller; 0 = default (3) */
+	/* Decode into device memory only (wcc_decode with dev_out): the lanes
+	 * get no output buffers on the host or the device, so a loader's
+	 * context holds half the page-locked memory; wcc_decode with dev_out
+	 * NULL then fails with WC_E_INVAL. */
+	int device_only;
 } wcc_ctx_opts;
 
 /* Open the device and allocate every buffer. With the environment variable
@@ -49,6 +54,10 @@ void wcc_ctx_destroy(wcc_ctx *ctx);
 
 /* Decoded bytes one lane holds: jobs larger than this are decoded on the CPU. */
 size_t wcc_ctx_lane_bytes(const wcc_ctx *ctx);
+
+/* Page-locked host bytes and device bytes the context holds. */
+size_t wcc_ctx_pinned_bytes(const wcc_ctx *ctx);
+size_t wcc_ctx_device_bytes(const wcc_ctx *ctx);
 
 /* Decode jobs[0..n). dev_out NULL: outputs are job->out (host memory) and
  * every job's dhash is checked. dev_out non-NULL: job i's decoded bytes go

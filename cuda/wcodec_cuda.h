@@ -32,10 +32,55 @@
 #include "container/container.h"
 #include "core/wc_error.h"
 #include "engine/backend.h"
+#include "loader/loader.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The pipelined loader's options; zero fields take the defaults. */
+typedef struct wcodec_cuda_load_opts {
+	size_t staging_bytes; /* page-locked staging ring, bytes; 0 = 128 MiB (at least
+				 4 slots: raised to hold 4 of the file's largest tile) */
+	unsigned readers;     /* reader threads; 0 = online CPUs, at most 32 */
+} wcodec_cuda_load_opts;
+
+/* What one wcodec_cuda_load() call moved and held. */
+typedef struct wcodec_cuda_load_stats {
+	uint64_t file_bytes;  /* bytes read from the files (payloads, plain bytes) */
+	uint64_t out_bytes;   /* bytes written to the destinations */
+	size_t pinned_bytes;  /* page-locked host bytes the GPU's loader holds: ring + lanes */
+	size_t device_bytes;  /* device scratch bytes it holds (lanes, tables), beyond
+				 the destinations */
+} wcodec_cuda_load_stats;
+
+/* Read ranges[0..n) of files[] (loader.h: .wcodec or plain safetensors,
+ * data-section offsets) into device memory of GPU `gpu` (each range's dst,
+ * length bytes, must be device memory of that GPU: checked), pipelined:
+ * reader threads pread payloads into a bounded ring of page-locked buffers
+ * and check each payload's XXH3-64 chash on the host; decode threads hand
+ * each filled buffer to the batch pipeline, whose lanes upload on their own
+ * CUDA streams and decode on the GPU straight into the destinations while
+ * the next buffers are read (cuda/loader.c says how). A tile only partly
+ * inside a range is decoded on the CPU (dhash checked) and its part copied
+ * up. The GPU side checks every rANS chunk (docs/FORMAT.md section 4; see
+ * "Integrity" above). Memory: the ring (opts->staging_bytes) plus the
+ * lanes' page-locked descriptor and payload staging (about 70 MiB) and
+ * under 200 MiB of device scratch, kept per GPU for the life of the process
+ * and reported in *stats (may be NULL). Loads on one GPU take turns.
+ * Synchronous: the bytes are in place when it returns WC_OK; on failure
+ * the destinations hold anything.
+ * Errors: WC_E_INVAL (a file index, a NULL or non-device dst), WC_E_RANGE
+ * (a range past its data section), WC_E_IO, WC_E_CORRUPT (a payload
+ * checksum or stream check; the reason names the file, the tensor and the
+ * tile), WC_E_BACKEND (no usable GPU, or a CUDA call failed), WC_E_NOMEM. */
+wc_err wcodec_cuda_load(wc_tensor_file *const *files, size_t nfiles, const wc_load_range *ranges, size_t n,
+			int gpu, const wcodec_cuda_load_opts *opts, wcodec_cuda_load_stats *stats);
+
+/* The page-locked host bytes and device bytes wcodec_cuda_load() holds for
+ * GPU `gpu` between loads (0 before its first load there).
+ * Errors: WC_E_INVAL (an ordinal out of range). */
+wc_err wcodec_cuda_loader_memory(int gpu, size_t *pinned_bytes, size_t *device_bytes);
 
 /* Decode tensor `tensor_name` of the .wcodec file at `wcodec_path` into
  * device memory `device_dst` (dst_bytes bytes, on GPU ordinal `gpu`): the
