@@ -26,7 +26,7 @@ EXTRA_DIST += tests/lib_extract.sh tests/install_check.sh contrib/examples/wcode
 installcheck-local:
 	CC='$(CC)' PKG_CONFIG='$(PKG_CONFIG)' libdir='$(libdir)' bindir='$(bindir)' \
 	pkgincludedir='$(pkgincludedir)' pkglibdir='$(pkglibdir)' srcdir='$(srcdir)' \
-	PYTHON3='$(PYTHON3)' cuda_incdir='$(CUDA_INCDIR)' cuda_libdir='$(CUDA_LIBDIR)' \
+	PYTHON3='$(PYTHON3)' pythondir='$(pythondir)' cuda_incdir='$(CUDA_INCDIR)' cuda_libdir='$(CUDA_LIBDIR)' \
 	$(SHELL) $(srcdir)/tests/install_check.sh
 
 # Tests of the contrib tools themselves (fast: well under a second each).

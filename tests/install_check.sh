@@ -8,7 +8,10 @@
 # set), contrib/examples/wcodec_gpu_load.c is built against it too, and run
 # when a GPU is usable: every tensor decoded into GPU memory equals the CPU's.
 # Environment: CC, PKG_CONFIG, libdir, bindir, pkgincludedir, pkglibdir,
-# srcdir, PYTHON3, cuda_incdir and cuda_libdir (empty without CUDA).
+# srcdir, PYTHON3, pythondir (empty without Python), cuda_incdir and
+# cuda_libdir (empty without CUDA). The installed Python package, where
+# there is one, imports from pythondir alone (its _paths.py names libdir)
+# and reads the file packed here as the original's bytes.
 set -eu
 fail() { echo "FAIL: install_check: $*" >&2; exit 1; }
 T=$(mktemp -d "${TMPDIR:-/tmp}/wcodec_install.XXXXXX")
@@ -23,7 +26,7 @@ CXX=${CXX:-c++}
 if command -v "$CXX" > /dev/null 2>&1; then
 	{
 		for h in core/wc_error.h codec/rans.h codec/planes.h codec/tile_codec.h \
-			container/container.h engine/tile_source.h engine/backend.h; do
+			container/container.h engine/tile_source.h engine/backend.h loader/loader.h; do
 			echo "#include \"$h\""
 		done
 		cat <<'CC'
@@ -52,6 +55,25 @@ cmp "$T/a.safetensors" "$T/a.out" || fail "the example's output differs from the
 if [ -x "$T/all" ]; then
 	"$T/all" "$T/a.wcodec" || fail "the C++ program cannot open the file"
 fi
+py="not installed"
+if [ -n "${pythondir:-}" ] && [ -f "$pythondir/wcodec/_paths.py" ] && "$PYTHON3" -c 'import numpy' 2>/dev/null; then
+	env -u WCODEC_LIBRARY -u WCODEC_PLUGIN_DIR PYTHONPATH="$pythondir" "$PYTHON3" - "$T/a.safetensors" "$T/a.wcodec" <<'PY' ||
+import sys
+import wcodec.numpy as wn
+with wn.safe_open(sys.argv[1]) as a, wn.safe_open(sys.argv[2]) as b:
+    n = 0
+    for k in a.keys():
+        try:
+            x = a.get_tensor(k)
+        except TypeError:  # F4, F6: no numpy dtype
+            continue
+        assert x.tobytes() == b.get_tensor(k).tobytes(), k
+        n += 1
+    assert n > 100, n
+PY
+		fail "the installed Python package does not load the packed file as the original"
+	py="imported from $pythondir, loads the packed file as the original"
+fi
 gpu="not built (no CUDA plugin)"
 if [ -n "${cuda_incdir:-}" ] && [ -f "$pkgincludedir/wcodec_cuda.h" ]; then
 	[ "$($PKG_CONFIG --variable=pkglibdir wcodec)" = "$pkglibdir" ] || fail "wcodec.pc's pkglibdir"
@@ -70,4 +92,4 @@ if [ -n "${cuda_incdir:-}" ] && [ -f "$pkgincludedir/wcodec_cuda.h" ]; then
 	*) fail "the GPU example failed ($rc): $(cat "$T/gpu.err")" ;;
 	esac
 fi
-echo "PASS: install_check.sh (the installed headers and wcodec.pc build the example, as C and C++; GPU example: $gpu)"
+echo "PASS: install_check.sh (the installed headers and wcodec.pc build the example, as C and C++; Python: $py; GPU example: $gpu)"

@@ -1,0 +1,25 @@
+# python: the package `wcodec` (ctypes over libwcodec and the CUDA plugin),
+# installed into the site directory of the python3 configure found. Its
+# _paths.py, written here, tells it where libwcodec and the plugin are
+# installed; from the build tree the tests set WCODEC_LIBRARY and
+# WCODEC_PLUGIN_DIR instead.
+WCODEC_PY = python/wcodec/__init__.py python/wcodec/_lib.py python/wcodec/_file.py \
+	python/wcodec/_safe_open.py python/wcodec/numpy.py python/wcodec/torch.py \
+	python/wcodec/transformers.py
+EXTRA_DIST += $(WCODEC_PY)
+
+if HAVE_PYTHON
+wcodecpydir = $(pythondir)/wcodec
+wcodecpy_PYTHON = $(WCODEC_PY)
+nodist_wcodecpy_PYTHON = python/wcodec/_paths.py
+python/wcodec/_paths.py: Makefile
+	@$(MKDIR_P) python/wcodec
+	$(AM_V_GEN)printf '"""Where make install put libwcodec and the CUDA plugin."""\nLIBDIR = "%s"\nPLUGINDIR = "%s"\n' \
+		'$(libdir)' '$(pkglibdir)' > $@
+CLEANFILES += python/wcodec/_paths.py
+endif
+
+# make check: the package against the safetensors layout (GPU parts skip
+# without a GPU).
+TESTS += tests/python_loader.sh
+EXTRA_DIST += tests/python_loader.sh tests/test_python.py

@@ -1,0 +1,433 @@
+#!/usr/bin/env python3
+"""test_python.py - the Python package `wcodec` (python/wcodec) against the
+safetensors layout: every dtype, slices, sharded directories, damaged files,
+missing tensors, devices. Run by tests/python_loader.sh with WCODEC (the
+CLI, to pack), WCODEC_LIBRARY and WCODEC_PLUGIN_DIR set; on a machine with
+a usable GPU (and torch with CUDA) the GPU loader is checked against the CPU
+one, every byte.
+
+The reference for each tensor is its bytes as the safetensors format lays
+them out (8-byte header length, JSON header, data section), read straight
+from the original file, so no safetensors package is needed.
+"""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+
+import wcodec  # noqa: E402
+import wcodec.numpy as wnp  # noqa: E402
+
+try:
+    import torch
+    import wcodec.torch as wpt
+except ImportError:  # the numpy half still runs
+    torch = None
+
+GPU = torch is not None and torch.cuda.is_available() and wcodec._lib.cuda() is not None
+WCODEC = os.environ.get("WCODEC", "wcodec")
+
+
+def raw_tensors(path):
+    """name -> (dtype, shape, bytes) straight from a safetensors file."""
+    with open(path, "rb") as fh:
+        blob = fh.read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n])
+    header.pop("__metadata__", None)
+    data = blob[8 + n:]
+    return {k: (v["dtype"], tuple(v["shape"]), data[v["data_offsets"][0]:v["data_offsets"][1]])
+            for k, v in header.items()}
+
+
+def pack(src, dst, *extra):
+    subprocess.run([WCODEC, "pack", "-q", *extra, src, dst], check=True)
+
+
+def t_bytes(t):
+    """A torch tensor's bytes (any dtype, any device)."""
+    t = t.detach().cpu()
+    if t.dtype == torch.bool:  # its bytes as stored (a copy would make them 0/1)
+        t = t.view(torch.uint8)
+    if t.numel() == 0:
+        return b""
+    flat = torch.empty(t.numel(), dtype=t.dtype)  # stride 1, whatever t's strides
+    flat.copy_(t.reshape(-1))
+    return flat.view(torch.uint8).numpy().tobytes()
+
+
+def write_safetensors(path, arrays, metadata=None):
+    """A safetensors file of numpy arrays (name -> (dtype name, array)), laid
+    out as the format says: header length, JSON padded to 8, data."""
+    header, data, off = {}, b"", 0
+    for name, (dtype, a) in arrays.items():
+        raw = np.ascontiguousarray(a).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
+        data += raw
+        off += len(raw)
+    if metadata:
+        header["__metadata__"] = metadata
+    js = json.dumps(header).encode()
+    js += b" " * (-len(js) % 8)
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<Q", len(js)) + js + data)
+
+
+def flip_bytes(blob, count):
+    """Copies of blob with one byte flipped, at `count` positions spread over
+    its second half (where the payloads are)."""
+    for k in range(count):
+        b = bytearray(blob)
+        pos = len(b) // 2 + (len(b) // 2 - 1) * k // max(count - 1, 1)
+        b[pos] ^= 0x10
+        yield pos, bytes(b)
+
+
+class Base(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="wc_test_python.")
+        cls.st = os.path.join(cls.dir, "all.safetensors")
+        cls.wc = os.path.join(cls.dir, "all.wcodec")
+        subprocess.run([sys.executable, os.path.join(HERE, "gen_safetensors.py"), "--profile", "all", cls.st],
+                       check=True)
+        pack(cls.st, cls.wc, "-t", "4K", "-c", "256")  # many tiles: tensors span several
+        cls.ref = raw_tensors(cls.st)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir)
+
+
+class NumpyLoader(Base):
+    def supported(self):
+        out = {}
+        for name, v in self.ref.items():
+            try:
+                wnp.numpy_dtype(v[0])
+            except TypeError:
+                continue
+            out[name] = v
+        return out
+
+    def test_every_dtype_matches_the_layout(self):
+        sup = self.supported()
+        self.assertGreater(len(sup), 100)
+        for path in (self.wc, self.st):
+            with wnp.safe_open(path, framework="np") as f:
+                got = {name: f.get_tensor(name) for name in f.offset_keys() if name in sup}
+            self.assertEqual(list(got), [k for k in self.ref if k in sup])  # data order
+            for name, (dtype, shape, raw) in sup.items():
+                a = got[name]
+                self.assertEqual(a.shape, shape, name)
+                self.assertEqual(a.dtype, wnp.numpy_dtype(dtype), name)
+                self.assertEqual(a.tobytes(), raw, f"{path}: {name}")
+
+    def test_load_file_and_sub_byte_dtypes(self):
+        with self.assertRaises(TypeError):  # F4 and F6 have no element of their own
+            wnp.load_file(self.wc)
+        for dtype in ("F4", "F6_E2M3", "F6_E3M2"):
+            with self.assertRaises(TypeError):
+                wnp.numpy_dtype(dtype)
+        p = os.path.join(self.dir, "np.safetensors")
+        rng = np.random.default_rng(3)
+        arrays = {"a": ("F32", rng.standard_normal((33, 7)).astype(np.float32)),
+                  "b": ("I64", np.arange(10, dtype=np.int64)),
+                  "c": ("BF16", rng.integers(0, 65535, (4, 4, 4)).astype(np.uint16))}
+        write_safetensors(p, arrays, {"format": "np"})
+        pack(p, p[:-12] + ".wcodec", "-t", "4K")
+        for path in (p, p[:-12] + ".wcodec"):
+            got = wnp.load_file(path)
+            self.assertEqual(list(got), ["a", "b", "c"])
+            for k, (_, a) in arrays.items():
+                np.testing.assert_array_equal(got[k], a)
+
+    def test_bf16_is_returned_as_its_bits(self):
+        with wnp.safe_open(self.wc, framework="np") as f:
+            got = {k: f.get_tensor(k) for k in f.keys() if self.ref[k][0] == "BF16"}
+        names = [k for k, v in self.ref.items() if v[0] == "BF16"]
+        self.assertTrue(names)
+        for name in names:
+            self.assertEqual(got[name].dtype, np.uint16)
+
+    def test_safe_open_keys_metadata_tensors(self):
+        with open(self.st, "rb") as fh:
+            (n,) = struct.unpack("<Q", fh.read(8))
+            meta = json.loads(fh.read(n)).get("__metadata__")
+        with wnp.safe_open(self.wc, framework="np") as f:
+            self.assertEqual(f.keys(), sorted(self.ref))
+            self.assertEqual(f.metadata(), meta)
+            for name in f.keys():
+                if name in self.supported():
+                    self.assertEqual(f.get_tensor(name).tobytes(), self.ref[name][2], name)
+            with self.assertRaises(KeyError):
+                f.get_tensor("no.such.tensor")
+            with self.assertRaises(KeyError):
+                f.get_slice("no.such.tensor")
+
+    def test_slices_match_numpy_indexing(self):
+        sup = self.supported()
+        with wnp.safe_open(self.st, framework="np") as f:
+            full = {k: f.get_tensor(k) for k in sup}
+        indices = [np.s_[:], np.s_[1:3], np.s_[-2:], np.s_[::2], np.s_[3:1:-1], np.s_[0], np.s_[-1],
+                   np.s_[..., 0:1], np.s_[1:4, 1:], np.s_[5:5], np.s_[2:100]]
+        with wnp.safe_open(self.wc, framework="np") as f:
+            for name in sup:
+                a = full[name]
+                sl = f.get_slice(name)
+                self.assertEqual(sl.get_shape(), list(a.shape))
+                self.assertEqual(sl.get_dtype(), self.ref[name][0])
+                if a.ndim == 0:
+                    continue
+                for idx in indices:
+                    if a.ndim < 2 and isinstance(idx, tuple) and len(idx) > 1 and idx[0] is not Ellipsis:
+                        continue
+                    try:
+                        want = a[idx]
+                    except IndexError:
+                        with self.assertRaises(IndexError):
+                            sl[idx]
+                        continue
+                    got = sl[idx]
+                    self.assertEqual(got.shape, want.shape, f"{name}{idx}")
+                    self.assertEqual(got.tobytes(), np.ascontiguousarray(want).tobytes(), f"{name}{idx}")
+
+    def test_damaged_payloads_raise_and_never_give_wrong_bytes(self):
+        with open(self.wc, "rb") as fh:
+            blob = fh.read()
+        bad = os.path.join(self.dir, "bad.wcodec")
+        sup, raised = self.supported(), 0
+        for pos, b in flip_bytes(blob, 24):
+            with open(bad, "wb") as fh:
+                fh.write(b)
+            try:
+                with wnp.safe_open(bad, framework="np") as f:
+                    for name in sup:
+                        self.assertEqual(f.get_tensor(name).tobytes(), self.ref[name][2],
+                                         f"byte {pos}: {name} differs and no error")
+            except wcodec.WcodecError as e:
+                raised += 1
+                self.assertIn(e.code, ("CORRUPT", "FORMAT"))
+                self.assertIn(bad, str(e))
+                if "tile" in str(e):
+                    self.assertIn("tensor '", str(e))
+        self.assertGreater(raised, 12)
+
+    def test_unreadable_inputs_raise(self):
+        with self.assertRaises(wcodec.WcodecError) as cm:
+            wnp.load_file(os.path.join(self.dir, "missing.wcodec"))
+        self.assertEqual(cm.exception.code, "IO")
+        junk = os.path.join(self.dir, "junk.safetensors")
+        with open(junk, "wb") as fh:
+            fh.write(b"\x10\x00\x00\x00\x00\x00\x00\x00not json at all!")
+        with self.assertRaises(wcodec.WcodecError) as cm:
+            wnp.load_file(junk)
+        self.assertEqual(cm.exception.code, "FORMAT")
+        with self.assertRaises(ValueError):
+            wnp.safe_open(self.wc, framework="np", device="cuda")
+
+
+@unittest.skipIf(torch is None, "torch is not installed")
+class TorchLoader(Base):
+    def supported(self):
+        out = {}
+        for name, (dtype, shape, raw) in self.ref.items():
+            try:
+                wpt.torch_dtype(dtype)
+            except TypeError:
+                continue
+            out[name] = (dtype, shape, raw)
+        return out
+
+    def test_every_dtype_torch_has_matches(self):
+        sup = self.supported()
+        self.assertGreater(len(sup), 10)
+        for path in (self.wc, self.st):
+            with wpt.safe_open(path, framework="pt") as f:
+                for name, (dtype, shape, raw) in sup.items():
+                    t = f.get_tensor(name)
+                    self.assertEqual(tuple(t.shape), shape)
+                    self.assertEqual(t.dtype, wpt.torch_dtype(dtype))
+                    self.assertEqual(t_bytes(t), raw, f"{path}: {name}")
+
+    def test_load_file_of_a_file_of_supported_dtypes(self):
+        w = os.path.join(self.dir, "w.safetensors")
+        subprocess.run([sys.executable, os.path.join(HERE, "gen_safetensors.py"), "--profile", "weights",
+                        "--dtype", "BF16", "--params", "300000", w], check=True)
+        pack(w, w[:-12] + ".wcodec", "-t", "16K")
+        ref = raw_tensors(w)
+        got = wpt.load_file(w[:-12] + ".wcodec")
+        self.assertEqual(list(got), list(ref))
+        for name, (dtype, shape, raw) in ref.items():
+            self.assertEqual(got[name].dtype, wpt.torch_dtype(dtype))
+            self.assertEqual(t_bytes(got[name]), raw, name)
+
+    def test_unsupported_dtypes_raise_type_error(self):
+        missing = [v[0] for v in self.ref.values() if v[0] not in {d for d, _, _ in self.supported().values()}]
+        for dtype in missing:
+            with self.assertRaises(TypeError):
+                wpt.torch_dtype(dtype)
+
+    def test_slices(self):
+        sup = self.supported()
+        with wpt.safe_open(self.wc, framework="pt") as f:
+            for name, (dtype, shape, raw) in sup.items():
+                if len(shape) < 1 or dtype == "BOOL":
+                    continue
+                full = f.get_tensor(name)
+                for idx in (slice(1, 3), slice(None, None, 3), 0, -1, (slice(0, 2), Ellipsis)):
+                    try:
+                        want = full[idx]
+                    except IndexError:
+                        continue
+                    got = f.get_slice(name)[idx]
+                    self.assertEqual(t_bytes(got), t_bytes(want), f"{name}[{idx}]")
+
+    def test_sharded_directory(self):
+        src = os.path.join(self.dir, "model")
+        os.makedirs(src, exist_ok=True)
+        rng = np.random.default_rng(7)
+        ref, weight_map = {}, {}
+        for i in range(2):
+            shard = f"model-0000{i + 1}-of-00002.safetensors"
+            arrays = {f"layers.{i}.{n}": ("F16", (rng.standard_normal((64, 48)) * 0.02).astype(np.float16))
+                      for n in ("q", "k", "v")}
+            write_safetensors(os.path.join(src, shard), arrays, {"format": "pt"})
+            for k, (_, a) in arrays.items():
+                ref[k] = a.tobytes()
+                weight_map[k] = shard
+        with open(os.path.join(src, "model.safetensors.index.json"), "w") as fh:
+            json.dump({"metadata": {}, "weight_map": weight_map}, fh)
+        out = os.path.join(self.dir, "packed")
+        pack(src, out)
+        self.assertFalse([p for p in os.listdir(out) if p.endswith(".safetensors")])
+        for d in (out, src):
+            sd = wpt.load_checkpoint(d)
+            self.assertEqual(sorted(sd), sorted(ref))
+            for name, raw in ref.items():
+                self.assertEqual(t_bytes(sd[name]), raw, name)
+        # without an index: every file of the directory
+        os.unlink(os.path.join(out, "model.safetensors.index.json"))
+        self.assertEqual(sorted(wpt.load_checkpoint(out)), sorted(ref))
+        # an index that names a shard that is not there
+        broken = os.path.join(self.dir, "broken")
+        shutil.copytree(src, broken)
+        os.unlink(os.path.join(broken, "model-00002-of-00002.safetensors"))
+        with self.assertRaises(FileNotFoundError):
+            wpt.load_checkpoint(broken)
+        # an index that names a tensor its shard lacks
+        weight_map["not.there"] = "model-00001-of-00002.safetensors"
+        with open(os.path.join(src, "model.safetensors.index.json"), "w") as fh:
+            json.dump({"weight_map": weight_map}, fh)
+        with self.assertRaises(KeyError):
+            wpt.load_checkpoint(src)
+
+    def test_damaged_file_raises(self):
+        with open(self.wc, "rb") as fh:
+            blob = fh.read()
+        bad = os.path.join(self.dir, "bad3.wcodec")
+        raised = 0
+        for pos, b in flip_bytes(blob, 8):
+            with open(bad, "wb") as fh:
+                fh.write(b)
+            try:
+                with wpt.safe_open(bad, framework="pt") as f:
+                    for name, (_, _, raw) in self.supported().items():
+                        self.assertEqual(t_bytes(f.get_tensor(name)), raw, f"byte {pos}: {name}")
+            except wcodec.WcodecError:
+                raised += 1
+        self.assertGreater(raised, 3)
+
+    @unittest.skipIf(GPU, "a GPU is usable here")
+    def test_cuda_without_a_gpu_raises_clearly(self):
+        with self.assertRaises(wcodec.WcodecError) as cm:
+            wpt.load_file(self.wc, device="cuda")
+        self.assertEqual(cm.exception.code, "BACKEND")
+
+    @unittest.skipUnless(GPU, "no usable GPU")
+    def test_gpu_loads_equal_cpu_loads(self):
+        sup = self.supported()
+        for path in (self.wc, self.st):
+            with wpt.safe_open(path, framework="pt", device="cuda:0") as g:
+                for name, (dtype, shape, raw) in sup.items():
+                    t = g.get_tensor(name)
+                    self.assertEqual(t.device.type, "cuda")
+                    self.assertEqual(t_bytes(t), raw, f"{path}: {name}")
+                    if len(shape) and dtype != "BOOL":
+                        full = t.cpu()
+                        for idx in (slice(1, 3), 0, -1):
+                            try:
+                                want = full[idx]
+                            except IndexError:
+                                continue
+                            self.assertEqual(t_bytes(g.get_slice(name)[idx]), t_bytes(want), name)
+
+    @unittest.skipUnless(GPU, "no usable GPU")
+    def test_gpu_damaged_tile_raises(self):
+        with open(self.wc, "rb") as fh:
+            blob = fh.read()
+        bad = os.path.join(self.dir, "bad4.wcodec")
+        raised = 0
+        for pos, b in flip_bytes(blob, 12):
+            with open(bad, "wb") as fh:
+                fh.write(b)
+            try:
+                with wpt.safe_open(bad, framework="pt", device="cuda") as f:
+                    for name, (_, _, raw) in self.supported().items():
+                        self.assertEqual(t_bytes(f.get_tensor(name)), raw, f"byte {pos}: {name}")
+            except wcodec.WcodecError:
+                raised += 1
+        self.assertGreater(raised, 5)
+
+
+try:
+    import transformers
+except ImportError:
+    transformers = None
+
+
+@unittest.skipIf(torch is None or transformers is None, "torch or transformers is not installed")
+class Transformers(unittest.TestCase):
+    """A small random LlamaForCausalLM saved by save_pretrained, packed with
+    `wcodec pack`, loaded by wcodec.transformers.from_pretrained: logits equal
+    the original's, on the CPU and (where usable) the GPU."""
+
+    def test_logits_equal_the_original(self):
+        import wcodec.transformers as wtf
+        d = tempfile.mkdtemp(prefix="wc_test_hf.")
+        try:
+            cfg = transformers.LlamaConfig(vocab_size=1000, hidden_size=128, intermediate_size=256,
+                                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                           tie_word_embeddings=True)
+            torch.manual_seed(0)
+            orig = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
+            src, out = os.path.join(d, "orig"), os.path.join(d, "packed")
+            orig.save_pretrained(src, max_shard_size="1MB")
+            pack(src, out)
+            self.assertTrue([p for p in os.listdir(out) if p.endswith(".wcodec")])
+            ids = torch.arange(1, 17).reshape(1, 16)
+            devices = ["cpu"] + (["cuda"] if GPU else [])
+            for dev in devices:
+                ref_model = transformers.AutoModelForCausalLM.from_pretrained(src, torch_dtype=torch.bfloat16)
+                ref_model = ref_model.to(dev).eval()
+                model = wtf.from_pretrained(transformers.AutoModelForCausalLM, out, device_map=dev,
+                                            dtype=torch.bfloat16)
+                with torch.no_grad():
+                    want = ref_model(ids.to(dev)).logits
+                    got = model(ids.to(dev)).logits
+                self.assertTrue(torch.equal(want, got), dev)
+        finally:
+            shutil.rmtree(d)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
