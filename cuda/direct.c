@@ -1,7 +1,7 @@
 /*
  * direct.c - decoding tensors straight into caller-owned device memory
- * (wcodec_cuda.h): payloads are read and chash-checked on the host, then
- * decoded by the same batch pipeline as the backend with device targets.
+ * (wcodec_cuda.h): whole tensors go through the pipelined loader
+ * (loader.c); job lists through the batch pipeline with device targets.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -12,8 +12,6 @@
 
 #define EXPORT __attribute__((visibility("default")))
 #define MAX_GPUS 64
-/* compressed bytes read per round (bounds host memory for huge tensors) */
-#define GROUP_BYTES ((size_t)256 << 20)
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static wcc_ctx *g_ctx[MAX_GPUS];
@@ -36,7 +34,7 @@ static wc_err get_ctx(int gpu, wcc_ctx **out)
 
 EXPORT wc_err wcodec_cuda_decode_jobs(wc_tile_job *jobs, size_t n, void *const *device_dst, int gpu)
 {
-	wcc_ctx *ctx;
+	wcc_ctx *ctx = NULL;
 	wc_err e = get_ctx(gpu, &ctx);
 	if (e != WC_OK)
 		return e;
@@ -46,97 +44,32 @@ EXPORT wc_err wcodec_cuda_decode_jobs(wc_tile_job *jobs, size_t n, void *const *
 EXPORT wc_err wcodec_cuda_decode_tensor_c(wc_container *c, const char *tensor_name, void *device_dst,
 					  size_t dst_bytes, int gpu, cudaStream_t stream)
 {
-	uint64_t begin, end;
-	uint32_t first, count;
+	size_t plen;
+	wc_container_prefix(c, &plen);
+	uint64_t begin = plen, end = wc_container_virtual_size(c);
 	if (tensor_name) {
 		uint32_t ti;
-		wc_err e = wc_container_find_tensor(c, tensor_name, &ti);
-		if (e != WC_OK)
+		if (wc_container_find_tensor(c, tensor_name, &ti) != WC_OK)
 			return wc_fail(WC_E_NOTFOUND, "cuda: no tensor '%s' in the file", tensor_name);
-		const wc_tensor_info *t = wc_container_tensor(c, ti);
-		begin = t->begin;
-		end = t->end;
-		first = t->first_tile;
-		count = t->ntiles;
-	} else {
-		size_t plen;
-		wc_container_prefix(c, &plen);
-		begin = plen;
-		end = wc_container_virtual_size(c);
-		first = 0;
-		count = wc_container_ntiles(c);
+		begin = wc_container_tensor(c, ti)->begin;
+		end = wc_container_tensor(c, ti)->end;
 	}
 	if (end - begin > dst_bytes)
 		return wc_fail(WC_E_RANGE, "cuda: destination holds %zu bytes, the tensor needs %llu", dst_bytes,
 			       (unsigned long long)(end - begin));
-	wcc_ctx *ctx;
-	wc_err err = get_ctx(gpu, &ctx);
-	if (err != WC_OK)
-		return err;
 	if (stream) {
 		cudaError_t ce = cudaStreamSynchronize(stream);
 		if (ce != cudaSuccess)
 			return wc_fail(WC_E_BACKEND, "cuda: caller's stream: %s", cudaGetErrorString(ce));
 	}
-	wc_tile_source *src = wc_container_source(c);
-	wc_tile_job *jobs = calloc(count ? count : 1, sizeof(*jobs));
-	uint8_t **dst = calloc(count ? count : 1, sizeof(*dst));
-	uint8_t *buf = NULL;
-	size_t bufcap = 0;
-	if (!jobs || !dst) {
-		err = wc_fail(WC_E_NOMEM, "cuda: job list");
-		goto out;
-	}
-	/* tiles in groups of about GROUP_BYTES of payload */
-	for (uint32_t g = 0; g < count && err == WC_OK;) {
-		size_t bytes = 0;
-		uint32_t k = 0;
-		while (g + k < count && (k == 0 || bytes + wc_container_tile(c, first + g + k)->csize <= GROUP_BYTES))
-			bytes += wc_container_tile(c, first + g + k++)->csize;
-		if (bytes > bufcap) {
-			uint8_t *nb = realloc(buf, bytes);
-			if (!nb) {
-				err = wc_fail(WC_E_NOMEM, "cuda: payload buffer of %zu bytes", bytes);
-				break;
-			}
-			buf = nb;
-			bufcap = bytes;
-		}
-		size_t off = 0;
-		for (uint32_t i = 0; i < k && err == WC_OK; i++) {
-			const uint32_t tile = first + g + i;
-			const wc_tile_info *ti = wc_container_tile(c, tile);
-			if (ti->voff < begin || ti->voff + ti->dsize > end) {
-				err = wc_fail(WC_E_FORMAT, "cuda: tile %u lies outside its tensor", tile);
-				break;
-			}
-			err = wc_container_read_payload(c, tile, buf + off);
-			if (err != WC_OK)
-				break;
-			wc_tile_job *job = &jobs[g + i];
-			memset(job, 0, sizeof(*job));
-			src->ops->describe_job(src, tile, job);
-			job->payload = buf + off;
-			job->payload_size = ti->csize;
-			job->out = NULL;
-			job->out_size = ti->dsize;
-			dst[g + i] = (uint8_t *)device_dst + (ti->voff - begin);
-			off += ti->csize;
-		}
-		if (err != WC_OK)
-			break;
-		err = wcc_decode(ctx, jobs + g, k, dst + g);
-		for (uint32_t i = 0; i < k && err == WC_OK; i++)
-			if (jobs[g + i].status != WC_OK)
-				err = wc_fail(jobs[g + i].status, "cuda: tile %u: %s", first + g + i,
-					      jobs[g + i].detail[0] ? jobs[g + i].detail : wc_strerror(jobs[g + i].status));
-		g += k;
-	}
-out:
-	free(buf);
-	free(dst);
-	free(jobs);
-	return err;
+	wc_tensor_file *f;
+	wc_err e = wc_tensor_file_of_container(c, "(container)", &f);
+	if (e != WC_OK)
+		return e;
+	wc_load_range r = { .file = 0, .offset = begin - plen, .length = end - begin, .dst = device_dst };
+	e = wcodec_cuda_load(&f, 1, &r, 1, gpu, NULL, NULL);
+	wc_tensor_file_close(f);
+	return e;
 }
 
 EXPORT wc_err wcodec_cuda_decode_tensor(const char *wcodec_path, const char *tensor_name, void *device_dst,

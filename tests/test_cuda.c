@@ -18,15 +18,19 @@
 #include "container/container.h"
 #include "engine/backend.h"
 #include "qvq/kmeans.h"
+#include "wcodec_cuda.h"
 #include "st_builder.h"
 
 typedef wc_err (*decode_jobs_fn)(wc_tile_job *, size_t, void *const *, int);
 typedef wc_err (*decode_tensor_fn)(const char *, const char *, void *, size_t, int, cudaStream_t);
+typedef wc_err (*load_fn)(wc_tensor_file *const *, size_t, const wc_load_range *, size_t, int,
+			  const wcodec_cuda_load_opts *, wcodec_cuda_load_stats *);
 
 static wc_backend *g_be;
 static wc_backend_create_fn g_create;
 static decode_jobs_fn g_decode_jobs;
 static decode_tensor_fn g_decode_tensor;
+static load_fn g_load;
 
 /* ---- test tiles --------------------------------------------------------- */
 
@@ -552,6 +556,100 @@ START_TEST(tensors_into_device_memory)
 }
 END_TEST
 
+/* wcodec_cuda_load: many unaligned ranges of a .wcodec file and of its
+ * original at once, through a ring so small that every slot is reused
+ * many times, equal the original bytes; a host destination is refused; a
+ * damaged payload is WC_E_CORRUPT naming its tensor. */
+START_TEST(pipelined_loader_ranges)
+{
+	char dir[256], st_path[300], wc_path[300], bad_path[300];
+	snprintf(dir, sizeof dir, "%s/wc_test_cuda.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(st_path, sizeof st_path, "%s/in.safetensors", dir);
+	snprintf(wc_path, sizeof wc_path, "%s/in.wcodec", dir);
+	snprintf(bad_path, sizeof bad_path, "%s/bad.wcodec", dir);
+	st_file f;
+	st_all_dtypes(&f, 9);
+	size_t st_len;
+	uint8_t *st = st_serialize(&f, &st_len);
+	st_free(&f);
+	ck_assert_int_eq(st_write_bytes(st_path, st, st_len), 0);
+	wc_pack_opts o = { .tile_size = 4096, .chunk_symbols = 256, .threads = 2 };
+	wc_pack_stats ps;
+	ck_assert_msg(wc_pack_safetensors(st_path, wc_path, &o, &ps) == WC_OK, "pack: %s", wc_last_detail());
+	wc_tensor_file *files[2];
+	ck_assert_int_eq(wc_tensor_file_open(st_path, &files[0]), WC_OK);
+	ck_assert_int_eq(wc_tensor_file_open(wc_path, &files[1]), WC_OK);
+	const uint64_t size = wc_tensor_file_data_size(files[0]), data_off = st_len - size;
+	enum { N = 48 };
+	wc_load_range r[N];
+	uint8_t *d, *host = malloc(N * size);
+	ck_assert_int_eq(cudaMalloc((void **)&d, N * size), cudaSuccess);
+	uint64_t rng = 99;
+	for (int round = 0; round < 4; round++) {
+		for (int i = 0; i < N; i++) {
+			rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+			uint64_t off = (rng >> 13) % size;
+			rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+			uint64_t len = i == 0 ? size - off : (rng >> 13) % (size - off + 1);
+			if (i == 0)
+				off = 0, len = size;
+			r[i] = (wc_load_range){ .file = (uint32_t)(i & 1), .offset = off, .length = len,
+						.dst = d + (size_t)i * size };
+		}
+		ck_assert_int_eq(cudaMemset(d, 0xee, N * size), cudaSuccess);
+		wcodec_cuda_load_opts lo = { .staging_bytes = round & 1 ? 64u << 10 : 0, .readers = round + 1 };
+		wcodec_cuda_load_stats ls;
+		wc_err e = g_load(files, 2, r, N, 0, &lo, &ls);
+		ck_assert_msg(e == WC_OK, "round %d: %s", round, wc_last_detail());
+		ck_assert_uint_gt(ls.pinned_bytes, 0);
+		ck_assert_int_eq(cudaMemcpy(host, d, N * size, cudaMemcpyDeviceToHost), cudaSuccess);
+		for (int i = 0; i < N; i++) {
+			const uint8_t *got = host + (size_t)i * size;
+			ck_assert_msg(memcmp(got, st + data_off + r[i].offset, r[i].length) == 0,
+				      "round %d range %d [%llu, +%llu) of file %u", round, i,
+				      (unsigned long long)r[i].offset, (unsigned long long)r[i].length, r[i].file);
+			if (r[i].length < size)
+				ck_assert_uint_eq(got[r[i].length], 0xee);
+		}
+	}
+	/* host memory is not a destination */
+	wc_load_range hr = { .file = 1, .offset = 0, .length = 64, .dst = host };
+	ck_assert_int_eq(g_load(files, 2, &hr, 1, 0, NULL, NULL), WC_E_INVAL);
+	/* a damaged payload */
+	wc_container *c = wc_tensor_file_container(files[1]);
+	const uint32_t victim = wc_container_ntiles(c) / 3;
+	const wc_tile_info *ti = wc_container_tile(c, victim);
+	char want[300];
+	snprintf(want, sizeof want, "tensor '%s': ", wc_container_tensor(c, ti->tensor)->name);
+	FILE *in = fopen(wc_path, "rb");
+	fseek(in, 0, SEEK_END);
+	size_t n = (size_t)ftell(in);
+	fseek(in, 0, SEEK_SET);
+	uint8_t *b = malloc(n);
+	ck_assert_uint_eq(fread(b, 1, n, in), n);
+	fclose(in);
+	b[ti->coff + ti->csize / 2] ^= 0x08;
+	ck_assert_int_eq(st_write_bytes(bad_path, b, n), 0);
+	free(b);
+	wc_tensor_file *bad;
+	ck_assert_int_eq(wc_tensor_file_open(bad_path, &bad), WC_OK);
+	wc_load_range br = { .file = 0, .offset = 0, .length = size, .dst = d };
+	ck_assert_int_eq(g_load(&bad, 1, &br, 1, 0, NULL, NULL), WC_E_CORRUPT);
+	ck_assert_msg(strstr(wc_last_detail(), want) && strstr(wc_last_detail(), bad_path), "reason: %s",
+		      wc_last_detail());
+	wc_tensor_file_close(bad);
+	wc_tensor_file_close(files[0]);
+	wc_tensor_file_close(files[1]);
+	cudaFree(d);
+	free(host);
+	free(st);
+	char cmd[400];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 /* A GPU fault (here an illegal address, injected) ends the call in
  * WC_E_BACKEND, later calls too, and wc_backend_decode() then decodes the
  * batch on the CPU: the bytes are right. A fault poisons the process's CUDA
@@ -601,7 +699,8 @@ int main(void)
 	g_create = create;
 	g_decode_jobs = (decode_jobs_fn)dlsym(h, "wcodec_cuda_decode_jobs");
 	g_decode_tensor = (decode_tensor_fn)dlsym(h, "wcodec_cuda_decode_tensor");
-	if (!create || !g_decode_jobs || !g_decode_tensor) {
+	g_load = (load_fn)dlsym(h, "wcodec_cuda_load");
+	if (!create || !g_decode_jobs || !g_decode_tensor || !g_load) {
 		fprintf(stderr, "test_cuda: %s lacks its entry points\n", path);
 		return 1;
 	}
@@ -629,6 +728,7 @@ int main(void)
 	tcase_add_test(tc, engine_loader_picks_cuda);
 	tcase_add_test(tc, device_jobs_every_layout);
 	tcase_add_test(tc, tensors_into_device_memory);
+	tcase_add_test(tc, pipelined_loader_ranges);
 	tcase_add_test(tc, vq_nearest_equals_the_cpu_search);
 	/* last: a fault poisons the process's CUDA context; skipped under
 	 * compute-sanitizer (WCODEC_TEST_NO_FAULT=1), which reports the fault */

@@ -205,6 +205,27 @@ START_TEST(damaged_tile_is_an_error_naming_it)
 }
 END_TEST
 
+/* A container opened elsewhere serves the same bytes, and outlives the
+ * caller's reference while the view holds its own. */
+START_TEST(view_of_an_open_container)
+{
+	wc_container *c;
+	ck_assert_int_eq(wc_container_open(wc_path, &c), WC_OK);
+	wc_tensor_file *f[1];
+	ck_assert_int_eq(wc_tensor_file_of_container(c, "mine", &f[0]), WC_OK);
+	wc_container_release(c);
+	const uint64_t size = wc_tensor_file_data_size(f[0]);
+	ck_assert_uint_eq(size, st_len - data_off);
+	ck_assert_str_eq(wc_tensor_file_path(f[0]), "mine");
+	uint8_t *buf = malloc(size);
+	wc_load_range r = { .file = 0, .offset = 0, .length = size, .dst = buf };
+	ck_assert_int_eq(wc_load_host(f, 1, &r, 1), WC_OK);
+	ck_assert_int_eq(memcmp(buf, st_bytes + data_off, size), 0);
+	free(buf);
+	wc_tensor_file_close(f[0]);
+}
+END_TEST
+
 START_TEST(unreadable_files_are_refused)
 {
 	wc_tensor_file *f;
@@ -234,6 +255,7 @@ int main(void)
 	tcase_add_test(tc, tile_spans_cover_and_align);
 	tcase_add_test(tc, bad_ranges_are_refused);
 	tcase_add_test(tc, damaged_tile_is_an_error_naming_it);
+	tcase_add_test(tc, view_of_an_open_container);
 	tcase_add_test(tc, unreadable_files_are_refused);
 	suite_add_tcase(s, tc);
 	return check_run(s);

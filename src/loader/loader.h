@@ -38,6 +38,11 @@ typedef struct wc_tensor_file wc_tensor_file;
 wc_err wc_tensor_file_open(const char *path, wc_tensor_file **out);
 void wc_tensor_file_close(wc_tensor_file *f);
 
+/* The same view of a container already open (it takes a reference of its
+ * own, released by wc_tensor_file_close); `path` names it in reasons.
+ * Errors: WC_E_NOMEM. */
+wc_err wc_tensor_file_of_container(wc_container *c, const char *path, wc_tensor_file **out);
+
 /* The safetensors JSON header exactly as in the (original) file, *len bytes
  * (padding spaces included), not NUL-terminated. Valid while f is open. */
 const char *wc_tensor_file_header(const wc_tensor_file *f, size_t *len);

@@ -90,6 +90,21 @@ wc_err wc_tensor_file_open(const char *path, wc_tensor_file **out)
 	return WC_OK;
 }
 
+wc_err wc_tensor_file_of_container(wc_container *c, const char *path, wc_tensor_file **out)
+{
+	*out = NULL;
+	wc_tensor_file *f = calloc(1, sizeof *f);
+	if (!f || !(f->path = strdup(path ? path : "(container)"))) {
+		free(f);
+		return wc_fail(WC_E_NOMEM, "out of memory");
+	}
+	f->fd = -1;
+	wc_container_retain(c);
+	f->c = c;
+	*out = f;
+	return WC_OK;
+}
+
 void wc_tensor_file_close(wc_tensor_file *f)
 {
 	if (!f)
