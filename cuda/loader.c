@@ -117,15 +117,10 @@ static wc_err plan_segs(wc_tensor_file *const *files, size_t nfiles, const wc_lo
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
 		const wc_load_range *r = &ranges[i];
-		if (r->file >= nfiles || !files[r->file] || r->reserved != 0 || (r->length && !r->dst))
-			return wc_fail(WC_E_INVAL, "cuda load: range %zu: file %u of %zu, reserved %u, dst %p", i,
-				       r->file, nfiles, r->reserved, r->dst);
+		wc_err e = wc_load_range_check(files, nfiles, ranges, i);
+		if (e != WC_OK)
+			return e;
 		const wc_tensor_file *f = files[r->file];
-		const uint64_t size = wc_tensor_file_data_size(f);
-		if (r->offset > size || r->length > size - r->offset)
-			return wc_fail(WC_E_RANGE, "%s: bytes [%llu, %llu) past the data section's %llu",
-				       wc_tensor_file_path(f), (unsigned long long)r->offset,
-				       (unsigned long long)(r->offset + r->length), (unsigned long long)size);
 		if (r->length == 0)
 			continue;
 		if (!segs) { /* the destination must be this GPU's memory, both ends */
@@ -157,14 +152,11 @@ static wc_err plan_segs(wc_tensor_file *const *files, size_t nfiles, const wc_lo
 			}
 			continue;
 		}
+		uint32_t first, last;
+		if ((e = wc_tensor_file_tiles(f, r->offset, r->length, &first, &last)) != WC_OK)
+			return e;
 		size_t plen;
 		wc_container_prefix(c, &plen);
-		uint32_t first, last;
-		wc_err e = wc_container_find_tile(c, plen + r->offset, &first);
-		if (!e)
-			e = wc_container_find_tile(c, plen + r->offset + r->length - 1, &last);
-		if (e)
-			return e;
 		for (uint32_t t = first; t <= last; t++, k++) {
 			if (!segs)
 				continue;

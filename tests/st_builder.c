@@ -173,6 +173,25 @@ int st_write_bytes(const char *path, const uint8_t *b, size_t len)
 	return (fclose(fp) == 0 && w == len) ? 0 : -1;
 }
 
+int st_copy_flipped(const char *src, const char *dst, uint64_t off, uint8_t mask)
+{
+	FILE *in = fopen(src, "rb");
+	if (!in)
+		return -1;
+	uint8_t *b = NULL;
+	long n = -1;
+	if (fseek(in, 0, SEEK_END) == 0 && (n = ftell(in)) >= 0 && fseek(in, 0, SEEK_SET) == 0)
+		b = malloc(n ? (size_t)n : 1);
+	int rc = -1;
+	if (b && fread(b, 1, (size_t)n, in) == (size_t)n && off < (uint64_t)n) {
+		b[off] ^= mask;
+		rc = st_write_bytes(dst, b, (size_t)n);
+	}
+	fclose(in);
+	free(b);
+	return rc;
+}
+
 void st_free(st_file *f)
 {
 	for (size_t i = 0; i < f->n; i++)

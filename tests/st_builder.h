@@ -38,6 +38,11 @@ uint8_t *st_serialize(const st_file *f, size_t *len);
 /* Write the bytes to path; 0 on success. */
 int st_write_bytes(const char *path, const uint8_t *b, size_t len);
 
+/* Copy the file src to dst with the byte at `off` XORed with mask (a damaged
+ * copy); 0 on success, -1 if a file cannot be read or written or off is past
+ * the end. */
+int st_copy_flipped(const char *src, const char *dst, uint64_t off, uint8_t mask);
+
 void st_free(st_file *f);
 
 #endif

@@ -622,16 +622,7 @@ START_TEST(pipelined_loader_ranges)
 	const wc_tile_info *ti = wc_container_tile(c, victim);
 	char want[300];
 	snprintf(want, sizeof want, "tensor '%s': ", wc_container_tensor(c, ti->tensor)->name);
-	FILE *in = fopen(wc_path, "rb");
-	fseek(in, 0, SEEK_END);
-	size_t n = (size_t)ftell(in);
-	fseek(in, 0, SEEK_SET);
-	uint8_t *b = malloc(n);
-	ck_assert_uint_eq(fread(b, 1, n, in), n);
-	fclose(in);
-	b[ti->coff + ti->csize / 2] ^= 0x08;
-	ck_assert_int_eq(st_write_bytes(bad_path, b, n), 0);
-	free(b);
+	ck_assert_int_eq(st_copy_flipped(wc_path, bad_path, ti->coff + ti->csize / 2, 0x08), 0);
 	wc_tensor_file *bad;
 	ck_assert_int_eq(wc_tensor_file_open(bad_path, &bad), WC_OK);
 	wc_load_range br = { .file = 0, .offset = 0, .length = size, .dst = d };

@@ -176,16 +176,7 @@ START_TEST(damaged_tile_is_an_error_naming_it)
 	const char *tname = wc_container_tensor(c, ti->tensor)->name;
 	size_t plen;
 	wc_container_prefix(c, &plen);
-	FILE *in = fopen(wc_path, "rb");
-	fseek(in, 0, SEEK_END);
-	size_t n = (size_t)ftell(in);
-	fseek(in, 0, SEEK_SET);
-	uint8_t *b = malloc(n);
-	ck_assert_uint_eq(fread(b, 1, n, in), n);
-	fclose(in);
-	b[ti->coff + ti->csize / 2] ^= 0x40;
-	ck_assert_int_eq(st_write_bytes(bad, b, n), 0);
-	free(b);
+	ck_assert_int_eq(st_copy_flipped(wc_path, bad, ti->coff + ti->csize / 2, 0x40), 0);
 	wc_tensor_file *f[1] = { open_ok(bad) };
 	const uint64_t size = wc_tensor_file_data_size(f[0]);
 	uint8_t *buf = malloc(size);

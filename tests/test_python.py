@@ -331,21 +331,27 @@ class TorchLoader(Base):
         with self.assertRaises(KeyError):
             wpt.load_checkpoint(src)
 
-    def test_damaged_file_raises(self):
+    def damaged_loads(self, device, count):
+        """Load every supported tensor of copies of the file with one byte
+        flipped at `count` spread positions onto `device`: each load raises
+        WcodecError or gives the original bytes. Returns how many raised."""
         with open(self.wc, "rb") as fh:
             blob = fh.read()
-        bad = os.path.join(self.dir, "bad3.wcodec")
+        bad = os.path.join(self.dir, f"bad-{device}.wcodec")
         raised = 0
-        for pos, b in flip_bytes(blob, 8):
+        for pos, b in flip_bytes(blob, count):
             with open(bad, "wb") as fh:
                 fh.write(b)
             try:
-                with wpt.safe_open(bad, framework="pt") as f:
+                with wpt.safe_open(bad, framework="pt", device=device) as f:
                     for name, (_, _, raw) in self.supported().items():
                         self.assertEqual(t_bytes(f.get_tensor(name)), raw, f"byte {pos}: {name}")
             except wcodec.WcodecError:
                 raised += 1
-        self.assertGreater(raised, 3)
+        return raised
+
+    def test_damaged_file_raises(self):
+        self.assertGreater(self.damaged_loads("cpu", 8), 3)
 
     @unittest.skipIf(GPU, "a GPU is usable here")
     def test_cuda_without_a_gpu_raises_clearly(self):
@@ -373,20 +379,7 @@ class TorchLoader(Base):
 
     @unittest.skipUnless(GPU, "no usable GPU")
     def test_gpu_damaged_tile_raises(self):
-        with open(self.wc, "rb") as fh:
-            blob = fh.read()
-        bad = os.path.join(self.dir, "bad4.wcodec")
-        raised = 0
-        for pos, b in flip_bytes(blob, 12):
-            with open(bad, "wb") as fh:
-                fh.write(b)
-            try:
-                with wpt.safe_open(bad, framework="pt", device="cuda") as f:
-                    for name, (_, _, raw) in self.supported().items():
-                        self.assertEqual(t_bytes(f.get_tensor(name)), raw, f"byte {pos}: {name}")
-            except wcodec.WcodecError:
-                raised += 1
-        self.assertGreater(raised, 5)
+        self.assertGreater(self.damaged_loads("cuda", 12), 5)
 
 
 try:

@@ -70,6 +70,12 @@ uint64_t wc_tensor_file_data_offset(const wc_tensor_file *f);
 wc_err wc_tensor_file_tile_span(const wc_tensor_file *f, uint64_t off, uint64_t len, uint64_t *span_off,
 				uint64_t *span_len);
 
+/* The tiles first..last (inclusive) of a .wcodec file that hold its
+ * data-section bytes [off, off + len), len > 0, checked to lie in the data
+ * section. Errors: WC_E_RANGE, WC_E_INVAL (a plain file, or len 0). */
+wc_err wc_tensor_file_tiles(const wc_tensor_file *f, uint64_t off, uint64_t len, uint32_t *first,
+			    uint32_t *last);
+
 /* One read: `length` bytes at byte `offset` of the data section of
  * files[file] into dst (host memory for wc_load_host, device memory for
  * wcodec_cuda_load). Ranges may lie anywhere; several may share a file.
@@ -95,6 +101,11 @@ typedef struct wc_load_range {
  * WC_E_CORRUPT (a payload or decoded checksum; the reason names the file,
  * the tensor and the tile), WC_E_NOMEM. Thread-safe. */
 wc_err wc_load_host(wc_tensor_file *const *files, size_t nfiles, const wc_load_range *ranges, size_t n);
+
+/* Check range i of ranges against files[0..nfiles): the argument errors of
+ * wc_load_host and wcodec_cuda_load (WC_E_INVAL, WC_E_RANGE), with a reason
+ * naming the range or the file. */
+wc_err wc_load_range_check(wc_tensor_file *const *files, size_t nfiles, const wc_load_range *ranges, size_t i);
 
 #ifdef __cplusplus
 }

@@ -145,6 +145,20 @@ wc_container *wc_tensor_file_container(const wc_tensor_file *f) { return f->c; }
 int wc_tensor_file_fd(const wc_tensor_file *f) { return f->fd; }
 uint64_t wc_tensor_file_data_offset(const wc_tensor_file *f) { return f->c ? 0 : f->data_off; }
 
+wc_err wc_tensor_file_tiles(const wc_tensor_file *f, uint64_t off, uint64_t len, uint32_t *first,
+			    uint32_t *last)
+{
+	if (!f->c || len == 0)
+		return wc_fail(WC_E_INVAL, "%s: tiles of %llu bytes of a %s file", f->path, (unsigned long long)len,
+			       f->c ? ".wcodec" : "plain");
+	size_t plen;
+	wc_container_prefix(f->c, &plen);
+	wc_err e = wc_container_find_tile(f->c, plen + off, first);
+	if (!e)
+		e = wc_container_find_tile(f->c, plen + off + len - 1, last);
+	return e;
+}
+
 wc_err wc_tensor_file_tile_span(const wc_tensor_file *f, uint64_t off, uint64_t len, uint64_t *span_off,
 				uint64_t *span_len)
 {
@@ -156,16 +170,29 @@ wc_err wc_tensor_file_tile_span(const wc_tensor_file *f, uint64_t off, uint64_t 
 	*span_len = len;
 	if (!f->c || len == 0)
 		return WC_OK;
-	size_t plen;
-	wc_container_prefix(f->c, &plen);
 	uint32_t first, last;
-	wc_err e = wc_container_find_tile(f->c, plen + off, &first);
-	if (!e)
-		e = wc_container_find_tile(f->c, plen + off + len - 1, &last);
+	wc_err e = wc_tensor_file_tiles(f, off, len, &first, &last);
 	if (e)
 		return e;
+	size_t plen;
+	wc_container_prefix(f->c, &plen);
 	const wc_tile_info *a = wc_container_tile(f->c, first), *b = wc_container_tile(f->c, last);
 	*span_off = a->voff - plen;
 	*span_len = b->voff + b->dsize - a->voff;
+	return WC_OK;
+}
+
+wc_err wc_load_range_check(wc_tensor_file *const *files, size_t nfiles, const wc_load_range *ranges, size_t i)
+{
+	const wc_load_range *r = &ranges[i];
+	if (r->file >= nfiles || !files[r->file] || r->reserved != 0 || (r->length && !r->dst))
+		return wc_fail(WC_E_INVAL, "load range %zu: file %u of %zu, reserved %u, dst %p", i, r->file, nfiles,
+			       r->reserved, r->dst);
+	const wc_tensor_file *f = files[r->file];
+	const uint64_t size = wc_tensor_file_data_size(f);
+	if (r->offset > size || r->length > size - r->offset)
+		return wc_fail(WC_E_RANGE, "%s: bytes [%llu, %llu) past the data section's %llu", f->path,
+			       (unsigned long long)r->offset, (unsigned long long)(r->offset + r->length),
+			       (unsigned long long)size);
 	return WC_OK;
 }
