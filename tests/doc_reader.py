@@ -109,7 +109,7 @@ def main():
     b = open(src, "rb").read()
     assert b[:8] == b"WCODEC\r\n", "magic"
     version, flags, header_size, tile_size, chunk, ntensors, ntiles, ntables = struct.unpack_from("<8I", b, 8)
-    assert (version, header_size) == (1, 160) and flags in (0, 1)
+    assert version in (1, 2) and header_size == 160 and flags in (0, 1)
     (vsize, prefix_off, prefix_len, payload_off, payload_len, tables_off, tables_len,
      index_off, index_len, meta_off, meta_len, file_size, dicts_off, dicts_len) = struct.unpack_from("<14Q", b, 40)
     assert file_size == len(b) and meta_off + meta_len == len(b)
@@ -161,40 +161,52 @@ def main():
         tables.append(freq)
     assert pos == tables_off + tables_len
 
+    # Tiles in index order (1.5, 1.6): each decodes the virtual bytes that
+    # follow the previous one's, with its tensor's layout; a version-2 tile
+    # may run on over whole following tensors of the same dtype (shared).
     out = bytearray(prefix)
     t_index = 0
-    for ti, (begin, end, name, dtype) in enumerate(tensors):
+    for t_index in range(ntiles):
+        voff, coff, csize, dsize, tensor, tflags, _, _ = struct.unpack_from("<QQIIIIQQ", b, index_off + 48 * t_index)
+        begin, end, name, dtype = tensors[tensor]
+        assert voff == len(out) and prefix_len + begin <= voff < prefix_len + end, "index entry %d" % t_index
+        assert tflags == 0 and 0 < dsize <= tile_size
+        tile_end = voff + dsize
+        if tile_end > prefix_len + end:  # a shared tile (version 2)
+            assert version == 2 and voff == prefix_len + begin, "shared tile %d" % t_index
+            u = tensor + 1
+            while u < len(tensors) and prefix_len + tensors[u][0] < tile_end:
+                assert tensors[u][3] == dtype and tensors[u][1] > tensors[u][0], "shared tile %d" % t_index
+                u += 1
+            assert prefix_len + tensors[u - 1][1] == tile_end, "shared tile %d ends inside a tensor" % t_index
+        else:
+            assert dsize == min(tile_size, prefix_len + end - voff)
         layout = layout_of(dtype, end - begin)
         dictionary = dicts.get(name)
         if dictionary:
             layout = ("dict", layout[1], 1 if dictionary[0] <= 256 else 2)
-        size = end - begin
-        for k in range((size + tile_size - 1) // tile_size):
-            voff, coff, csize, dsize, tensor, tflags, _, _ = struct.unpack_from("<QQIIIIQQ", b, index_off + 48 * t_index)
-            assert tensor == ti and voff == prefix_len + begin + k * tile_size, "index entry %d" % t_index
-            assert dsize == min(tile_size, size - k * tile_size)
-            payload = b[coff: coff + csize]
-            nsym = dsize // layout[1]
-            assert payload[0] == layout[2], "plane count"
-            planes, body_at = [], (4 + 12 * layout[2] + 3) & ~3
-            for p in range(layout[2]):
-                mode, value, _, table, bsize = struct.unpack_from("<BBHII", payload, 4 + 12 * p)
-                body = payload[body_at: body_at + bsize]
-                if mode == 0:
-                    planes.append(body)
-                elif mode == 1:
-                    planes.append(bytes([value]) * nsym)
-                elif mode == 2:
-                    planes.append(rans_decode(body, nsym, tables[table], chunk))
-                else:
-                    print("plane coded with zstd: not in the standard library", file=sys.stderr)
-                    sys.exit(3)
-                body_at = (body_at + bsize + 3) & ~3
-            if dictionary:
-                out += gather(layout[1], dictionary[0], dictionary[1], planes, nsym)
+        payload = b[coff: coff + csize]
+        nsym = dsize // layout[1]
+        assert payload[0] == layout[2], "plane count"
+        planes, body_at = [], (4 + 12 * layout[2] + 3) & ~3
+        for p in range(layout[2]):
+            mode, value, _, table, bsize = struct.unpack_from("<BBHII", payload, 4 + 12 * p)
+            body = payload[body_at: body_at + bsize]
+            if mode == 0:
+                planes.append(body)
+            elif mode == 1:
+                planes.append(bytes([value]) * nsym)
+            elif mode == 2:
+                planes.append(rans_decode(body, nsym, tables[table], chunk))
             else:
-                out += merge(layout, planes, nsym)
-            t_index += 1
+                print("plane coded with zstd: not in the standard library", file=sys.stderr)
+                sys.exit(3)
+            body_at = (body_at + bsize + 3) & ~3
+        if dictionary:
+            out += gather(layout[1], dictionary[0], dictionary[1], planes, nsym)
+        else:
+            out += merge(layout, planes, nsym)
+    t_index = ntiles
     assert t_index == ntiles and len(out) == vsize
     open(dst, "wb").write(out)
 

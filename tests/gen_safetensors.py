@@ -14,6 +14,10 @@ Profiles:
            (--dtype BF16|F16|F32), about --params parameters: Gaussian
            matrices with per-tensor scales and a few outliers, norm weights
            near 1.0, small biases.
+  many     thousands of tensors of every dtype, mostly small (0 to 70 KiB,
+           most under 1 KiB, in runs of one dtype as converted vision
+           models have them) among a few large BF16 weights: the shared-tile
+           test set (docs/FORMAT.md 1.6).
   quantized  what TF.js models hold: weights quantized to 8 bits (256
            levels) or to float16 and stored back as F32, BF16 or F16 (each
            tensor has at most 65536 distinct values), plus a few genuine F32
@@ -156,6 +160,29 @@ def profile_all(rng):
     return tensors
 
 
+def profile_many(rng, count=2400):
+    """[(name, dtype, shape, bytes)]: count tensors in runs of one dtype."""
+    dtypes = sorted(DTYPE_SIZE)
+    tensors, i = [], 0
+    while i < count:
+        dtype = rng.choice(dtypes)
+        for _ in range(rng.randint(1, 30)):
+            r = rng.random()
+            nbytes = (rng.randint(0, 1024) if r < 0.7 else rng.randint(1024, 16384) if r < 0.95
+                      else rng.randint(16384, 70 * 1024))
+            n = nbytes // DTYPE_SIZE[dtype]
+            shape = [n] if n % 4 or n < 8 else [4, n // 4]
+            mode = "weights" if dtype in ("BF16", "F16", "F32") and rng.random() < 0.8 else "small"
+            if rng.random() < 0.05:
+                mode = "const"
+            tensors.append(("t%05d.%s" % (i, dtype.lower()), dtype, shape, tensor_bytes(dtype, rng, n, mode)))
+            i += 1
+        if rng.random() < 0.03:  # a large weight among them
+            tensors.append(("w%05d.bf16" % i, "BF16", [128, 1024], tensor_bytes("BF16", rng, 128 * 1024, "weights")))
+            i += 1
+    return tensors
+
+
 def profile_weights(rng, dtype, params):
     """A transformer-like layer stack of about `params` parameters."""
     hidden = 64
@@ -286,7 +313,7 @@ def malform(kind, header, js, data):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out", help="output .safetensors path")
-    ap.add_argument("--profile", choices=["all", "weights", "quantized"], default="all")
+    ap.add_argument("--profile", choices=["all", "weights", "quantized", "many"], default="all")
     ap.add_argument("--dtype", choices=["BF16", "F16", "F32"], default="BF16",
                     help="dtype of the weights profile")
     ap.add_argument("--params", type=int, default=1 << 20,
@@ -302,6 +329,8 @@ def main():
         tensors = profile_all(rng)
     elif args.profile == "quantized":
         tensors = profile_quantized(rng)
+    elif args.profile == "many":
+        tensors = profile_many(rng)
     else:
         tensors = profile_weights(rng, args.dtype, args.params)
     metadata = None if args.no_metadata else {"format": "pt", "generator": "gen_safetensors.py"}

@@ -410,6 +410,50 @@ START_TEST(prefetch_is_bounded_and_changes_no_bytes)
 }
 END_TEST
 
+/* With max_prefetch_bytes, the in-flight limit is the tiles' bytes: a
+ * source of 16 KiB tiles gets 16 tiles in flight where one of 256 KiB
+ * tiles gets 1, under the same 256 KiB; the tile limit still holds. */
+START_TEST(prefetch_bound_counts_bytes)
+{
+	fake_backend fb;
+	fake_backend_init(&fb, 2, 2);
+	atomic_store(&fb.gate, 1); /* nothing finishes during the prefetch calls */
+	fake_source small, large;
+	fake_source_init(&small, 31, 3, 100, 16 * KIB, 16 * KIB);
+	fake_source_init(&large, 32, 4, 100, 256 * KIB, 256 * KIB);
+	wc_cache_opts o = { .budget_bytes = 64ull << 20, .backend = &fb.base, .max_prefetch = 64,
+			    .max_prefetch_bytes = 256 * KIB };
+	wc_cache *c;
+	ck_assert_int_eq(wc_cache_create(&o, &c), WC_OK);
+	wc_cache_prefetch(c, &small.base, 0, 100);
+	wc_cache_stats st;
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.prefetches, 16);
+	wc_cache_prefetch(c, &large.base, 0, 100); /* the bytes are taken: nothing more */
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.prefetches, 16);
+	atomic_store(&fb.gate, 0);
+	for (uint32_t t = 0; t < 16; t++)
+		get_check(c, &small, t);
+	/* all 16 decoded: the bytes are free again, one large tile fits */
+	wc_cache_prefetch(c, &large.base, 0, 100);
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.prefetches, 17);
+	get_check(c, &large, 0);
+	wc_cache_destroy(c);
+	/* the tile limit holds under a byte limit that would allow more */
+	o.max_prefetch = 4;
+	o.max_prefetch_bytes = 64ull << 20;
+	ck_assert_int_eq(wc_cache_create(&o, &c), WC_OK);
+	atomic_store(&fb.gate, 1);
+	wc_cache_prefetch(c, &small.base, 20, 64);
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.prefetches, 4);
+	atomic_store(&fb.gate, 0);
+	wc_cache_destroy(c);
+}
+END_TEST
+
 START_TEST(prefetch_never_evicts_referenced_entries)
 {
 	fake_backend fb;
@@ -1122,6 +1166,7 @@ int main(void)
 	tcase_add_test(tc, errors_reach_every_waiter_and_are_not_cached);
 	tcase_add_test(tc, parallel_payload_reads);
 	tcase_add_test(tc, prefetch_is_bounded_and_changes_no_bytes);
+	tcase_add_test(tc, prefetch_bound_counts_bytes);
 	tcase_add_test(tc, prefetch_never_evicts_referenced_entries);
 	tcase_add_test(tc, unused_prefetches_are_cold_but_survive_streaming);
 	tcase_add_test(tc, drop_source_drops_only_that_source);

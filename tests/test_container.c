@@ -465,6 +465,34 @@ START_TEST(inconsistent_metadata_rejected)
 		free(m);
 		free(e2);
 	}
+	/* Shared tiles (docs/FORMAT.md 1.6): the fixture's 4 KiB tiles are shared
+	 * by its tensors under 32 bytes of one dtype. */
+	ck_assert_msg(strstr(js, "\"shared\":true") != NULL, "the fixture has no shared tile");
+	struct {
+		const char *from, *to, *needle;
+	} shared_cases[] = {
+		{"\"shared\":true", "\"shared\":1", "boolean"},
+		{"\"shared\":true", "\"shared\":false", "tiles"},   /* then it needs tiles of its own */
+	};
+	for (size_t k = 0; k < sizeof shared_cases / sizeof shared_cases[0]; k++) {
+		char *e2 = edit(js, shared_cases[k].from, shared_cases[k].to);
+		m = with_metadata(b, &h, e2, &ml);
+		wc_err e = open_bytes(m, ml);
+		ck_assert_msg(e == WC_E_FORMAT && strstr(wc_last_detail(), shared_cases[k].needle),
+			      "shared case %zu (%s): %s: %s", k, shared_cases[k].to, wc_strerror(e), wc_last_detail());
+		free(m);
+		free(e2);
+	}
+	/* a version-1 header cannot have shared tiles */
+	ck_assert_uint_eq(h.version, 2);
+	m = with_metadata(b, &h, js, &ml);
+	wc_put_u32(m + 8, 1);
+	wc_file_header h1;
+	ck_assert_int_eq(wc_header_decode(m, ml, &h1), WC_OK);
+	fix_check(m, &h1);
+	ck_assert_int_eq(open_bytes(m, ml), WC_E_FORMAT);
+	ck_assert_msg(strstr(wc_last_detail(), "shared") != NULL, "%s", wc_last_detail());
+	free(m);
 	/* Metadata that is not a zstd frame. */
 	memcpy(b + h.meta_off, "{}", 2);
 	fix_check(b, &h);

@@ -63,8 +63,13 @@ typedef struct dtype_sum {
 static tensor_sum sum_tensor(const wc_container *c, const wc_tensor_info *t)
 {
 	tensor_sum s = {.bytes = t->end - t->begin};
-	for (uint32_t k = 0; k < t->ntiles; k++)
-		s.coded += wc_container_tile(c, t->first_tile + k)->csize;
+	for (uint32_t k = 0; k < t->ntiles; k++) {
+		/* a tile shared with other tensors counts for its share of the bytes */
+		const wc_tile_info *x = wc_container_tile(c, t->first_tile + k);
+		uint64_t lo = x->voff > t->begin ? x->voff : t->begin;
+		uint64_t hi = x->voff + x->dsize < t->end ? x->voff + x->dsize : t->end;
+		s.coded += hi - lo == x->dsize ? x->csize : (uint64_t)((double)x->csize * (double)(hi - lo) / x->dsize);
+	}
 	uint64_t n = s.bytes / t->layout.elem_size;
 	for (unsigned p = 0; p < t->layout.nplanes; p++)
 		s.bound += t->planes[p].entropy_bits * (double)n / 8.0;
@@ -119,7 +124,7 @@ static int info_text(const char *path, const wc_container *c, const dtype_sum *d
 	const file_facts f = facts_of(c);
 	char a[32], b[32];
 	printf("file:           %s\n", path);
-	printf("format:         wcodec %u, tiles of %s, rANS chunks of %u symbols\n", WC_FORMAT_VERSION,
+	printf("format:         wcodec %u, tiles of %s, rANS chunks of %u symbols\n", wc_container_version(c),
 	       cli_human_bytes(wc_container_tile_size(c), a), wc_container_chunk_symbols(c));
 	printf("contents:       %u tensors, %u tiles, %u frequency tables\n", wc_container_ntensors(c),
 	       wc_container_ntiles(c), f.ntables);
@@ -194,11 +199,13 @@ static int info_json(const char *path, const wc_container *c, const dtype_sum *d
 				       "tiles", (int)t->ntiles, "planes", planes);
 		if (to && t->dict)
 			json_object_set_new(to, "dict_entries", json_integer(t->dict_entries));
+		if (to && t->shared)
+			json_object_set_new(to, "shared", json_true());
 		json_array_append_new(tensors, to);
 	}
 	json_t *root = json_pack(
 		"{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:f, s:I, s:I, s:f, s:f, s:o, s:o}", "file", path,
-		"format", "wcodec", "version", (int)WC_FORMAT_VERSION, "tile_size", (int)wc_container_tile_size(c),
+		"format", "wcodec", "version", (int)wc_container_version(c), "tile_size", (int)wc_container_tile_size(c),
 		"chunk_symbols", (int)wc_container_chunk_symbols(c), "ntensors", (int)wc_container_ntensors(c), "ntiles",
 		(int)wc_container_ntiles(c), "ntables", (int)f.ntables, "virtual_size", (json_int_t)f.vsize, "file_size",
 		(json_int_t)f.fsize, "prefix_bytes", (json_int_t)f.plen, "ratio", cli_ratio(f.vsize, f.fsize), "data_bytes",

@@ -27,7 +27,11 @@ extern "C" {
 #endif
 
 #define WC_MAGIC "WCODEC\r\n" /* 8 bytes; \r\n catches text-mode mangling */
-#define WC_FORMAT_VERSION 1u
+/* Newest format version this library reads and writes. Version 2 adds
+ * shared tiles (docs/FORMAT.md 1.6): the writer stamps a file 2 only when it
+ * has one, so files without them stay readable by version-1 readers. */
+#define WC_FORMAT_VERSION 2u
+#define WC_FORMAT_VERSION_SHARED 2u
 #define WC_TILE_SIZE_DEFAULT (1u << 20)  /* decoded bytes per tile */
 #define WC_TILE_SIZE_MIN (4u << 10)
 #define WC_TILE_SIZE_MAX (64u << 20)
@@ -70,6 +74,11 @@ typedef struct wc_tensor_info {
 	 * does not record them): the bound without a dictionary. */
 	wc_layout plain_layout;
 	double plain_entropy[WC_MAX_PLANES];
+	/* Nonzero when the tensor's bytes continue the previous tensor's tile
+	 * (a shared tile of small tensors, docs/FORMAT.md 1.6, version 2):
+	 * first_tile is that tile, ntiles 1, and the tile also holds other
+	 * tensors' bytes (a tile's `tensor` is the first of them). */
+	int shared;
 } wc_tensor_info;
 
 typedef struct wc_container wc_container;
@@ -107,6 +116,9 @@ typedef struct wc_container_summary {
  * header, bad magic, malformed sizes), WC_E_RANGE, WC_E_UNSUPPORTED (newer
  * version or unknown flags), as wc_container_open reports them. */
 wc_err wc_container_peek(int fd, const char *name, wc_container_summary *out);
+
+/* The format version of the file (1 or 2). */
+uint32_t wc_container_version(const wc_container *c);
 
 /* Unique id for this open instance (never reused in the process): cache key. */
 uint64_t wc_container_id(const wc_container *c);

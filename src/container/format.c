@@ -76,7 +76,7 @@ wc_err wc_header_decode(const uint8_t in[WC_HEADER_BYTES], uint64_t file_size, w
 	if (h->version > WC_FORMAT_VERSION)
 		return wc_fail(WC_E_UNSUPPORTED, "wcodec header: format version %u is newer than this reader (%u)",
 			       h->version, WC_FORMAT_VERSION);
-	if (h->version != WC_FORMAT_VERSION)
+	if (h->version < 1)
 		return BAD("format version %u is not valid", h->version);
 	if (h->flags & ~WC_KNOWN_FLAGS)
 		return wc_fail(WC_E_UNSUPPORTED, "wcodec header: unknown flags 0x%x", h->flags & ~WC_KNOWN_FLAGS);

@@ -198,14 +198,30 @@ static wc_err parse_tensor(const json_t *o, uint32_t i, wc_container *c, uint64_
 	uint64_t first, count;
 	if (get_u64(o, "first_tile", &first) || get_u64(o, "tiles", &count))
 		return META_BAD("tensor %u: \"first_tile\"/\"tiles\" are not non-negative integers", i);
-	uint64_t want = (t->end - t->begin + c->h.tile_size - 1) / c->h.tile_size;
-	if (first != *tcursor || count != want || count > c->h.ntiles - first)
-		return META_BAD("tensor %u: tiles [%llu, +%llu) are not the %llu tiles after tile %u within %u", i,
-				(unsigned long long)first, (unsigned long long)count, (unsigned long long)want, *tcursor,
-				c->h.ntiles);
+	const json_t *shared = json_object_get(o, "shared");
+	if (shared && !json_is_boolean(shared))
+		return META_BAD("tensor %u: \"shared\" is not a boolean", i);
+	t->shared = json_is_true(shared);
+	if (t->shared) {
+		/* Its bytes continue the previous tensor's only tile, a tile of
+		 * whole small tensors of one layout (docs/FORMAT.md 1.6). */
+		const wc_tensor_info *prev = i ? &c->tensors[i - 1] : NULL;
+		if (c->h.version < WC_FORMAT_VERSION_SHARED || !prev || prev->ntiles != 1 || t->end == t->begin ||
+		    t->dict || prev->dict || prev->layout.kind != t->layout.kind ||
+		    prev->layout.elem_size != t->layout.elem_size || first != prev->first_tile || count != 1)
+			return META_BAD("tensor %u: \"shared\" needs format version %u, a non-empty tensor of the "
+					"previous one's layout (no dictionary) and that tensor's only tile", i,
+					WC_FORMAT_VERSION_SHARED);
+	} else {
+		uint64_t want = (t->end - t->begin + c->h.tile_size - 1) / c->h.tile_size;
+		if (first != *tcursor || count != want || count > c->h.ntiles - first)
+			return META_BAD("tensor %u: tiles [%llu, +%llu) are not the %llu tiles after tile %u within %u",
+					i, (unsigned long long)first, (unsigned long long)count,
+					(unsigned long long)want, *tcursor, c->h.ntiles);
+		*tcursor += (uint32_t)count;
+	}
 	t->first_tile = (uint32_t)first;
 	t->ntiles = (uint32_t)count;
-	*tcursor += (uint32_t)count;
 
 	const json_t *planes = json_object_get(o, "planes");
 	if (!json_is_array(planes) || json_array_size(planes) != t->layout.nplanes)
@@ -322,6 +338,13 @@ static wc_err check_tiles(wc_container *c)
 	uint64_t voff = c->h.prefix_len, coff = c->h.payload_off;
 	for (uint32_t t = 0; t < c->h.ntensors; t++) {
 		const wc_tensor_info *ti = &c->tensors[t];
+		if (ti->shared)
+			continue; /* in the tile of the tensor before it */
+		/* The bytes this tensor's tiles hold: its own, and those of the
+		 * tensors that share its tile. */
+		uint64_t end = ti->end;
+		for (uint32_t u = t + 1; u < c->h.ntensors && c->tensors[u].shared; u++)
+			end = c->tensors[u].end;
 		for (uint32_t k = 0; k < ti->ntiles; k++) {
 			uint32_t i = ti->first_tile + k;
 			const wc_tile_info *x = &c->tiles[i];
@@ -332,12 +355,13 @@ static wc_err check_tiles(wc_container *c)
 			if (x->voff != voff)
 				return wc_fail(WC_E_FORMAT, "tile %u: virtual offset %llu, expected %llu", i,
 					       (unsigned long long)x->voff, (unsigned long long)voff);
-			/* Tile k of a tensor holds its bytes [k*T, min((k+1)*T, size)). */
-			uint64_t left = ti->end - voff;
+			/* Tile k of a tensor holds its bytes [k*T, min((k+1)*T, size)); a
+			 * shared tile all of its tensors' bytes, at most T of them. */
+			uint64_t left = end - voff;
 			uint64_t want = left < c->h.tile_size ? left : c->h.tile_size;
-			if (x->dsize != want || x->dsize % ti->layout.elem_size)
+			if (x->dsize != want || x->dsize % ti->layout.elem_size || (end > ti->end && want != left))
 				return wc_fail(WC_E_FORMAT, "tile %u: decoded size %u, expected %llu for tensor %u", i,
-					       x->dsize, (unsigned long long)want, t);
+					       x->dsize, (unsigned long long)left, t);
 			if (x->coff != coff)
 				return wc_fail(WC_E_FORMAT, "tile %u: payload offset %llu, expected %llu", i,
 					       (unsigned long long)x->coff, (unsigned long long)coff);
@@ -348,9 +372,9 @@ static wc_err check_tiles(wc_container *c)
 			voff += x->dsize;
 			coff += x->csize;
 		}
-		if (voff != ti->end)
+		if (voff != end)
 			return wc_fail(WC_E_FORMAT, "tensor %u: tiles end at %llu, tensor at %llu", t,
-				       (unsigned long long)voff, (unsigned long long)ti->end);
+				       (unsigned long long)voff, (unsigned long long)end);
 	}
 	if (coff != c->h.payload_off + c->h.payload_len)
 		return wc_fail(WC_E_FORMAT, "payloads end at %llu, payload section at %llu", (unsigned long long)coff,
@@ -524,6 +548,7 @@ void wc_container_release(wc_container *c)
 }
 
 uint64_t wc_container_id(const wc_container *c) { return c->src.id; }
+uint32_t wc_container_version(const wc_container *c) { return c->h.version; }
 uint64_t wc_container_virtual_size(const wc_container *c) { return c->h.virtual_size; }
 uint64_t wc_container_file_size(const wc_container *c) { return c->h.file_size; }
 uint32_t wc_container_tile_size(const wc_container *c) { return c->h.tile_size; }

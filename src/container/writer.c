@@ -1,7 +1,10 @@
 /*
  * writer.c - packing a safetensors file into a .wcodec container.
  *
- * Three passes over the memory-mapped input, each parallel over tiles:
+ * Tensors are coded in units: a tensor, or a run of consecutive small
+ * tensors of one dtype that share one tile (docs/FORMAT.md 1.6; the unit's
+ * first tensor carries it, the others point at it). Three passes over the
+ * memory-mapped input, each parallel over tiles:
  *   1. histograms of every tensor-plane (tiles of one tensor add into it),
  *      then per tensor its sorted distinct values when there are at most
  *      65536 (a dictionary), kept where index planes plus the dictionary are
@@ -43,8 +46,15 @@
 typedef struct tensor_plan {
 	const wc_st_tensor *st;
 	wc_layout layout;
-	const uint8_t *data; /* the tensor's bytes in the mapped input */
-	uint64_t nbytes, vbegin;
+	const uint8_t *data; /* the unit's bytes in the mapped input */
+	uint64_t nbytes;     /* the unit's bytes: the tensor's, or its shared tile's */
+	uint64_t own_bytes;  /* the tensor's own bytes */
+	uint32_t unit;       /* the tensor carrying its unit: itself, or the first of its shared tile */
+	/* A tensor of a shared tile: the histograms and order-0 entropy of its
+	 * own planes (the unit's describe the whole tile), for the entropy
+	 * bound a tensor-plane has on its own. */
+	uint64_t (*own_hist)[256];
+	double own_entropy[WC_MAX_PLANES];
 	uint32_t first_tile, ntiles;
 	int allow_zstd;
 	uint64_t (*hist)[256]; /* nplanes histograms during pass 1 */
@@ -91,6 +101,7 @@ typedef struct packer {
 	wc_freqtab *tables;
 	uint32_t ntables;
 	uint64_t dicts_len;    /* dictionary section bytes */
+	uint32_t version;      /* of the file: 2 with a shared tile, else 1 */
 	pthread_mutex_t hist_lock[64];
 
 	/* pass-2 window */
@@ -175,6 +186,14 @@ static void *hist_worker(void *arg)
 		unsigned np = t->layout.nplanes;
 		memset(local, 0, np * sizeof local[0]);
 		wc_planes_histogram(t->layout, t->data + tp->offset, tp->dsize / t->layout.elem_size, local);
+		/* a shared tile is one tile, taken by this worker alone: its
+		 * tensors' own histograms need no lock */
+		for (uint32_t j = tp->tensor; t->own_hist && j < pk->st->ntensors && pk->tensors[j].unit == tp->tensor; j++) {
+			tensor_plan *m = &pk->tensors[j];
+			wc_planes_histogram(m->layout, m->data, m->own_bytes / m->layout.elem_size, m->own_hist);
+			for (unsigned p = 0; p < np; p++)
+				m->own_entropy[p] = wc_entropy_bits(m->own_hist[p]);
+		}
 		pthread_mutex_t *l = &pk->hist_lock[tp->tensor % 64];
 		pthread_mutex_lock(l);
 		for (unsigned p = 0; p < np; p++)
@@ -208,7 +227,8 @@ static void *dict_worker(void *arg)
 			break;
 		tensor_plan *t = &pk->tensors[i];
 		unsigned w = t->plain_layout.elem_size;
-		if (t->nbytes && w >= 2) {
+		/* a shared tile has one layout for all its tensors: no dictionary */
+		if (t->nbytes && w >= 2 && t->unit == i && t->nbytes == t->own_bytes) {
 			uint32_t k = 0;
 			wc_err e = wc_dict_build(t->data, t->nbytes / w, w, dict, &k, counts);
 			if (e == WC_OK) {
@@ -233,7 +253,7 @@ static void *dict_worker(void *arg)
 				break;
 			}
 		}
-		report(pk, atomic_fetch_add(&pk->pass_done, t->nbytes) + t->nbytes);
+		report(pk, atomic_fetch_add(&pk->pass_done, t->own_bytes) + t->own_bytes);
 	}
 done:
 	free(dict);
@@ -545,18 +565,26 @@ static wc_err write_payloads(packer *pk, int fd, const char *path, uint64_t off,
 static json_t *tensor_json(const packer *pk, uint32_t i, uint64_t prefix_len)
 {
 	const tensor_plan *t = &pk->tensors[i];
+	const tensor_plan *u = &pk->tensors[t->unit]; /* whose tiles and tables it uses */
 	json_t *shape = json_array(), *planes = json_array();
 	for (uint32_t d = 0; d < t->st->ndim; d++)
 		json_array_append_new(shape, json_integer((json_int_t)t->st->shape[d]));
-	for (unsigned p = 0; p < t->layout.nplanes; p++)
+	/* a tensor of a shared tile: its share of the tile's bytes (informative) */
+	const double share = u->nbytes ? (double)t->own_bytes / (double)u->nbytes : 0;
+	for (unsigned p = 0; p < u->layout.nplanes; p++)
 		json_array_append_new(
 			planes, json_pack("{s:o, s:f, s:I}", "table",
-					  t->plan[p].table ? json_integer(t->plan[p].table_id) : json_null(), "entropy",
-					  t->entropy[p], "coded_bytes", (json_int_t)t->coded[p]));
+					  u->plan[p].table ? json_integer(u->plan[p].table_id) : json_null(), "entropy",
+					  t->own_hist ? t->own_entropy[p] : u->entropy[p], "coded_bytes",
+					  (json_int_t)((double)u->coded[p] * share + 0.5)));
 	json_t *o = json_pack("{s:s, s:s, s:o, s:I, s:I, s:s, s:I, s:I, s:o}", "name", t->st->name, "dtype",
 			      t->st->dtype, "shape", shape, "begin", (json_int_t)(prefix_len + t->st->begin), "end",
-			      (json_int_t)(prefix_len + t->st->end), "layout", wc_layout_name(t->layout), "first_tile",
-			      (json_int_t)t->first_tile, "tiles", (json_int_t)t->ntiles, "planes", planes);
+			      (json_int_t)(prefix_len + t->st->end), "layout", wc_layout_name(u->layout), "first_tile",
+			      (json_int_t)u->first_tile, "tiles", (json_int_t)u->ntiles, "planes", planes);
+	if (o && t->unit != i && json_object_set_new(o, "shared", json_true())) {
+		json_decref(o);
+		return NULL;
+	}
 	if (o && t->use_dict) {
 		json_t *pe = json_array();
 		for (unsigned p = 0; p < t->plain_layout.nplanes; p++)
@@ -581,7 +609,7 @@ static char *metadata_json(const packer *pk, uint64_t prefix_len, size_t *len)
 			return NULL;
 		}
 	}
-	json_t *root = json_pack("{s:s, s:i, s:s, s:o}", "format", "wcodec", "version", (int)WC_FORMAT_VERSION,
+	json_t *root = json_pack("{s:s, s:i, s:s, s:o}", "format", "wcodec", "version", (int)pk->version,
 				 "writer", PACKAGE_NAME " " PACKAGE_VERSION, "tensors", tensors);
 	if (!root)
 		return NULL;
@@ -666,23 +694,52 @@ static wc_err verify_file(packer *pk, const char *tmp, size_t prefix_len)
 
 /* ---- planning ------------------------------------------------------- */
 
+/* Tensors under this fraction of the tile size share tiles with their
+ * neighbours of the same dtype: each tile costs an index entry, a payload
+ * header, a chunk's 32 lane states per rANS plane and a decode
+ * (docs/BENCHMARKS.md, "Many small tensors", measured the choice). */
+#define SHARE_BELOW_DIV 128u
+
+/* May tensor t join the shared tile that tensor u (its unit so far, bytes
+ * `unit_bytes`) carries? */
+static int can_share(const packer *pk, const tensor_plan *u, uint64_t unit_bytes, const tensor_plan *t)
+{
+	const uint64_t small = pk->tile_size / SHARE_BELOW_DIV;
+	return u->own_bytes < small && t->nbytes && t->nbytes < small && unit_bytes + t->nbytes <= pk->tile_size &&
+	       strcmp(u->st->dtype, t->st->dtype) == 0 && u->layout.kind == t->layout.kind &&
+	       u->layout.elem_size == t->layout.elem_size;
+}
+
 static wc_err plan_tiles(packer *pk)
 {
 	const wc_st_header *st = pk->st;
 	pk->tensors = calloc(st->ntensors ? st->ntensors : 1, sizeof *pk->tensors);
 	if (!pk->tensors)
 		return wc_fail(WC_E_NOMEM, "out of memory");
+	pk->version = 1;
 	uint64_t ntiles = 0;
+	uint32_t unit = UINT32_MAX; /* the tensor carrying the last unit, while it may still grow */
 	for (uint32_t i = 0; i < st->ntensors; i++) {
 		tensor_plan *t = &pk->tensors[i];
 		t->st = &st->tensors[i];
-		t->nbytes = t->st->end - t->st->begin;
+		t->nbytes = t->own_bytes = t->st->end - t->st->begin;
 		t->data = pk->in + st->data_offset + t->st->begin;
 		t->layout = wc_layout_for_dtype(t->st->dtype);
 		if (t->nbytes % t->layout.elem_size)
 			t->layout = wc_layout_for_dtype("U8"); /* odd byte count: keep it as bytes */
 		t->plain_layout = t->layout;
 		t->allow_zstd = !is_float_dtype(t->st->dtype);
+		t->unit = i;
+		if (unit != UINT32_MAX && can_share(pk, &pk->tensors[unit], pk->tensors[unit].nbytes, t)) {
+			tensor_plan *u = &pk->tensors[unit];
+			u->nbytes += t->nbytes; /* its bytes follow the unit's in the input */
+			t->unit = unit;
+			t->first_tile = u->first_tile;
+			t->ntiles = 1;
+			pk->version = WC_FORMAT_VERSION_SHARED;
+			continue;
+		}
+		unit = t->nbytes ? i : UINT32_MAX; /* an empty tensor ends a shared tile */
 		t->first_tile = (uint32_t)ntiles;
 		uint64_t n = (t->nbytes + pk->tile_size - 1) / pk->tile_size;
 		if (ntiles + n > WC_LIMIT_TILES)
@@ -701,8 +758,14 @@ static wc_err plan_tiles(packer *pk)
 	if (!pk->tiles)
 		return wc_fail(WC_E_NOMEM, "out of memory");
 	for (uint32_t i = 0; i < st->ntensors; i++) {
+		tensor_plan *t = &pk->tensors[i];
+		if (pk->tensors[t->unit].nbytes != pk->tensors[t->unit].own_bytes &&
+		    !(t->own_hist = calloc(t->layout.nplanes, sizeof *t->own_hist)))
+			return wc_fail(WC_E_NOMEM, "out of memory");
+	}
+	for (uint32_t i = 0; i < st->ntensors; i++) {
 		const tensor_plan *t = &pk->tensors[i];
-		for (uint32_t k = 0; k < t->ntiles; k++) {
+		for (uint32_t k = 0; t->unit == i && k < t->ntiles; k++) {
 			tile_plan *tp = &pk->tiles[t->first_tile + k];
 			tp->tensor = i;
 			tp->offset = (uint64_t)k * pk->tile_size;
@@ -747,7 +810,7 @@ static wc_err pack_into(packer *pk, int fd, const char *tmp, wc_pack_stats *stat
 
 	/* Header placeholder and the prefix, then the payloads. */
 	wc_file_header h = {0};
-	h.version = WC_FORMAT_VERSION;
+	h.version = pk->version;
 	h.flags = pk->dicts_len ? WC_FLAG_DICTS : 0;
 	h.header_size = WC_HEADER_BYTES;
 	h.tile_size = pk->tile_size;
@@ -863,10 +926,16 @@ static wc_err pack_into(packer *pk, int fd, const char *tmp, wc_pack_stats *stat
 		for (uint32_t t = 0; t < st->ntensors; t++) {
 			const tensor_plan *tp = &pk->tensors[t];
 			uint64_t n = tp->nbytes / tp->layout.elem_size;
-			for (unsigned p = 0; p < tp->layout.nplanes; p++)
+			for (unsigned p = 0; !tp->own_hist && p < tp->layout.nplanes; p++)
 				stats->entropy_bound_bytes += tp->entropy[p] * (double)n / 8.0;
-			for (unsigned p = 0; tp->nbytes && p < tp->plain_layout.nplanes; p++)
+			for (unsigned p = 0; tp->own_hist && p < tp->layout.nplanes; p++)
+				stats->entropy_bound_bytes +=
+					tp->own_entropy[p] * (double)(tp->own_bytes / tp->layout.elem_size) / 8.0;
+			for (unsigned p = 0; tp->nbytes && !tp->own_hist && p < tp->plain_layout.nplanes; p++)
 				stats->plain_entropy_bound_bytes += tp->plain_entropy[p] * (double)n / 8.0;
+			for (unsigned p = 0; tp->own_hist && p < tp->layout.nplanes; p++)
+				stats->plain_entropy_bound_bytes +=
+					tp->own_entropy[p] * (double)(tp->own_bytes / tp->layout.elem_size) / 8.0;
 			stats->dict_tensors += tp->use_dict != 0;
 		}
 		stats->dict_bytes = pk->dicts_len;
@@ -1017,6 +1086,7 @@ out:
 	if (pk.tensors)
 		for (uint32_t t = 0; t < (pk.st ? pk.st->ntensors : 0); t++) {
 			free(pk.tensors[t].hist);
+			free(pk.tensors[t].own_hist);
 			free(pk.tensors[t].dict);
 			free(pk.tensors[t].index_hist);
 		}

@@ -98,7 +98,7 @@ typedef struct entry {
 	uint32_t tile;
 	uint8_t state;            /* entry_state */
 	uint8_t list;             /* entry_list */
-	bool prefetch_in_flight;  /* counts in cache->prefetch_in_flight */
+	bool prefetch_in_flight;  /* counts in cache->prefetch_in_flight (and _bytes) */
 	bool in_table;
 	bool dropped;             /* its source was dropped while it was decoding */
 	bool consumed;            /* a sequential reader read it to its end */
@@ -153,11 +153,14 @@ struct wc_cache {
 	size_t count;        /* entries in the table */
 	entry_list_head demand, prefetch, lru, cold, consumed;
 	uint64_t consumed_bytes; /* decoded bytes on the consumed FIFO */
+	uint64_t cold_bytes;     /* decoded bytes on the cold FIFO */
 	struct free_buf *pool;   /* free tile buffers, smallest first */
 	uint64_t pool_bytes;     /* bytes mapped in the pool; counted against the budget */
 	size_t cold_keep; /* unused prefetched entries spared while the LRU has victims */
+	uint64_t cold_keep_bytes; /* ... and their bytes (with max_prefetch_bytes) */
 	uint64_t budget, bytes;
 	uint32_t max_prefetch, prefetch_in_flight;
+	uint64_t max_prefetch_bytes, prefetch_bytes_in_flight; /* decoded bytes of those tiles */
 	uint32_t max_batch;
 	wc_backend *backend;
 	bool stop;
@@ -195,6 +198,8 @@ static void list_unlink(wc_cache *c, entry *e)
 	entry_list_head *l = list_of(c, e->list);
 	if (e->list == ON_CONSUMED)
 		c->consumed_bytes -= e->ref.size;
+	if (e->list == ON_COLD)
+		c->cold_bytes -= e->ref.size;
 	l->n--;
 	if (e->prev)
 		e->prev->next = e->next;
@@ -247,6 +252,8 @@ static void list_insert_by_due(wc_cache *c, entry *e, int which)
 static void list_push_head(wc_cache *c, entry *e, int which)
 {
 	entry_list_head *l = list_of(c, which);
+	if (which == ON_COLD)
+		c->cold_bytes += e->ref.size;
 	l->n++;
 	e->list = (uint8_t)which;
 	e->prev = NULL;
@@ -576,6 +583,17 @@ static void free_chain(wc_cache *c, entry *e)
 	}
 }
 
+/* A prefetched entry's decode is over (or it is gone): it no longer counts
+ * against the prefetch limits. Lock held. */
+static void prefetch_done(wc_cache *c, entry *e)
+{
+	if (!e->prefetch_in_flight)
+		return;
+	e->prefetch_in_flight = false;
+	c->prefetch_in_flight--;
+	c->prefetch_bytes_in_flight -= e->ref.size;
+}
+
 /* Take an entry out of the table and its list and onto *dead, to be freed
  * once the lock is dropped. Lock held; no reader may hold it. */
 static void entry_discard(wc_cache *c, entry *e, entry **dead)
@@ -585,10 +603,7 @@ static void entry_discard(wc_cache *c, entry *e, entry **dead)
 		table_remove(c, e);
 	c->bytes -= e->charge;
 	e->charge = 0;
-	if (e->prefetch_in_flight) {
-		e->prefetch_in_flight = false;
-		c->prefetch_in_flight--;
-	}
+	prefetch_done(c, e);
 	e->hnext = *dead;
 	*dead = e;
 }
@@ -604,7 +619,7 @@ static entry *victim(wc_cache *c)
 {
 	if (c->consumed.tail) /* read through already: the page cache has it */
 		return c->consumed.tail;
-	if (c->cold.n > c->cold_keep || !c->lru.tail)
+	if (c->cold.n > c->cold_keep || c->cold_bytes > c->cold_keep_bytes || !c->lru.tail)
 		return c->cold.tail;
 	return c->lru.tail;
 }
@@ -831,10 +846,7 @@ static void decode_batch(dispatcher *d, entry **batch, size_t nb)
  * source has been taken off it. The caller wakes the readers. Lock held. */
 static void publish_entry(wc_cache *c, entry *e, entry **dead)
 {
-	if (e->prefetch_in_flight) {
-		e->prefetch_in_flight = false;
-		c->prefetch_in_flight--;
-	}
+	prefetch_done(c, e);
 	c->ndecoding--;
 	e->state = e->err == WC_OK ? E_READY : E_FAILED;
 	if (e->state == E_READY) {
@@ -997,8 +1009,10 @@ wc_err wc_cache_create(const wc_cache_opts *opts, wc_cache **out)
 	pthread_cond_init(&c->done, NULL);
 	c->budget = opts->budget_bytes ? opts->budget_bytes : DEFAULT_BUDGET;
 	c->max_prefetch = opts->max_prefetch ? opts->max_prefetch : DEFAULT_MAX_PREFETCH;
+	c->max_prefetch_bytes = opts->max_prefetch_bytes ? opts->max_prefetch_bytes : UINT64_MAX;
 	/* Room for several readers' readahead windows of max_prefetch tiles. */
 	c->cold_keep = 4 * (size_t)c->max_prefetch;
+	c->cold_keep_bytes = opts->max_prefetch_bytes ? 4 * opts->max_prefetch_bytes : UINT64_MAX;
 	c->backend = be;
 	c->t_created = wc_mono_ns();
 	c->caller_decodes = opts->decode_misses_on_caller;
@@ -1279,7 +1293,8 @@ void wc_cache_prefetch(wc_cache *c, wc_tile_source *src, uint32_t first, uint32_
 	const uint64_t now = wc_mono_ns();
 	pthread_mutex_lock(&c->lock);
 	for (uint32_t t = first; t < first + count; t++) {
-		if (c->stop || c->prefetch_in_flight >= c->max_prefetch)
+		if (c->stop || c->prefetch_in_flight >= c->max_prefetch ||
+		    c->prefetch_bytes_in_flight >= c->max_prefetch_bytes)
 			break;
 		if (table_find(c, src->id, t))
 			continue;
@@ -1291,6 +1306,7 @@ void wc_cache_prefetch(wc_cache *c, wc_tile_source *src, uint32_t first, uint32_
 			break;
 		e->prefetch_in_flight = true;
 		c->prefetch_in_flight++;
+		c->prefetch_bytes_in_flight += e->ref.size;
 		c->st.prefetches++;
 	}
 	pthread_mutex_unlock(&c->lock);

@@ -37,6 +37,10 @@ typedef struct wc_cache_opts {
 	uint64_t budget_bytes;  /* decoded bytes kept; 0 = 1 GiB */
 	wc_backend *backend;    /* not owned */
 	uint32_t max_prefetch;  /* prefetched tiles in flight at most; 0 = 8 */
+	uint64_t max_prefetch_bytes; /* and at most this many of their decoded bytes (0: no
+				 * byte limit), so a stream through small tiles has as many
+				 * bytes decoded ahead as one through large tiles; unused
+				 * prefetched tiles are spared up to 4 times as many bytes */
 	uint32_t read_threads;  /* threads that read a batch's payloads together with its
 				 * dispatcher (pread of the packed file); 0 = the
 				 * dispatcher reads them one after another */
@@ -100,9 +104,10 @@ void wc_cache_release(wc_cache *cache, wc_tile_ref *ref);
 void wc_cache_release_consumed(wc_cache *cache, wc_tile_ref *ref);
 
 /* Queue decodes of tiles [first, first+count) not cached or in flight, up to
- * max_prefetch in flight; returns at once. Prefetched entries enter the LRU
- * at its cold end until a reader uses them: unused prefetched tiles beyond
- * 4 * max_prefetch are evicted first, oldest first; up to that many are
+ * max_prefetch tiles and max_prefetch_bytes in flight; returns at once.
+ * Prefetched entries enter the LRU at its cold end until a reader uses
+ * them: unused prefetched tiles beyond 4 * max_prefetch (or 4 *
+ * max_prefetch_bytes) are evicted first, oldest first; up to that many are
  * spared while used tiles can be evicted instead (so a streaming reader's
  * readahead survives until it arrives). A prefetch that would need to evict
  * tiles readers hold is dropped. */

@@ -20,12 +20,12 @@ wcodecfs_LDADD = libwcodec.la $(FUSE_LIBS) $(XXHASH_LIBS)
 # Mount tests (need /dev/fuse and fusermount3; they skip otherwise).
 TESTS += tests/mount_passthrough.sh tests/mount_lifecycle.sh tests/mount_wcodec.sh tests/mount_large.sh \
 	tests/mount_concurrent.sh tests/mount_corrupt.sh tests/mount_fdlimit.sh tests/mount_random_ops.sh \
-	tests/mount_rewrite.sh
+	tests/mount_rewrite.sh tests/mount_many_tensors.sh
 EXTRA_DIST += tests/mount_lib.sh tests/mount_passthrough.sh tests/mount_lifecycle.sh
 dist_man_MANS += docs/wcodecfs.1
 EXTRA_DIST += tests/mount_check.py tests/mount_wcodec.sh tests/mount_concurrent.sh \
 	tests/mount_corrupt.sh tests/mount_fdlimit.sh tests/mount_large.sh \
-	tests/mount_random_ops.sh tests/random_ops.py tests/mount_rewrite.sh
+	tests/mount_random_ops.sh tests/random_ops.py tests/mount_rewrite.sh tests/mount_many_tensors.sh
 
 # Unit tests of the parts that need no mount.
 check_PROGRAMS += tests/test_fuse_parts

@@ -171,7 +171,12 @@ int main(int argc, char **argv)
 	}
 	fs.readahead = o.readahead;
 	wc_cache_opts co = { .budget_bytes = o.cache_size, .backend = fs.backend,
-			     .max_prefetch = o.readahead ? 2 * o.readahead : 1,
+			     /* in flight: 2 * readahead tiles' worth of bytes (of
+			      * the default 1 MiB tile), in up to 16 times as many
+			      * tiles, so a stream through small tiles has as many
+			      * bytes decoded ahead as one through large ones */
+			     .max_prefetch = o.readahead ? 32 * o.readahead : 1,
+			     .max_prefetch_bytes = o.readahead ? 2ull * o.readahead * WC_TILE_SIZE_DEFAULT : 0,
 			     /* as many payload readers as dispatchers: the CPU
 			      * backend read 4 streams 14% faster on 16 cores
 			      * (docs/BENCHMARKS-GPU.md, section 9.3) */

@@ -1,0 +1,35 @@
+#!/bin/sh
+# The mount serves files of shared tiles (docs/FORMAT.md 1.6) and version-1
+# files byte for byte: gen_safetensors.py --profile many packed with 1 MiB
+# tiles (version 2), and tests/data/all-v1.wcodec (version 1, every small
+# tensor in a tile of its own), each compared whole with cmp and read at
+# every tensor boundary by preads of 5 bytes on either side.
+. "$top_srcdir/tests/mount_lib.sh"
+: "${WCODEC:?}"
+
+mkdir -p "$TMP/src"
+"$PYTHON3" "$top_srcdir/tests/gen_safetensors.py" --profile many "$TMP/many.safetensors"
+"$PYTHON3" "$top_srcdir/tests/gen_safetensors.py" --profile all --seed 11 "$TMP/v1.safetensors"
+"$WCODEC" pack -q "$TMP/many.safetensors" "$TMP/src/many.wcodec" || fail "pack"
+cp "$top_srcdir/tests/data/all-v1.wcodec" "$TMP/src/v1.wcodec"
+mount_fs "$TMP/src" "$TMP/mnt" -o cache_size=4M
+for f in many v1; do
+	cmp "$TMP/$f.safetensors" "$TMP/mnt/$f.safetensors" || fail "$f.safetensors differs through the mount"
+	"$PYTHON3" - "$TMP/$f.safetensors" "$TMP/mnt/$f.safetensors" <<'PY' || fail "$f: boundary reads"
+import json, os, struct, sys
+orig = open(sys.argv[1], "rb").read()
+n = struct.unpack_from("<Q", orig)[0]
+hdr = json.loads(orig[8:8 + n])
+hdr.pop("__metadata__", None)
+fd = os.open(sys.argv[2], os.O_RDONLY)
+reads = 0
+for t in hdr.values():
+    b, e = (8 + n + x for x in t["data_offsets"])
+    for lo, hi in ((b - 5, b + 5), (e - 5, e + 5)):
+        lo, hi = max(lo, 0), min(hi, len(orig))
+        assert os.pread(fd, hi - lo, lo) == orig[lo:hi], (t, lo)
+        reads += 1
+print("# %s: %d reads across tensor boundaries equal the original" % (sys.argv[2].rsplit("/", 1)[1], reads))
+PY
+done
+echo "PASS: mount_many_tensors.sh"
