@@ -20,6 +20,7 @@
 #include "container/format.h"
 #include "container/safetensors.h"
 #include "core/fileio.h"
+#include "core/json_walk.h"
 #include "core/hash.h"
 
 struct wc_container {
@@ -238,6 +239,30 @@ static wc_err parse_tensor(const json_t *o, uint32_t i, wc_container *c, uint64_
 	return WC_OK;
 }
 
+typedef struct meta_walk {
+	wc_container *c;
+	uint64_t vcursor; /* where the next tensor must begin */
+	uint32_t tcursor; /* its first tile */
+	size_t n;         /* tensors parsed */
+} meta_walk;
+
+/* Members other than "tensors" ("format", "version", "writer", keys of
+ * later writers): nothing a reader needs. */
+static wc_err meta_member(void *ctx, const char *key, json_t *value)
+{
+	(void)ctx, (void)key, (void)value;
+	return WC_OK;
+}
+
+static wc_err meta_tensor(void *ctx, size_t i, json_t *value)
+{
+	meta_walk *mw = ctx;
+	if (i >= mw->c->h.ntensors)
+		return META_BAD("more than the %u tensors the header says", mw->c->h.ntensors);
+	mw->n = i + 1;
+	return parse_tensor(value, (uint32_t)i, mw->c, &mw->vcursor, &mw->tcursor);
+}
+
 /* The metadata section is one zstd frame holding the JSON (docs/FORMAT.md 1.3). */
 static wc_err parse_metadata(wc_container *c, const uint8_t *frame, size_t frame_len)
 {
@@ -256,40 +281,26 @@ static wc_err parse_metadata(wc_container *c, const uint8_t *frame, size_t frame
 		return META_BAD("zstd frame does not decode to its %llu bytes: %s", len,
 				ZSTD_isError(got) ? ZSTD_getErrorName(got) : "short");
 	}
-	json_error_t jerr;
-	json_t *root = json_loadb(buf, (size_t)len, JSON_REJECT_DUPLICATES, &jerr);
-	free(buf);
-	if (!root)
-		return META_BAD("not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line, jerr.column);
-	wc_err e = WC_OK;
-	const json_t *tensors = json_object_get(root, "tensors");
-	if (!json_is_object(root) || !json_is_array(tensors)) {
-		e = META_BAD("not an object with a \"tensors\" array");
-		goto out;
-	}
-	if (json_array_size(tensors) != c->h.ntensors) {
-		e = META_BAD("%zu tensors listed, the header says %u", json_array_size(tensors), c->h.ntensors);
-		goto out;
-	}
 	c->tensors = calloc(c->h.ntensors ? c->h.ntensors : 1, sizeof *c->tensors);
 	if (!c->tensors) {
-		e = wc_fail(WC_E_NOMEM, "out of memory");
-		goto out;
+		free(buf);
+		return wc_fail(WC_E_NOMEM, "out of memory");
 	}
-	uint64_t vcursor = c->h.prefix_len;
-	uint32_t tcursor = 0;
-	for (uint32_t i = 0; i < c->h.ntensors && !e; i++)
-		e = parse_tensor(json_array_get(tensors, i), i, c, &vcursor, &tcursor);
-	if (!e && vcursor != c->h.virtual_size)
-		e = META_BAD("tensors end at %llu, the virtual file at %llu", (unsigned long long)vcursor,
+	/* One tensor's JSON at a time (json_walk.h): the metadata of thousands
+	 * of tensors never becomes one tree. */
+	meta_walk mw = { .c = c, .vcursor = c->h.prefix_len };
+	wc_err e = wc_json_walk_object(buf, (size_t)len, "wcodec metadata", meta_member, "tensors", meta_tensor, &mw);
+	free(buf);
+	if (!e && mw.n != c->h.ntensors)
+		e = META_BAD("%zu tensors listed, the header says %u", mw.n, c->h.ntensors);
+	if (!e && mw.vcursor != c->h.virtual_size)
+		e = META_BAD("tensors end at %llu, the virtual file at %llu", (unsigned long long)mw.vcursor,
 			     (unsigned long long)c->h.virtual_size);
-	if (!e && tcursor != c->h.ntiles)
-		e = META_BAD("tensors hold %u tiles, the header says %u", tcursor, c->h.ntiles);
+	if (!e && mw.tcursor != c->h.ntiles)
+		e = META_BAD("tensors hold %u tiles, the header says %u", mw.tcursor, c->h.ntiles);
 	if (!e && c->dict_cursor != c->h.dicts_len)
 		e = META_BAD("dictionaries end at %llu, the dictionary section has %llu bytes",
 			     (unsigned long long)c->dict_cursor, (unsigned long long)c->h.dicts_len);
-out:
-	json_decref(root);
 	return e;
 }
 

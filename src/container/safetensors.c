@@ -1,6 +1,8 @@
 /* safetensors.c - validating safetensors header parser (see safetensors.h). */
 #include "container/safetensors.h"
 
+#include "core/json_walk.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -227,6 +229,39 @@ static wc_err check_coverage(const wc_st_header *h)
 	return WC_OK;
 }
 
+typedef struct st_walk {
+	wc_st_header *h;
+	uint32_t cap;
+} st_walk;
+
+/* One member of the header: "__metadata__", or a tensor entry. */
+static wc_err take_member(void *ctx, const char *key, json_t *val)
+{
+	st_walk *sw = ctx;
+	wc_st_header *h = sw->h;
+	if (strcmp(key, "__metadata__") == 0) {
+		wc_err e = check_metadata(val);
+		if (e)
+			return e;
+		h->metadata = json_incref(val);
+		return WC_OK;
+	}
+	if (h->ntensors == WC_ST_TENSORS_MAX)
+		return wc_fail(WC_E_RANGE, "safetensors: more tensors than the limit of %u", WC_ST_TENSORS_MAX);
+	if (h->ntensors == sw->cap) {
+		uint32_t cap = sw->cap ? 2 * sw->cap : 64;
+		wc_st_tensor *t = realloc(h->tensors, (size_t)cap * sizeof *t);
+		if (!t)
+			return wc_fail(WC_E_NOMEM, "safetensors: out of memory");
+		h->tensors = t;
+		sw->cap = cap;
+	}
+	memset(&h->tensors[h->ntensors], 0, sizeof h->tensors[0]);
+	wc_err e = parse_tensor(key, val, h->data_size, &h->tensors[h->ntensors]);
+	h->ntensors++; /* counted even on failure so wc_st_free frees its strings */
+	return e;
+}
+
 wc_err wc_st_parse(const uint8_t *buf, size_t buf_len, uint64_t file_size, wc_st_header **out)
 {
 	*out = NULL;
@@ -240,59 +275,24 @@ wc_err wc_st_parse(const uint8_t *buf, size_t buf_len, uint64_t file_size, wc_st
 		return wc_fail(WC_E_FORMAT, "safetensors: truncated header: %llu JSON bytes expected, %zu present",
 			       (unsigned long long)n, buf_len - 8);
 
-	json_error_t jerr;
-	json_t *root = json_loadb((const char *)buf + 8, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
-	if (!root)
-		return wc_fail(WC_E_FORMAT, "safetensors: header is not valid JSON: %s (line %d, column %d)",
-			       jerr.text, jerr.line, jerr.column);
 	wc_st_header *h = calloc(1, sizeof *h);
-	if (!h) {
-		json_decref(root);
+	if (!h)
 		return wc_fail(WC_E_NOMEM, "safetensors: out of memory");
-	}
 	h->header_len = n;
 	h->data_offset = 8 + n;
 	h->data_size = file_size - h->data_offset;
-
-	if (!json_is_object(root)) {
-		e = wc_fail(WC_E_FORMAT, "safetensors: header JSON is not an object");
+	/* One member at a time (json_walk.h): a header of thousands of tensors
+	 * never becomes one tree. */
+	st_walk sw = { .h = h };
+	e = wc_json_walk_object((const char *)buf + 8, (size_t)n, "safetensors: header", take_member, NULL, NULL, &sw);
+	if (e)
 		goto fail;
-	}
-	size_t count = json_object_size(root);
-	json_t *md = json_object_get(root, "__metadata__");
-	if (md) {
-		if ((e = check_metadata(md)))
-			goto fail;
-		h->metadata = json_incref(md);
-		count--;
-	}
-	if (count > WC_ST_TENSORS_MAX) {
-		e = wc_fail(WC_E_RANGE, "safetensors: %zu tensors exceed the limit of %u", count, WC_ST_TENSORS_MAX);
-		goto fail;
-	}
-	h->tensors = calloc(count ? count : 1, sizeof *h->tensors);
-	if (!h->tensors) {
-		e = wc_fail(WC_E_NOMEM, "safetensors: out of memory");
-		goto fail;
-	}
-	const char *key;
-	json_t *val;
-	json_object_foreach(root, key, val) {
-		if (strcmp(key, "__metadata__") == 0)
-			continue;
-		e = parse_tensor(key, val, h->data_size, &h->tensors[h->ntensors]);
-		h->ntensors++; /* counted even on failure so wc_st_free frees its strings */
-		if (e)
-			goto fail;
-	}
 	qsort(h->tensors, h->ntensors, sizeof *h->tensors, by_offsets);
 	if ((e = check_coverage(h)))
 		goto fail;
-	json_decref(root);
 	*out = h;
 	return WC_OK;
 fail:
-	json_decref(root);
 	wc_st_free(h);
 	return e;
 }
