@@ -271,6 +271,28 @@ class TorchLoader(Base):
             self.assertEqual(got[name].dtype, wpt.torch_dtype(dtype))
             self.assertEqual(t_bytes(got[name]), raw, name)
 
+    def test_shared_tiles_of_many_small_tensors(self):
+        """A file of 2,418 mostly tiny tensors packed with shared tiles
+        (format 2): every tensor torch has a dtype for equals the original,
+        on the CPU and, where usable, the GPU."""
+        src = os.path.join(self.dir, "many.safetensors")
+        subprocess.run([sys.executable, os.path.join(HERE, "gen_safetensors.py"), "--profile", "many", src],
+                       check=True)
+        packed = src[:-12] + ".wcodec"
+        pack(src, packed)
+        ref = raw_tensors(src)
+        for device in ["cpu"] + (["cuda"] if GPU else []):
+            n = 0
+            with wpt.safe_open(packed, framework="pt", device=device) as f:
+                for name, (dtype, shape, raw) in ref.items():
+                    try:
+                        wpt.torch_dtype(dtype)
+                    except TypeError:
+                        continue
+                    self.assertEqual(t_bytes(f.get_tensor(name)), raw, f"{device}: {name}")
+                    n += 1
+            self.assertGreater(n, 1500)
+
     def test_unsupported_dtypes_raise_type_error(self):
         missing = [v[0] for v in self.ref.values() if v[0] not in {d for d, _, _ in self.supported().values()}]
         for dtype in missing:
