@@ -22,4 +22,4 @@ endif
 # make check: the package against the safetensors layout (GPU parts skip
 # without a GPU).
 TESTS += tests/python_loader.sh
-EXTRA_DIST += tests/python_loader.sh tests/test_python.py
+EXTRA_DIST += tests/python_loader.sh tests/python_env.sh tests/test_python.py

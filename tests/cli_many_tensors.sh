@@ -32,8 +32,8 @@ PY
 done
 
 if "$PY" -c 'import numpy' 2>/dev/null && [ -n "${top_builddir:-}" ]; then
-	WCODEC_LIBRARY="$top_builddir/.libs/libwcodec.so.0" PYTHONPATH="$top_srcdir/python" \
-		"$PY" - "$T/many.safetensors" "$T/many-1M.wcodec" "$T/many-64K.wcodec" <<'PY' || fail "boundary reads"
+	( . "$top_srcdir/tests/python_env.sh"
+	  exec "$PY" - "$T/many.safetensors" "$T/many-1M.wcodec" "$T/many-64K.wcodec" ) <<'PY' || fail "boundary reads"
 import ctypes, sys
 import numpy as np
 from wcodec import TensorFile

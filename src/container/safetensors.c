@@ -287,7 +287,8 @@ wc_err wc_st_parse(const uint8_t *buf, size_t buf_len, uint64_t file_size, wc_st
 	e = wc_json_walk_object((const char *)buf + 8, (size_t)n, "safetensors: header", take_member, NULL, NULL, &sw);
 	if (e)
 		goto fail;
-	qsort(h->tensors, h->ntensors, sizeof *h->tensors, by_offsets);
+	if (h->ntensors)
+		qsort(h->tensors, h->ntensors, sizeof *h->tensors, by_offsets);
 	if ((e = check_coverage(h)))
 		goto fail;
 	*out = h;
