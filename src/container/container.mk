@@ -1,9 +1,10 @@
 # src/container: the safetensors parser and the .wcodec reader and writer.
 libwcodec_la_SOURCES += src/container/safetensors.c src/container/format.c \
-	src/container/reader.c src/container/writer.c
+	src/container/reader.c src/container/metadata.c src/container/writer.c \
+	src/container/writer_analyse.c src/container/writer_verify.c
 containerincdir = $(pkgincludedir)/container
 containerinc_HEADERS = src/container/container.h
-noinst_HEADERS += src/container/safetensors.h src/container/format.h
+noinst_HEADERS += src/container/safetensors.h src/container/format.h src/container/container_impl.h src/container/writer_impl.h
 
 check_PROGRAMS += tests/test_safetensors tests/test_container
 TESTS += tests/test_safetensors tests/test_container
