@@ -112,7 +112,7 @@ def cuda():
     """The CUDA plugin (ctypes.CDLL) with wcodec_cuda_load typed, or None
     when it cannot be loaded; cuda_error() then says why."""
     global _cuda, _cuda_error
-    L = lib()
+    lib()  # the plugin links against libwcodec: load it first
     with _lock:
         if _cuda is not None or _cuda_error is not None:
             return _cuda
@@ -139,7 +139,6 @@ def cuda():
                 tried.append(f"{path} ({e})")
         _cuda_error = ("the CUDA plugin wcodec-cuda.so could not be loaded: " +
                        ("; ".join(tried) if tried else "no plugin directory (set WCODEC_PLUGIN_DIR)"))
-        del L
         return None
 
 

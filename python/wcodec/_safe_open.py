@@ -1,7 +1,5 @@
 """safe_open and load_file over TensorFile, for either framework
 (wcodec.torch and wcodec.numpy supply how to allocate an array)."""
-import math
-
 from ._file import TensorFile, load_cuda, load_host
 
 
@@ -139,6 +137,3 @@ class SafeOpen:
     def get_slice(self, name):
         return Slice(self, name)
 
-
-def numel(shape):
-    return math.prod(shape) if shape else 1
