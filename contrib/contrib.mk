@@ -30,7 +30,7 @@ installcheck-local:
 	$(SHELL) $(srcdir)/tests/install_check.sh
 
 # Tests of the contrib tools themselves (fast: well under a second each).
-TESTS += contrib/tests/tfjs2safetensors.sh contrib/tests/ramfs.sh
+TESTS += contrib/tests/tfjs2safetensors.sh contrib/tests/onnx2safetensors.sh contrib/tests/ramfs.sh
 # A wcodecfs bug found by the benchmarks (docs/BENCHMARKS.md, fixed): reads
 # over more than 1024 tiles never returned.
 TESTS += contrib/tests/mount_many_tiles.sh
@@ -54,6 +54,8 @@ EXTRA_DIST += \
 	contrib/bench/merge-safetensors.py \
 	contrib/bench/ratio_table.py contrib/bench/pooled_entropy.py \
 	contrib/tests/tfjs2safetensors.sh \
+	contrib/tests/onnx2safetensors.sh \
+	contrib/onnx2safetensors.py \
 	contrib/tests/check_tfjs2safetensors.py \
 	contrib/tests/ramfs.sh \
 	contrib/tests/mount_many_tiles.sh

