@@ -454,6 +454,36 @@ START_TEST(prefetch_bound_counts_bytes)
 }
 END_TEST
 
+/* Memory charged from outside (an open container's tables) shrinks the room
+ * for tiles at once, and given back, makes it again. */
+START_TEST(external_charges_count_against_the_budget)
+{
+	fake_backend fb;
+	fake_backend_init(&fb, 2, 2);
+	fake_source s;
+	fake_source_init(&s, 41, 5, 64, 64 * KIB, 64 * KIB);
+	wc_cache *c = make_cache(&fb, 1024 * KIB, 4);
+	for (uint32_t t = 0; t < 16; t++)
+		get_check(c, &s, t);
+	wc_cache_stats st;
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_gt(st.bytes_cached, 768 * KIB);
+	wc_cache_charge(c, 512 * KIB);
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_le(st.bytes_cached, 512 * KIB);
+	for (uint32_t t = 16; t < 32; t++) /* still within the smaller room */
+		get_check(c, &s, t);
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_le(st.bytes_cached, 512 * KIB);
+	wc_cache_charge(c, -512 * (int64_t)KIB);
+	for (uint32_t t = 32; t < 48; t++)
+		get_check(c, &s, t);
+	wc_cache_get_stats(c, &st);
+	ck_assert_uint_gt(st.bytes_cached, 768 * KIB);
+	wc_cache_destroy(c);
+}
+END_TEST
+
 START_TEST(prefetch_never_evicts_referenced_entries)
 {
 	fake_backend fb;
@@ -1167,6 +1197,7 @@ int main(void)
 	tcase_add_test(tc, parallel_payload_reads);
 	tcase_add_test(tc, prefetch_is_bounded_and_changes_no_bytes);
 	tcase_add_test(tc, prefetch_bound_counts_bytes);
+	tcase_add_test(tc, external_charges_count_against_the_budget);
 	tcase_add_test(tc, prefetch_never_evicts_referenced_entries);
 	tcase_add_test(tc, unused_prefetches_are_cold_but_survive_streaming);
 	tcase_add_test(tc, drop_source_drops_only_that_source);

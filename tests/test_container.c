@@ -197,6 +197,20 @@ START_TEST(tile_source_describes_jobs)
 }
 END_TEST
 
+/* What an open container holds is at least its header bytes and tile index. */
+START_TEST(memory_of_an_open_container)
+{
+	wc_container *c;
+	ck_assert_int_eq(wc_container_open(wc_path, &c), WC_OK);
+	size_t plen;
+	wc_container_prefix(c, &plen);
+	ck_assert_uint_ge(wc_container_memory(c), plen + (uint64_t)wc_container_ntiles(c) * sizeof(wc_tile_info) +
+							  (uint64_t)wc_container_ntensors(c) * sizeof(wc_tensor_info));
+	ck_assert_uint_lt(wc_container_memory(c), 4 * (st_len + 65536));
+	wc_container_release(c);
+}
+END_TEST
+
 START_TEST(ids_are_unique)
 {
 	wc_container *a, *b;
@@ -908,6 +922,7 @@ int main(void)
 	tcase_add_test(tc, round_trip_every_dtype);
 	tcase_add_test(tc, tile_source_describes_jobs);
 	tcase_add_test(tc, ids_are_unique);
+	tcase_add_test(tc, memory_of_an_open_container);
 	tcase_add_test(tc, peek_reads_the_header_alone);
 	tcase_add_test(tc, truncated_files_rejected);
 	tcase_add_test(tc, corrupted_header_fields_rejected);

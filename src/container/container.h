@@ -117,6 +117,12 @@ typedef struct wc_container_summary {
  * version or unknown flags), as wc_container_open reports them. */
 wc_err wc_container_peek(int fd, const char *name, wc_container_summary *out);
 
+/* Bytes of memory the open container holds (its header bytes, tensor table
+ * with names and shapes, tile index, frequency tables, dictionaries, name
+ * index): what a reader that keeps it open should count against its
+ * memory budget. */
+uint64_t wc_container_memory(const wc_container *c);
+
 /* The format version of the file (1 or 2). */
 uint32_t wc_container_version(const wc_container *c);
 

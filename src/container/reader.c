@@ -280,6 +280,17 @@ void wc_container_release(wc_container *c)
 
 uint64_t wc_container_id(const wc_container *c) { return c->src.id; }
 uint32_t wc_container_version(const wc_container *c) { return c->h.version; }
+
+uint64_t wc_container_memory(const wc_container *c)
+{
+	uint64_t n = sizeof *c + c->h.prefix_len + c->h.dicts_len;
+	n += (uint64_t)c->h.ntensors * (sizeof *c->tensors + sizeof *c->by_name);
+	n += (uint64_t)c->h.ntiles * sizeof *c->tiles + (uint64_t)c->h.ntables * sizeof *c->tables;
+	for (uint32_t i = 0; i < c->h.ntensors; i++) /* names, dtypes, shapes, with malloc's 16-byte headers */
+		n += strlen(c->tensors[i].name) + strlen(c->tensors[i].dtype) + 2 +
+		     c->tensors[i].ndim * sizeof(uint64_t) + 48;
+	return n;
+}
 uint64_t wc_container_virtual_size(const wc_container *c) { return c->h.virtual_size; }
 uint64_t wc_container_file_size(const wc_container *c) { return c->h.file_size; }
 uint32_t wc_container_tile_size(const wc_container *c) { return c->h.tile_size; }

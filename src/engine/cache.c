@@ -159,6 +159,7 @@ struct wc_cache {
 	size_t cold_keep; /* unused prefetched entries spared while the LRU has victims */
 	uint64_t cold_keep_bytes; /* ... and their bytes (with max_prefetch_bytes) */
 	uint64_t budget, bytes;
+	uint64_t external; /* memory held for the cache's users outside it (wc_cache_charge) */
 	uint32_t max_prefetch, prefetch_in_flight;
 	uint64_t max_prefetch_bytes, prefetch_bytes_in_flight; /* decoded bytes of those tiles */
 	uint32_t max_batch;
@@ -179,6 +180,12 @@ struct wc_cache {
 };
 
 /* ---- lists --------------------------------------------------------------- */
+
+/* The bytes tiles may take: the budget less what is charged from outside. */
+static uint64_t budget_of(const wc_cache *c)
+{
+	return c->budget > c->external ? c->budget - c->external : 0;
+}
 
 static entry_list_head *list_of(wc_cache *c, int which)
 {
@@ -469,7 +476,7 @@ static bool buf_fits(size_t cap, size_t n)
 static uint64_t pool_max(const wc_cache *c)
 {
 	uint64_t max = wc_backend_buf_is_backend_memory(c->backend) ? POOL_MAX_BACKEND_BYTES : POOL_MAX_BYTES;
-	return c->budget / 2 < max ? c->budget / 2 : max;
+	return budget_of(c) / 2 < max ? budget_of(c) / 2 : max;
 }
 
 /* Put the free buffer *buf of *cap bytes (tile_alloc's, or the backend's
@@ -482,8 +489,8 @@ static uint64_t pool_max(const wc_cache *c)
 static void pool_put(wc_cache *c, uint8_t **buf, size_t *cap, bool *backend)
 {
 	uint64_t max = pool_max(c);
-	if (c->bytes + max > c->budget)
-		max = c->budget > c->bytes ? c->budget - c->bytes : 0;
+	if (c->bytes + max > budget_of(c))
+		max = budget_of(c) > c->bytes ? budget_of(c) - c->bytes : 0;
 	if (*cap < MMAP_MIN_BYTES || *cap > max)
 		return;
 	free_buf *give = NULL;
@@ -556,7 +563,7 @@ static uint8_t *pool_take(wc_cache *c, size_t n, size_t *cap, bool *backend)
  * pool is empty; with UINT64_MAX, all of them. Lock held. */
 static void pool_shrink(wc_cache *c, uint64_t bytes)
 {
-	while (c->pool && (bytes == UINT64_MAX || bytes + c->pool_bytes > c->budget)) {
+	while (c->pool && (bytes == UINT64_MAX || bytes + c->pool_bytes > budget_of(c))) {
 		free_buf *f = c->pool;
 		c->pool = f->next;
 		c->pool_bytes -= f->cap;
@@ -630,7 +637,7 @@ static void make_room(wc_cache *c, uint64_t need, entry **dead)
 {
 	entry *e;
 	pool_shrink(c, c->bytes + need);
-	while (c->bytes + need > c->budget && (e = victim(c))) {
+	while (c->bytes + need > budget_of(c) && (e = victim(c))) {
 		entry_discard(c, e, dead);
 		c->st.evictions++;
 	}
@@ -679,7 +686,7 @@ static size_t take_batch(wc_cache *c, entry **batch, entry **dead)
 			break;
 		list_unlink(c, e);
 		make_room(c, e->ref.size, dead);
-		if (c->bytes + e->ref.size > c->budget && e->refs == 0) {
+		if (c->bytes + e->ref.size > budget_of(c) && e->refs == 0) {
 			/* A prefetch that would push out what readers hold: skip it. */
 			entry_discard(c, e, dead);
 			continue;
@@ -904,7 +911,7 @@ static void *pool_prefill_main(void *arg)
 	const size_t cap = c->prefill_bytes;
 	const bool backend = wc_backend_buf_is_backend_memory(c->backend);
 	pthread_mutex_lock(&c->lock);
-	while (!c->stop && c->pool_bytes + cap <= pool_max(c) && c->bytes + pool_max(c) <= c->budget) {
+	while (!c->stop && c->pool_bytes + cap <= pool_max(c) && c->bytes + pool_max(c) <= budget_of(c)) {
 		pthread_mutex_unlock(&c->lock);
 		uint8_t *buf = buf_alloc_ready(c, cap);
 		pthread_mutex_lock(&c->lock);
@@ -1332,6 +1339,20 @@ void wc_cache_drop_source(wc_cache *c, uint64_t id)
 				entry_discard(c, e, &dead);
 		}
 	}
+	pthread_mutex_unlock(&c->lock);
+	free_chain(c, dead);
+}
+
+void wc_cache_charge(wc_cache *c, int64_t bytes)
+{
+	entry *dead = NULL;
+	pthread_mutex_lock(&c->lock);
+	if (bytes < 0 && (uint64_t)-bytes > c->external)
+		c->external = 0;
+	else
+		c->external += (uint64_t)bytes;
+	if (bytes > 0)
+		make_room(c, 0, &dead);
 	pthread_mutex_unlock(&c->lock);
 	free_chain(c, dead);
 }

@@ -113,6 +113,14 @@ void wc_cache_release_consumed(wc_cache *cache, wc_tile_ref *ref);
  * tiles readers hold is dropped. */
 void wc_cache_prefetch(wc_cache *cache, wc_tile_source *src, uint32_t first, uint32_t count);
 
+/* Count `bytes` of memory that the cache's users hold outside it because
+ * of what they read through it (an open container's tensor table, tile
+ * index and header: a file of thousands of tensors holds megabytes) against
+ * the budget, so that the whole stays within it: tiles are evicted to make
+ * room at once. A negative `bytes` gives back what an earlier call charged
+ * (the container was closed). Thread-safe. */
+void wc_cache_charge(wc_cache *cache, int64_t bytes);
+
 /* Drop every unreferenced entry of source id `id` (a file being closed):
  * decoded tiles, queued prefetches (releasing the source), and tiles being
  * decoded once their decode ends unless a reader waits for them. Tiles

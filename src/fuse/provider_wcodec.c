@@ -32,6 +32,7 @@ typedef struct wcodec_vnode {
 	_Atomic(wc_container *) c;     /* NULL until the full open succeeds */
 	const uint8_t *prefix;         /* set before c is published */
 	size_t prefix_len;
+	uint64_t charged;              /* the container's memory, counted in the cache budget */
 } wcodec_vnode;
 
 static void wcodec_release(wcfs_vnode *n)
@@ -41,8 +42,10 @@ static void wcodec_release(wcfs_vnode *n)
 	if (c) {
 		/* This vnode is the container's only user in the daemon: its
 		 * cached tiles are of no further use. */
-		if (w->ctx->cache)
+		if (w->ctx->cache) {
 			wc_cache_drop_source(w->ctx->cache, wc_container_id(c));
+			wc_cache_charge(w->ctx->cache, -(int64_t)w->charged);
+		}
 		wc_container_release(c);
 	}
 	pthread_mutex_destroy(&w->open_lock);
@@ -77,6 +80,11 @@ static wc_err ensure_open(wcodec_vnode *w, wc_container **out)
 		}
 		if (!e) {
 			w->prefix = wc_container_prefix(c, &w->prefix_len);
+			/* The open container's tables count against the cache
+			 * budget: a file of thousands of tensors holds megabytes. */
+			w->charged = wc_container_memory(c);
+			if (w->ctx->cache)
+				wc_cache_charge(w->ctx->cache, (int64_t)w->charged);
 			atomic_store_explicit(&w->c, c, memory_order_release);
 			/* The container holds its own descriptor: one per
 			 * container, as before lookups were cheap. */
