@@ -49,6 +49,21 @@ static int expect(walk *w, char c)
 	return 0;
 }
 
+/* After a member or element: 1 if a ',' follows (another one comes), 0 if
+ * `close` does (the object or array ends), else an error recorded. */
+static int after_item(walk *w, char close, wc_err *e)
+{
+	skip_ws(w);
+	if (w->pos < w->len && w->text[w->pos] == ',') {
+		w->pos++;
+		return 1;
+	}
+	if (expect(w, close) == 0)
+		return 0;
+	*e = bad_json(w, close == ']' ? "',' or ']' expected" : "',' or '}' expected");
+	return -1;
+}
+
 static int by_string(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -86,16 +101,8 @@ static wc_err walk_array(walk *w, const char *key, wc_json_element_fn element_fn
 			return e;
 		e = element_fn(ctx, i, v);
 		json_decref(v);
-		if (e)
+		if (e || after_item(w, ']', &e) <= 0)
 			return e;
-		skip_ws(w);
-		if (w->pos < w->len && w->text[w->pos] == ',') {
-			w->pos++;
-			continue;
-		}
-		if (expect(w, ']'))
-			return bad_json(w, "',' or ']' expected");
-		return WC_OK;
 	}
 }
 
@@ -142,16 +149,8 @@ static wc_err walk_members(walk *w, wc_json_member_fn member_fn, const char *arr
 			e = member_fn(ctx, key, v);
 			json_decref(v);
 		}
-		if (e)
+		if (e || after_item(w, '}', &e) <= 0)
 			return e;
-		skip_ws(w);
-		if (w->pos < w->len && w->text[w->pos] == ',') {
-			w->pos++;
-			continue;
-		}
-		if (expect(w, '}'))
-			return bad_json(w, "',' or '}' expected");
-		return WC_OK;
 	}
 }
 

@@ -1,0 +1,100 @@
+/* test_json_walk.c - src/core/json_walk.h: members and array elements come
+ * one at a time with their values, and every malformed document is refused
+ * with its reason: trailing text, duplicate keys (at the top and inside a
+ * value), a missing separator, a non-object, an array member that is not
+ * an array, a callback's error passed through. */
+#include <check.h>
+#include <string.h>
+
+#include "check_run.h"
+#include "core/json_walk.h"
+
+typedef struct seen {
+	char keys[512];
+	long sum;
+	size_t elements;
+} seen;
+
+static wc_err on_member(void *ctx, const char *key, json_t *v)
+{
+	seen *s = ctx;
+	strncat(s->keys, key, sizeof s->keys - strlen(s->keys) - 2);
+	strcat(s->keys, ",");
+	if (json_is_integer(v))
+		s->sum += (long)json_integer_value(v);
+	if (strcmp(key, "stop") == 0)
+		return wc_fail(WC_E_RANGE, "told to stop");
+	return WC_OK;
+}
+
+static wc_err on_element(void *ctx, size_t i, json_t *v)
+{
+	seen *s = ctx;
+	ck_assert_uint_eq(i, s->elements);
+	s->elements++;
+	ck_assert(json_is_object(v));
+	s->sum += (long)json_integer_value(json_object_get(v, "n"));
+	return WC_OK;
+}
+
+static wc_err walk(const char *text, seen *s)
+{
+	memset(s, 0, sizeof *s);
+	return wc_json_walk_object(text, strlen(text), "doc", on_member, "items", on_element, s);
+}
+
+START_TEST(members_and_elements_in_order)
+{
+	seen s;
+	ck_assert_int_eq(walk(" { \"a\" : 1 ,\"b\":{\"x\":[1,2]}, \"items\" : [ {\"n\":10}, {\"n\":20} ] ,\"c\":3 }\n ", &s),
+			 WC_OK);
+	ck_assert_str_eq(s.keys, "a,b,c,");
+	ck_assert_uint_eq(s.elements, 2);
+	ck_assert_int_eq(s.sum, 34);
+	ck_assert_int_eq(walk("{}", &s), WC_OK);
+	ck_assert_int_eq(walk("{\"items\":[]}", &s), WC_OK);
+	ck_assert_uint_eq(s.elements, 0);
+	ck_assert_int_eq(walk("{\"k\\u00e9y\":-5}", &s), WC_OK); /* escapes in keys */
+	ck_assert_str_eq(s.keys, "k\xc3\xa9y,");
+	ck_assert_int_eq(s.sum, -5);
+}
+END_TEST
+
+START_TEST(malformed_documents_are_refused)
+{
+	static const struct {
+		const char *text, *why;
+	} cases[] = {
+		{"[1,2]", "not an object"},
+		{"{\"a\":1} x", "end of text expected"},
+		{"{\"a\":1,\"a\":2}", "duplicate key \"a\""},
+		{"{\"a\":{\"x\":1,\"x\":2}}", "not valid JSON"},
+		{"{\"a\":1 \"b\":2}", "',' or '}' expected"},
+		{"{\"items\":[{\"n\":1} {\"n\":2}]}", "',' or ']' expected"},
+		{"{\"items\":{}}", "\"items\" is not an array"},
+		{"{a:1}", "a string key expected"},
+		{"{\"a\" 1}", "':' expected"},
+		{"{\"a\":", "not valid JSON"},
+		{"", "not valid JSON"},
+	};
+	seen s;
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		ck_assert_msg(walk(cases[i].text, &s) == WC_E_FORMAT, "case %zu accepted", i);
+		ck_assert_msg(strstr(wc_last_detail(), cases[i].why) && strncmp(wc_last_detail(), "doc", 3) == 0,
+			      "case %zu: %s", i, wc_last_detail());
+	}
+	ck_assert_int_eq(walk("{\"a\":1,\"stop\":2,\"b\":3}", &s), WC_E_RANGE);
+	ck_assert_str_eq(wc_last_detail(), "told to stop");
+	ck_assert_str_eq(s.keys, "a,stop,");
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("json_walk");
+	TCase *tc = tcase_create("json_walk");
+	tcase_add_test(tc, members_and_elements_in_order);
+	tcase_add_test(tc, malformed_documents_are_refused);
+	suite_add_tcase(s, tc);
+	return check_run(s);
+}
