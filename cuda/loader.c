@@ -519,6 +519,9 @@ EXPORT wc_err wcodec_cuda_load(wc_tensor_file *const *files, size_t nfiles, cons
 	unsigned nread = opts && opts->readers ? opts->readers : default_readers();
 	if (nread > 256)
 		nread = 256;
+	if (nread > nsegs) /* a small load (one tensor of safe_open) starts no idle readers */
+		nread = (unsigned)nsegs;
+	const unsigned ndec = p.ngroups < DECODERS ? (unsigned)p.ngroups : DECODERS;
 	pthread_t rt[256], dt[DECODERS];
 	decoder dec[DECODERS];
 	memset(dec, 0, sizeof dec);
@@ -526,7 +529,7 @@ EXPORT wc_err wcodec_cuda_load(wc_tensor_file *const *files, size_t nfiles, cons
 	int prev = 0;
 	cudaGetDevice(&prev);
 	cudaSetDevice(gpu);
-	for (; nd < DECODERS; nd++) {
+	for (; nd < ndec; nd++) {
 		dec[nd].p = &p;
 		if ((ce = cudaStreamCreateWithFlags(&dec[nd].stream, cudaStreamNonBlocking)) != cudaSuccess) {
 			pipe_fail(&p, WC_E_BACKEND, NULL, NULL, "cuda load: creating a stream");
