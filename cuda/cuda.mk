@@ -3,6 +3,7 @@
 # Built only with ./configure --with-cuda; the sources are always in the dist.
 
 CUDA_DIST = cuda/wcc_kernels.cu cuda/wcc_kernels.h cuda/wcc_device.c cuda/wcc_device.h \
+	cuda/wcc_lane.c cuda/wcc_copy.c cuda/wcc_impl.h \
 	cuda/plugin.c cuda/direct.c cuda/loader.c cuda/wcodec_cuda.h \
 	tests/test_cuda.c bench/bench_cuda.c bench/bench_cuda.sh docs/BENCHMARKS-GPU.md
 EXTRA_DIST += $(CUDA_DIST)
@@ -27,6 +28,7 @@ CLEANFILES += cuda/wcc_kernels.lo cuda/wcc_kernels.o cuda/.libs/wcc_kernels.o
 
 pkglib_LTLIBRARIES += cuda/wcodec-cuda.la
 cuda_wcodec_cuda_la_SOURCES = cuda/plugin.c cuda/direct.c cuda/loader.c cuda/wcc_device.c \
+	cuda/wcc_lane.c cuda/wcc_copy.c cuda/wcc_impl.h \
 	cuda/wcc_device.h cuda/wcc_kernels.h cuda/wcodec_cuda.h
 cuda_wcodec_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 cuda_wcodec_cuda_la_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS) -fvisibility=hidden
@@ -46,7 +48,7 @@ tests_test_cuda_LDFLAGS = $(AM_LDFLAGS) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDI
 
 # Benchmark (docs/BENCHMARKS-GPU.md): built from the plugin's sources.
 noinst_PROGRAMS += bench/bench_cuda
-bench_bench_cuda_SOURCES = bench/bench_cuda.c cuda/wcc_device.c
+bench_bench_cuda_SOURCES = bench/bench_cuda.c cuda/wcc_device.c cuda/wcc_lane.c cuda/wcc_copy.c
 bench_bench_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 bench_bench_cuda_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS)
 bench_bench_cuda_LDADD = cuda/wcc_kernels.lo libwcodec.la $(XXHASH_LIBS) $(CUDA_STATIC_LIBS)

@@ -1,5 +1,7 @@
 /*
- * wcc_device.c - the GPU decode context and batch pipeline (wcc_device.h).
+ * wcc_device.c - the GPU decode context and batch pipeline (wcc_device.h):
+ * the context, submitting and completing lanes, and decode calls; what a job
+ * needs and how it fills a lane is wcc_lane.c's (wcc_impl.h).
  */
 #include "wcc_device.h"
 
@@ -9,92 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
 
 #include "codec/tile_codec.h"
 #include "core/clock.h"
 #include "core/hash.h"
 #include "engine/threadpool.h"
+#include "wcc_impl.h"
 #include "wcc_kernels.h"
 
-#define ALIGN16(x) (((size_t)(x) + 15u) & ~(size_t)15u)
-#define MIB ((size_t)1 << 20)
-#define TABLE_SLOTS 8192u          /* frequency tables resident on the device */
-#define LANE_MAX_JOBS 4096u        /* tiles per lane (size of the status array) */
-#define DEFAULT_LIMIT (320u * MIB) /* device bytes when the caller gives none */
-
-typedef struct lane_job {
-	wc_tile_job *job;
-	size_t payload_off; /* in h_in / d_in */
-	size_t out_off;     /* host target: in h_out / d_out */
-	uint8_t *dev_out;   /* device target: the caller's address */
-	int pin_in;         /* job->payload is page-locked: DMA it directly */
-	int pin_out;        /* job->out is page-locked: DMA into it directly */
-	int recheck;        /* set by completion: decode again on the CPU */
-} lane_job;
-
-typedef struct wcc_lane {
-	cudaStream_t stream;
-	cudaEvent_t done;
-	cudaEvent_t k0, k1; /* around the kernels, for wcc_ctx_kernel_ms() */
-	uint8_t *h_in, *h_out;
-	uint32_t *h_status;
-	uint8_t *d_in, *d_out, *d_scr;
-	size_t cap_in, cap_out, cap_scr;
-	int busy;
-	int host_target;
-	/* the batch being filled or in flight */
-	size_t used_in, used_out, used_scr;
-	lane_job *jobs;
-	size_t njobs;
-	size_t nstaged; /* jobs whose payload is copied into h_in (not page-locked) */
-	wcc_chunk *chunks;
-	uint32_t *chunk_table;
-	size_t nchunks, cap_chunks;
-	wcc_merge_tile *tiles;
-	size_t ntiles, cap_tiles;
-	wcc_merge_seg *segs;
-	size_t nsegs, cap_segs;
-	uint32_t *cnt;   /* counting-sort scratch, TABLE_SLOTS + 1 */
-	uint64_t t_submit, prep_ns; /* when the batch went to the GPU, host time preparing it */
-} wcc_lane;
-
-typedef struct table_entry {
-	uint64_t key;
-	uint32_t base, count;
-} table_entry;
-
-struct wcc_ctx {
-	int gpu;
-	pthread_mutex_t mu;
-	pthread_cond_t lane_free;
-	wcc_lane *lanes;
-	unsigned nlanes;
-	size_t lane_bytes;
-	cudaStream_t upload;
-	uint16_t *d_freqs; /* TABLE_SLOTS x 256 */
-	uint8_t table_ok[TABLE_SLOTS];
-	uint32_t table_used;
-	table_entry *tcache;
-	size_t ntc, cap_tc;
-	int full_logged;
-	int timing;       /* record kernel times (benchmarks) */
-	double kernel_ms; /* sum over completed lanes while timing */
-	int dead;
-	int device_only;  /* lanes without output buffers (wcc_ctx_opts) */
-	int fault_inject; /* tests: WCODEC_CUDA_FAULT_INJECT=1 makes every batch fault */
-	wc_threadpool *pool;
-	/* Batch timings (under mu), logged by wcc_ctx_destroy: where a decode
-	 * call's time goes, for tuning the read path. */
-	uint64_t st_batches, st_tiles, st_prep_ns, st_gpu_ns, st_wait_ns, st_check_ns;
-};
-
-static int is_pinned(const void *p, size_t n);
-static void stream_copy(uint8_t *d, const uint8_t *s, size_t n);
-
-static wc_err cuda_fail(wcc_ctx *ctx, const char *what, cudaError_t e)
+wc_err wcc_cuda_fail(wcc_ctx *ctx, const char *what, cudaError_t e)
 {
 	if (ctx && !ctx->dead) {
 		ctx->dead = 1;
@@ -310,304 +235,6 @@ double wcc_ctx_kernel_ms(wcc_ctx *ctx)
 	return ms;
 }
 
-/* ---- frequency tables ------------------------------------------------- */
-
-/* Slot of table 0 of the job's table set, uploading the set on first use
- * (keyed by job->table_key). Returns 0 and sets *base, or -1 if the set
- * cannot be placed (then the job is decoded on the CPU). */
-static int table_base(wcc_ctx *ctx, const wc_tile_job *job, uint32_t *base)
-{
-	int rc = -1;
-	pthread_mutex_lock(&ctx->mu);
-	for (size_t i = 0; i < ctx->ntc; i++) {
-		if (ctx->tcache[i].key == job->table_key && ctx->tcache[i].count == job->ntables) {
-			*base = ctx->tcache[i].base;
-			rc = 0;
-			goto out;
-		}
-	}
-	if (ctx->dead || job->ntables == 0 || job->ntables > TABLE_SLOTS - ctx->table_used) {
-		if (!ctx->dead && !ctx->full_logged) {
-			ctx->full_logged = 1;
-			wc_log(WC_LOG_WARN, "cuda: frequency-table cache full (%u slots): new files decode on the CPU",
-			       TABLE_SLOTS);
-		}
-		goto out;
-	}
-	if (ctx->ntc == ctx->cap_tc) {
-		size_t cap = ctx->cap_tc ? 2 * ctx->cap_tc : 16;
-		table_entry *t = realloc(ctx->tcache, cap * sizeof(*t));
-		if (!t)
-			goto out;
-		ctx->tcache = t;
-		ctx->cap_tc = cap;
-	}
-	uint32_t b = ctx->table_used;
-	for (uint32_t i = 0; i < job->ntables; i++)
-		ctx->table_ok[b + i] = wc_freq_validate(&job->tables[i]) == WC_OK;
-	cudaError_t e = cudaMemcpyAsync(ctx->d_freqs + (size_t)b * 256u, job->tables,
-					(size_t)job->ntables * sizeof(wc_freqtab), cudaMemcpyHostToDevice,
-					ctx->upload);
-	if (e == cudaSuccess)
-		e = cudaStreamSynchronize(ctx->upload);
-	if (e != cudaSuccess) {
-		cuda_fail(ctx, "uploading frequency tables", e);
-		goto out;
-	}
-	ctx->table_used += job->ntables;
-	ctx->tcache[ctx->ntc++] = (table_entry){ .key = job->table_key, .base = b, .count = job->ntables };
-	*base = b;
-	rc = 0;
-out:
-	pthread_mutex_unlock(&ctx->mu);
-	return rc;
-}
-
-/* ---- planning one job --------------------------------------------------- */
-
-typedef struct job_plan {
-	wc_plane_view v[WC_MAX_PLANES];
-	uint32_t nchunks[WC_MAX_PLANES];
-	size_t total_chunks;
-	uint32_t base; /* table slot of the job's table 0 */
-	size_t n;      /* elements */
-	size_t scr;    /* scratch bytes */
-	int direct;    /* single rANS plane decoded straight into the output */
-	int fused;     /* index of the one rANS plane merged by its warps, or -1 */
-	size_t nsegs;
-} job_plan;
-
-static uint32_t rd32(const uint8_t *p)
-{
-	uint32_t v;
-	memcpy(&v, p, 4);
-	return v;
-}
-
-/* Check a rANS body's chunk_end array (FORMAT.md 4): strictly increasing
- * ends, chunks >= 128 bytes and multiples of 4, the last ending at the body's
- * end. The device checks what is inside each chunk. */
-static int chunks_ok(const wc_plane_view *v, uint32_t nchunks)
-{
-	if (nchunks == 0 || (uint64_t)v->size < 4ull * nchunks)
-		return 0;
-	uint32_t data = v->size - 4u * nchunks, prev = 0;
-	for (uint32_t k = 0; k < nchunks; k++) {
-		uint32_t end = rd32(v->body + 4u * k);
-		if (end <= prev || end - prev < 128u || ((end - prev) & 3u) || end > data)
-			return 0;
-		prev = end;
-	}
-	return prev == data;
-}
-
-/* Can the GPU decode this job? Fills *pl. Jobs it cannot (zstd planes,
- * dictionary tensors, other kinds, anything malformed) go to the CPU, which
- * reports errors; for a device target the CPU's bytes are copied up. */
-static int plan_job(wcc_ctx *ctx, const wc_tile_job *job, const uint8_t *dev_out, job_plan *pl)
-{
-	const wc_layout l = job->layout;
-	const uint32_t C = job->chunk_symbols;
-	if (job->kind != WC_JOB_PLANES || job->out_size == 0 || l.nplanes == 0 || l.nplanes > WC_MAX_PLANES ||
-	    l.elem_size == 0 || C < WC_RANS_CHUNK_MIN || C > WC_RANS_CHUNK_MAX || C % 32u)
-		return 0;
-	if (l.kind == WC_LAYOUT_DICT || job->dict) /* no GPU gather yet */
-		return 0;
-	if (wc_tile_parse(l, job->payload, job->payload_size, job->out_size, job->ntables, pl->v) != WC_OK)
-		return 0;
-	pl->n = job->out_size / l.elem_size;
-	pl->total_chunks = 0;
-	pl->scr = 0;
-	pl->direct = 0;
-	int have_base = 0;
-	for (unsigned k = 0; k < l.nplanes; k++) {
-		const wc_plane_view *v = &pl->v[k];
-		pl->nchunks[k] = 0;
-		if (v->mode == WC_PLANE_ZSTD)
-			return 0;
-		if (v->mode != WC_PLANE_RANS)
-			continue;
-		if (!have_base) {
-			if (table_base(ctx, job, &pl->base) != 0)
-				return 0;
-			have_base = 1;
-		}
-		if (v->table >= job->ntables || !ctx->table_ok[pl->base + v->table])
-			return 0;
-		uint32_t nc = (uint32_t)((pl->n + C - 1u) / C);
-		if (!chunks_ok(v, nc))
-			return 0;
-		pl->nchunks[k] = nc;
-		pl->total_chunks += nc;
-	}
-	/* dev_out is NULL (an aligned lane buffer) or the caller's address */
-	const int aligned = ((uintptr_t)dev_out & 15u) == 0;
-	unsigned nrans = 0, npack = 0;
-	pl->fused = -1;
-	for (unsigned k = 0; k < l.nplanes; k++) {
-		npack += pl->v[k].mode == WC_PLANE_PACK;
-		if (pl->v[k].mode == WC_PLANE_RANS) {
-			nrans++;
-			pl->fused = (int)k;
-		}
-	}
-	/* The fused decode reads the other plane a word at a time as bytes:
-	 * a PACK plane is unpacked by the merge instead. */
-	if (nrans != 1 || !aligned || npack)
-		pl->fused = -1;
-	if (l.nplanes == 1 && pl->fused == 0) {
-		pl->direct = 1; /* one plane: the symbols are the bytes */
-		pl->fused = -1;
-	} else if (pl->fused < 0) {
-		for (unsigned k = 0; k < l.nplanes; k++)
-			if (pl->v[k].mode == WC_PLANE_RANS)
-				pl->scr += ALIGN16(pl->n);
-	}
-	pl->nsegs = pl->direct || pl->fused >= 0 ? 0 : (pl->n + WCC_MERGE_SEG - 1u) / WCC_MERGE_SEG;
-	return 1;
-}
-
-/* ---- filling a lane ----------------------------------------------------- */
-
-/* Bytes of h_in the descriptors of the batch take, in submit order. */
-static size_t desc_bytes(size_t njobs, size_t nchunks, size_t ntiles, size_t nsegs)
-{
-	return ALIGN16(4u * njobs) + ALIGN16(sizeof(wcc_chunk) * nchunks) +
-	       ALIGN16(sizeof(wcc_rans_block) * nchunks) + ALIGN16(sizeof(wcc_merge_tile) * ntiles) +
-	       ALIGN16(sizeof(wcc_merge_seg) * nsegs);
-}
-
-static int lane_fits(const wcc_lane *ln, const wc_tile_job *job, const job_plan *pl)
-{
-	if (ln->njobs >= LANE_MAX_JOBS)
-		return 0;
-	size_t in = ln->used_in + ALIGN16(job->payload_size) +
-		    desc_bytes(ln->njobs + 1, ln->nchunks + pl->total_chunks, ln->ntiles + 1, ln->nsegs + pl->nsegs);
-	size_t out = ln->host_target ? ln->used_out + ALIGN16(job->out_size) : 0;
-	return in <= ln->cap_in && out <= ln->cap_out && ln->used_scr + pl->scr <= ln->cap_scr;
-}
-
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return 0;
-	size_t c = *cap ? *cap : 256;
-	while (c < need)
-		c *= 2;
-	void *p = realloc(*arr, c * elem);
-	if (!p)
-		return -1;
-	*arr = p;
-	*cap = c;
-	return 0;
-}
-
-static wc_err lane_add(wcc_lane *ln, wc_tile_job *job, uint8_t *dev_out, const job_plan *pl)
-{
-	const size_t need = ln->nchunks + pl->total_chunks;
-	if (need > ln->cap_chunks) {
-		size_t c = ln->cap_chunks ? ln->cap_chunks : 1024;
-		while (c < need)
-			c *= 2;
-		wcc_chunk *ch = realloc(ln->chunks, c * sizeof(*ch));
-		if (ch)
-			ln->chunks = ch;
-		uint32_t *ct = realloc(ln->chunk_table, c * sizeof(*ct));
-		if (ct)
-			ln->chunk_table = ct;
-		if (!ch || !ct)
-			return wc_fail(WC_E_NOMEM, "cuda: batch descriptors");
-		ln->cap_chunks = c;
-	}
-	if (grow((void **)&ln->tiles, &ln->cap_tiles, ln->ntiles + 1, sizeof(wcc_merge_tile)) ||
-	    grow((void **)&ln->segs, &ln->cap_segs, ln->nsegs + pl->nsegs, sizeof(wcc_merge_seg)))
-		return wc_fail(WC_E_NOMEM, "cuda: batch descriptors");
-	const uint32_t j = (uint32_t)ln->njobs;
-	lane_job *lj = &ln->jobs[j];
-	memset(lj, 0, sizeof(*lj));
-	lj->job = job;
-	lj->pin_in = is_pinned(job->payload, job->payload_size);
-	ln->nstaged += !lj->pin_in;
-	lj->pin_out = ln->host_target && is_pinned(job->out, job->out_size);
-	lj->payload_off = ln->used_in;
-	ln->used_in += ALIGN16(job->payload_size);
-	uint8_t *out;
-	if (ln->host_target) {
-		lj->out_off = ln->used_out;
-		ln->used_out += ALIGN16(job->out_size);
-		out = ln->d_out + lj->out_off;
-	} else {
-		lj->dev_out = dev_out;
-		out = dev_out;
-	}
-	const uint8_t *d_payload = ln->d_in + lj->payload_off;
-	const uint32_t C = job->chunk_symbols;
-	wcc_merge_tile t;
-	memset(&t, 0, sizeof(t));
-	for (unsigned k = 0; k < job->layout.nplanes; k++) {
-		const wc_plane_view *v = &pl->v[k];
-		const uint8_t *d_body = d_payload + (v->body - job->payload);
-		if (v->mode == WC_PLANE_RAW) {
-			t.src[k] = d_body;
-		} else if (v->mode == WC_PLANE_CONST) {
-			t.src[k] = NULL;
-			t.value[k] = v->value;
-		} else if (v->mode == WC_PLANE_PACK) { /* unpacked by the merge kernel */
-			t.src[k] = d_body;
-			t.bits[k] = v->value;
-		} else { /* RANS */
-			uint8_t *dst = out;
-			const int fused = (int)k == pl->fused;
-			if (!pl->direct && !fused) {
-				dst = ln->d_scr + ln->used_scr;
-				ln->used_scr += ALIGN16(pl->n);
-			}
-			t.src[k] = fused ? NULL : dst; /* fused: never read */
-			const uint32_t nc = pl->nchunks[k];
-			const uint8_t *d_data = d_body + 4u * nc;
-			uint32_t start = 0;
-			for (uint32_t c = 0; c < nc; c++) {
-				uint32_t end = rd32(v->body + 4u * c);
-				size_t first = (size_t)c * C;
-				wcc_chunk *ch = &ln->chunks[ln->nchunks];
-				ch->in = d_data + start;
-				ch->out = fused ? out + first * job->layout.elem_size : dst + first;
-				ch->in_bytes = end - start;
-				ch->nsym = (uint32_t)(pl->n - first < C ? pl->n - first : C);
-				ch->job = j;
-				ch->fuse = fused ? WCC_FUSE(ln->ntiles, k) : 0;
-				ln->chunk_table[ln->nchunks] = pl->base + v->table;
-				ln->nchunks++;
-				start = end;
-			}
-		}
-	}
-	if (!pl->direct) {
-		t.out = out;
-		t.n = (uint32_t)pl->n;
-		t.kind = job->layout.kind;
-		t.elem_size = job->layout.elem_size;
-		t.nplanes = job->layout.nplanes;
-		const uint32_t ti = (uint32_t)ln->ntiles++;
-		ln->tiles[ti] = t;
-		for (size_t b = 0; pl->fused < 0 && b < pl->n; b += WCC_MERGE_SEG) {
-			wcc_merge_seg *s = &ln->segs[ln->nsegs++];
-			s->tile = ti;
-			s->begin = (uint32_t)b;
-			s->count = (uint32_t)(pl->n - b < WCC_MERGE_SEG ? pl->n - b : WCC_MERGE_SEG);
-			s->pad = 0;
-		}
-	}
-	ln->njobs++;
-	return WC_OK;
-}
-
-static void lane_reset(wcc_lane *ln)
-{
-	ln->used_in = ln->used_out = ln->used_scr = 0;
-	ln->njobs = ln->nstaged = ln->nchunks = ln->ntiles = ln->nsegs = 0;
-}
-
 /* ---- submit and complete ------------------------------------------------ */
 
 static void copy_payload(void *arg, size_t i)
@@ -615,25 +242,7 @@ static void copy_payload(void *arg, size_t i)
 	wcc_lane *ln = arg;
 	const lane_job *lj = &ln->jobs[i];
 	if (!lj->pin_in)
-		stream_copy(ln->h_in + lj->payload_off, lj->job->payload, lj->job->payload_size);
-}
-
-/* Is [p, p + n) page-locked host memory the GPU can DMA to and from? */
-static int is_pinned(const void *p, size_t n)
-{
-	struct cudaPointerAttributes a;
-	if (!p || n == 0)
-		return 0;
-	for (int end = 0; end < 2; end++) {
-		const void *q = end ? (const uint8_t *)p + n - 1 : p;
-		if (cudaPointerGetAttributes(&a, q) != cudaSuccess) {
-			cudaGetLastError();
-			return 0;
-		}
-		if (a.type != cudaMemoryTypeHost)
-			return 0;
-	}
-	return 1;
+		wcc_stream_copy(ln->h_in + lj->payload_off, lj->job->payload, lj->job->payload_size);
 }
 
 /* Upload the batch: runs of staged payloads and the descriptors from h_in,
@@ -733,7 +342,7 @@ static wc_err lane_submit(wcc_ctx *ctx, wcc_lane *ln)
 
 	cudaError_t e = upload(ln, off);
 	if (e != cudaSuccess)
-		return cuda_fail(ctx, "copy to device", e);
+		return wcc_cuda_fail(ctx, "copy to device", e);
 	uint32_t *d_status = (uint32_t *)(ln->d_in + status_off);
 	if (ctx->timing)
 		cudaEventRecord(ln->k0, ln->stream);
@@ -741,11 +350,11 @@ static wc_err lane_submit(wcc_ctx *ctx, wcc_lane *ln)
 				 (const wcc_chunk *)(ln->d_in + chunks_off), ctx->d_freqs,
 				 (const wcc_merge_tile *)(ln->d_in + tiles_off), d_status, ln->stream);
 	if (le)
-		return cuda_fail(ctx, "rANS kernel launch", (cudaError_t)le);
+		return wcc_cuda_fail(ctx, "rANS kernel launch", (cudaError_t)le);
 	le = wcc_launch_merge((const wcc_merge_seg *)(ln->d_in + segs_off), (uint32_t)ln->nsegs,
 			      (const wcc_merge_tile *)(ln->d_in + tiles_off), ln->stream);
 	if (le)
-		return cuda_fail(ctx, "merge kernel launch", (cudaError_t)le);
+		return wcc_cuda_fail(ctx, "merge kernel launch", (cudaError_t)le);
 	if (ctx->timing)
 		cudaEventRecord(ln->k1, ln->stream);
 	e = cudaMemcpyAsync(ln->h_status, d_status, 4u * ln->njobs, cudaMemcpyDeviceToHost, ln->stream);
@@ -754,59 +363,10 @@ static wc_err lane_submit(wcc_ctx *ctx, wcc_lane *ln)
 	if (e == cudaSuccess)
 		e = cudaEventRecord(ln->done, ln->stream);
 	if (e != cudaSuccess)
-		return cuda_fail(ctx, "copy from device", e);
+		return wcc_cuda_fail(ctx, "copy from device", e);
 	ln->t_submit = wc_mono_ns();
 	ln->prep_ns = ln->t_submit - t0;
 	return WC_OK;
-}
-
-/* Copy with non-temporal 16-byte stores: the destination is not read back
- * soon, and skipping its read-for-ownership saves a third of the memory
- * traffic of a plain memcpy. */
-static void stream_copy(uint8_t *d, const uint8_t *s, size_t n)
-{
-#ifdef __SSE2__
-	size_t head = (16u - ((uintptr_t)d & 15u)) & 15u;
-	if (head > n)
-		head = n;
-	memcpy(d, s, head);
-	d += head;
-	s += head;
-	n -= head;
-	for (; n >= 64; n -= 64, d += 64, s += 64) {
-		__m128i a = _mm_loadu_si128((const __m128i *)s), b = _mm_loadu_si128((const __m128i *)(s + 16)),
-			c = _mm_loadu_si128((const __m128i *)(s + 32)), e = _mm_loadu_si128((const __m128i *)(s + 48));
-		_mm_stream_si128((__m128i *)d, a);
-		_mm_stream_si128((__m128i *)(d + 16), b);
-		_mm_stream_si128((__m128i *)(d + 32), c);
-		_mm_stream_si128((__m128i *)(d + 48), e);
-	}
-	memcpy(d, s, n);
-	_mm_sfence();
-#else
-	memcpy(d, s, n);
-#endif
-}
-
-/* XXH3-64 of src[0..n) while copying it to dst, block by block so each
- * block is read from memory once (hashed, then copied from L1). */
-static uint64_t copy_and_hash(uint8_t *dst, const uint8_t *src, size_t n)
-{
-	enum { BLOCK = 16384 };
-	XXH3_state_t *st = XXH3_createState();
-	if (!st || XXH3_64bits_reset(st) != XXH_OK) {
-		XXH3_freeState(st);
-		memcpy(dst, src, n);
-		return wc_xxh3_64(dst, n);
-	}
-	for (size_t o = 0; o < n; o += BLOCK) {
-		size_t k = n - o < BLOCK ? n - o : BLOCK;
-		XXH3_64bits_update(st, src + o, k);
-		stream_copy(dst + o, src + o, k);
-	}
-	uint64_t h = XXH3_64bits_digest(st);
-	XXH3_freeState(st);
-	return h;
 }
 
 static void finish_job(void *arg, size_t i)
@@ -820,7 +380,7 @@ static void finish_job(void *arg, size_t i)
 	}
 	if (ln->host_target) {
 		uint64_t h = lj->pin_out ? wc_xxh3_64(job->out, job->out_size)
-					 : copy_and_hash(job->out, ln->h_out + lj->out_off, job->out_size);
+					 : wcc_copy_and_hash(job->out, ln->h_out + lj->out_off, job->out_size);
 		if (h != job->dhash) {
 			lj->recheck = 1;
 			return;
@@ -847,7 +407,7 @@ static void cpu_decode(wcc_ctx *ctx, wc_tile_job *job, uint8_t *dev_out, wc_err 
 	if (wc_decode_job_cpu(job) == WC_OK) {
 		cudaError_t e = cudaMemcpy(dev_out, tmp, job->out_size, cudaMemcpyHostToDevice);
 		if (e != cudaSuccess)
-			*dev_err = cuda_fail(ctx, "copy of a CPU-decoded tile to the device", e);
+			*dev_err = wcc_cuda_fail(ctx, "copy of a CPU-decoded tile to the device", e);
 	}
 	job->out = saved;
 	free(tmp);
@@ -860,7 +420,7 @@ static wc_err lane_complete(wcc_ctx *ctx, wcc_lane *ln)
 	cudaError_t e = cudaEventSynchronize(ln->done);
 	const uint64_t t_done = wc_mono_ns();
 	if (e != cudaSuccess) {
-		err = cuda_fail(ctx, "decode batch", e);
+		err = wcc_cuda_fail(ctx, "decode batch", e);
 	} else {
 		if (ctx->timing) {
 			float ms = 0;
@@ -883,7 +443,7 @@ static wc_err lane_complete(wcc_ctx *ctx, wcc_lane *ln)
 	}
 	const uint64_t t_end = wc_mono_ns();
 	const size_t njobs = ln->njobs;
-	lane_reset(ln);
+	wcc_lane_reset(ln);
 	pthread_mutex_lock(&ctx->mu);
 	ln->busy = 0;
 	ctx->st_batches++;
@@ -929,7 +489,7 @@ static wcc_lane *acquire(call *cl, int host_target)
 			if (!ln->busy) {
 				ln->busy = 1;
 				pthread_mutex_unlock(&ctx->mu);
-				lane_reset(ln);
+				wcc_lane_reset(ln);
 				ln->host_target = host_target;
 				return ln;
 			}
@@ -946,7 +506,7 @@ static wcc_lane *acquire(call *cl, int host_target)
 
 static void release(wcc_ctx *ctx, wcc_lane *ln)
 {
-	lane_reset(ln);
+	wcc_lane_reset(ln);
 	pthread_mutex_lock(&ctx->mu);
 	ln->busy = 0;
 	pthread_cond_broadcast(&ctx->lane_free);
@@ -1014,7 +574,7 @@ wc_err wcc_decode(wcc_ctx *ctx, wc_tile_job *jobs, size_t n, uint8_t *const *dev
 	cudaGetDevice(&prev);
 	cudaError_t ce = cudaSetDevice(ctx->gpu);
 	if (ce != cudaSuccess)
-		return cuda_fail(ctx, "selecting the device", ce);
+		return wcc_cuda_fail(ctx, "selecting the device", ce);
 
 	size_t *cpu_idx = malloc((n ? n : 1) * sizeof(size_t));
 	if (!cpu_idx) {
@@ -1031,25 +591,25 @@ wc_err wcc_decode(wcc_ctx *ctx, wc_tile_job *jobs, size_t n, uint8_t *const *dev
 		uint8_t *dout = dev_out ? dev_out[i] : NULL;
 		job->status = WC_E_BACKEND;
 		job->detail[0] = '\0';
-		if (!plan_job(ctx, job, dout, &pl)) {
+		if (!wcc_plan_job(ctx, job, dout, &pl)) {
 			cpu_idx[ncpu++] = i;
 			continue;
 		}
 		if (!ln)
 			ln = acquire(&cl, host_target);
-		if (!lane_fits(ln, job, &pl)) {
+		if (!wcc_lane_fits(ln, job, &pl)) {
 			if (ln->njobs == 0) { /* larger than a whole lane */
 				cpu_idx[ncpu++] = i;
 				continue;
 			}
 			submit(&cl, ln);
 			ln = acquire(&cl, host_target);
-			if (!lane_fits(ln, job, &pl)) {
+			if (!wcc_lane_fits(ln, job, &pl)) {
 				cpu_idx[ncpu++] = i;
 				continue;
 			}
 		}
-		wc_err e = lane_add(ln, job, dout, &pl);
+		wc_err e = wcc_lane_add(ln, job, dout, &pl);
 		if (e != WC_OK)
 			cl.err = e;
 	}
@@ -1074,7 +634,7 @@ wc_err wcc_decode(wcc_ctx *ctx, wc_tile_job *jobs, size_t n, uint8_t *const *dev
 					ce = cudaMemcpy(dev_out[cpu_idx[i]], cp.tmp[i], job->out_size,
 							cudaMemcpyHostToDevice);
 					if (ce != cudaSuccess && cl.err == WC_OK)
-						cl.err = cuda_fail(ctx, "copy of a CPU-decoded tile to the device", ce);
+						cl.err = wcc_cuda_fail(ctx, "copy of a CPU-decoded tile to the device", ce);
 				}
 				free(cp.tmp[i]);
 			}

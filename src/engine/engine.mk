@@ -6,6 +6,8 @@ libwcodec_la_SOURCES += \
 	src/engine/backend_warm.c \
 	src/engine/threadpool.c \
 	src/engine/cache.c \
+	src/engine/cache_buffers.c \
+	src/engine/cache_dispatch.c \
 	src/engine/tile_source.c
 # backend.h and tile_source.h are public: container.h and the CUDA plugin's
 # wcodec_cuda.h include them.
@@ -13,6 +15,7 @@ engineincdir = $(pkgincludedir)/engine
 engineinc_HEADERS = src/engine/backend.h src/engine/tile_source.h
 noinst_HEADERS += \
 	src/engine/cache.h \
+	src/engine/cache_impl.h \
 	src/engine/threadpool.h \
 	tests/fake_tiles.h
 

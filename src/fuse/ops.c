@@ -2,6 +2,7 @@
 #include "fuse/ops.h"
 
 #include "fuse/bdi.h"
+#include "fuse/prefetch.h"
 #include "core/clock.h"
 
 #include <errno.h>
@@ -300,47 +301,6 @@ static void read_passthrough(fuse_req_t req, wcfs_handle *h, size_t size, off_t 
 	fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
 }
 
-/* Tiles to prefetch ahead of a stream through vn: the mount's readahead, or
- * the vnode's cap where the mount's is the CPU backend's default (neither
- * given as an option nor the backend's own). */
-static unsigned readahead_of(const wcfs_fs *fs, const wcfs_vnode *vn)
-{
-	const bool cpu_default = !fs->opt->readahead_given && !fs->backend->readahead_tiles;
-	if (cpu_default && vn->readahead_max && vn->readahead_max < fs->readahead)
-		return vn->readahead_max;
-	return fs->readahead;
-}
-
-/* Queue decodes of the tiles holding virtual bytes [from, from + ahead):
- * the tiles a sequential stream reads next. Runs of consecutive tiles of one
- * source become one wc_cache_prefetch call. */
-static void prefetch_after(wcfs_fs *fs, const wcfs_vnode *vn, uint64_t from, uint64_t ahead)
-{
-	uint64_t end = from + ahead < vn->size ? from + ahead : vn->size;
-	wc_tile_source *run_src = NULL;
-	uint32_t run_first = 0, run_n = 0;
-	while (from < end) {
-		wcfs_span sp;
-		if (vn->ops->locate(vn, from, &sp) != WC_OK || sp.len == 0 || sp.off > from)
-			break;
-		if (sp.kind == WCFS_SPAN_TILE) {
-			if (run_n && sp.src == run_src && sp.tile == run_first + run_n) {
-				run_n++;
-			} else if (!(run_n && sp.src == run_src && sp.tile >= run_first &&
-				     sp.tile < run_first + run_n)) {
-				if (run_n)
-					wc_cache_prefetch(fs->cache, run_src, run_first, run_n);
-				run_src = sp.src;
-				run_first = sp.tile;
-				run_n = 1;
-			}
-		}
-		from = sp.off + sp.len;
-	}
-	if (run_n)
-		wc_cache_prefetch(fs->cache, run_src, run_first, run_n);
-}
-
 #define STACK_SEGS 32
 /* Segments one writev reply may carry: libfuse adds one for the header and
  * the kernel's writev limit is IOV_MAX (1024). Past this, copy. */
@@ -555,7 +515,7 @@ static void read_virtual(fuse_req_t req, wcfs_fs *fs, wcfs_node *n, size_t size,
 		uint64_t tol = tile > (1u << 20) ? tile : (1u << 20);
 		wcfs_ra *ra = wcfs_node_ra(n);
 		if (ra && wcfs_ra_note_stream(ra, off, size, sp.off, tol, min_run, &streaming))
-			prefetch_after(fs, vn, sp.off + sp.len, (uint64_t)readahead_of(fs, vn) * tile);
+			wcfs_prefetch_after(fs, vn, sp.off + sp.len, (uint64_t)wcfs_readahead_of(fs, vn) * tile);
 	}
 
 	if (err) {
