@@ -2,12 +2,12 @@
 # Files of thousands of small tensors (docs/FORMAT.md 1.6, shared tiles):
 # gen_safetensors.py --profile many (2,418 tensors of every dtype, most under
 # 1 KiB, some to 70 KiB, among large BF16 weights), packed with 1 MiB and
-# 64 KiB tiles: the files are format version 2 with shared tiles, unpack to
+# 64 KiB tiles: the files are format version 3 with shared tiles, unpack to
 # the original, verify, and (with numpy) every tensor boundary read through
 # libwcodec's loader (3 bytes on either side, and whole tensors) equals the
-# original. A version-1 file written before shared tiles existed
-# (tests/data/all-v1.wcodec, every small tensor in a tile of its own)
-# still reads byte-exact.
+# original. Files of format versions 1 (tests/data/all-v1.wcodec, every
+# small tensor in a tile of its own) and 2 (all-v2.wcodec, JSON metadata)
+# still read byte-exact, with info, verify, unpack and cat.
 . "$top_srcdir/tests/cli_lib.sh"
 
 "$PY" "$GEN" --profile many "$T/many.safetensors"
@@ -17,7 +17,7 @@ for tile in 1M 64K; do
 	"$PY" - "$T/info.json" "$tile" <<'PY' || fail "info of the $tile file"
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert d["version"] == 2, d["version"]
+assert d["version"] == 3, d["version"]
 ntiles, ntensors = d["ntiles"], d["ntensors"]
 assert ntensors == 2418 and ntiles < ntensors / (2 if sys.argv[2] == "1M" else 1), (ntiles, ntensors)
 # per-tensor figures are still shown, and the shared tiles' coded bytes add up
@@ -57,10 +57,14 @@ for path in sys.argv[2:]:
 PY
 fi
 
-# A version-1 file (packed before shared tiles existed) reads as it did.
+# Files of versions 1 (no shared tiles) and 2 (JSON metadata) read as they did.
 "$PY" "$GEN" --profile all --seed 11 "$T/v1.safetensors"
-"$WCODEC" info --json "$top_srcdir/tests/data/all-v1.wcodec" | grep -q '"version": *1' || fail "the fixture is not version 1"
-"$WCODEC" verify -q "$top_srcdir/tests/data/all-v1.wcodec" || fail "verify of the version-1 file"
-"$WCODEC" unpack "$top_srcdir/tests/data/all-v1.wcodec" "$T/v1back.safetensors" || fail "unpack of the version-1 file"
-cmp "$T/v1.safetensors" "$T/v1back.safetensors" || fail "the version-1 file unpacks to other bytes"
+for v in 1 2; do
+	f="$top_srcdir/tests/data/all-v$v.wcodec"
+	"$WCODEC" info --json "$f" | grep -q "\"version\": *$v" || fail "the fixture is not version $v"
+	"$WCODEC" verify -q "$f" || fail "verify of the version-$v file"
+	"$WCODEC" unpack "$f" "$T/v${v}back.safetensors" || fail "unpack of the version-$v file"
+	cmp "$T/v1.safetensors" "$T/v${v}back.safetensors" || fail "the version-$v file unpacks to other bytes"
+	"$WCODEC" cat "$f" | cmp - "$T/v1.safetensors" || fail "cat of the version-$v file"
+done
 echo "PASS: cli_many_tensors.sh"

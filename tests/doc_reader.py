@@ -30,6 +30,10 @@ LAYOUT = {  # dtype -> (layout, element size, planes)
 }
 
 
+LAYOUTS = [("bytes", 1, 1), ("shuffle", 2, 2), ("shuffle", 4, 4), ("shuffle", 8, 8),  # codes of 1.3.1
+           ("bf16", 2, 2), ("f32", 4, 4)]
+
+
 def layout_of(dtype, nbytes):
     lay = LAYOUT.get(dtype, ("bytes", 1, 1))
     return lay if nbytes % lay[1] == 0 else ("bytes", 1, 1)
@@ -109,36 +113,12 @@ def main():
     b = open(src, "rb").read()
     assert b[:8] == b"WCODEC\r\n", "magic"
     version, flags, header_size, tile_size, chunk, ntensors, ntiles, ntables = struct.unpack_from("<8I", b, 8)
-    assert version in (1, 2) and header_size == 160 and flags in (0, 1)
+    assert version in (1, 2, 3) and header_size == 160 and flags in (0, 1)
     (vsize, prefix_off, prefix_len, payload_off, payload_len, tables_off, tables_len,
      index_off, index_len, meta_off, meta_len, file_size, dicts_off, dicts_len) = struct.unpack_from("<14Q", b, 40)
     assert file_size == len(b) and meta_off + meta_len == len(b)
     assert index_off == tables_off + tables_len + dicts_len
     prefix = b[prefix_off: prefix_off + prefix_len]
-
-    # Dictionaries (1.8), named by the metadata (1.3).
-    dicts = {}
-    if flags & 1:
-        assert dicts_off == tables_off + tables_len and dicts_len > 0
-        if not shutil.which("zstd"):
-            print("dictionaries need the metadata: no zstd command", file=sys.stderr)
-            sys.exit(3)
-        meta = json.loads(subprocess.run(["zstd", "-dc"], input=b[meta_off: meta_off + meta_len],
-                                         stdout=subprocess.PIPE, check=True).stdout)
-        cursor = 0
-        for t in meta["tensors"]:
-            if t["layout"] == "dict":
-                w = layout_of(t["dtype"], t["end"] - t["begin"])[1]
-                off, k = t["dict"]["offset"], t["dict"]["entries"]
-                assert off == cursor and 1 <= k <= 65536
-                d = b[dicts_off + off: dicts_off + off + k * w]
-                vals = [int.from_bytes(d[j * w: (j + 1) * w], "little") for j in range(k)]
-                assert all(vals[j] < vals[j + 1] for j in range(k - 1)), "dictionary not ascending"
-                dicts[t["name"].encode()] = (k, d)
-                cursor = off + k * w
-        assert cursor == dicts_len
-    else:
-        assert dicts_off == 0 and dicts_len == 0
 
     # Tensors in data order from the prefix (section 1.3: sorted by begin, end, name).
     n = struct.unpack_from("<Q", prefix, 0)[0]
@@ -146,6 +126,46 @@ def main():
     tensors = sorted(((v["data_offsets"][0], v["data_offsets"][1], k.encode(), v["dtype"])
                       for k, v in hdr.items() if k != "__metadata__"))
     assert len(tensors) == ntensors
+
+    # Dictionaries (1.8), named by the metadata (1.3): tensor index -> (K, bytes).
+    dicts = {}
+    if flags & 1:
+        assert dicts_off == tables_off + tables_len and dicts_len > 0
+        if not shutil.which("zstd"):
+            print("dictionaries need the metadata: no zstd command", file=sys.stderr)
+            sys.exit(3)
+        meta = subprocess.run(["zstd", "-dc"], input=b[meta_off: meta_off + meta_len],
+                              stdout=subprocess.PIPE, check=True).stdout
+        if version >= 3:  # the tensor table (1.3.1): (index, K, w) of each dict tensor
+            entries, pos = [], 0
+            for i in range(ntensors):
+                code, _, plain, _, nbytes = struct.unpack_from("<BBBBQ", meta, pos)
+                assert nbytes == tensors[i][1] - tensors[i][0]
+                pos += 12
+                if code == 6:
+                    lay = LAYOUTS[plain]
+                    k = struct.unpack_from("<I", meta, pos)[0]
+                    entries.append((i, k, lay[1]))
+                    pos += 4 + 4 * lay[2]
+                    nplanes = 1 if k <= 256 else 2
+                else:
+                    nplanes = LAYOUTS[code][2]
+                pos += 16 * nplanes
+            assert pos == len(meta)
+        else:  # JSON (1.3.2)
+            entries = [(i, t["dict"]["entries"], layout_of(t["dtype"], t["end"] - t["begin"])[1])
+                       for i, t in enumerate(json.loads(meta)["tensors"]) if t["layout"] == "dict"]
+        cursor = 0
+        for i, k, w in entries:
+            assert 1 <= k <= 65536
+            d = b[dicts_off + cursor: dicts_off + cursor + k * w]
+            vals = [int.from_bytes(d[j * w: (j + 1) * w], "little") for j in range(k)]
+            assert all(vals[j] < vals[j + 1] for j in range(k - 1)), "dictionary not ascending"
+            dicts[i] = (k, d)
+            cursor += k * w
+        assert cursor == dicts_len
+    else:
+        assert dicts_off == 0 and dicts_len == 0
 
     # Frequency tables (1.4).
     tables, pos = [], tables_off
@@ -172,8 +192,8 @@ def main():
         assert voff == len(out) and prefix_len + begin <= voff < prefix_len + end, "index entry %d" % t_index
         assert tflags == 0 and 0 < dsize <= tile_size
         tile_end = voff + dsize
-        if tile_end > prefix_len + end:  # a shared tile (version 2)
-            assert version == 2 and voff == prefix_len + begin, "shared tile %d" % t_index
+        if tile_end > prefix_len + end:  # a shared tile (version 2 on)
+            assert version >= 2 and voff == prefix_len + begin, "shared tile %d" % t_index
             u = tensor + 1
             while u < len(tensors) and prefix_len + tensors[u][0] < tile_end:
                 assert tensors[u][3] == dtype and tensors[u][1] > tensors[u][0], "shared tile %d" % t_index
@@ -182,7 +202,7 @@ def main():
         else:
             assert dsize == min(tile_size, prefix_len + end - voff)
         layout = layout_of(dtype, end - begin)
-        dictionary = dicts.get(name)
+        dictionary = dicts.get(tensor)
         if dictionary:
             layout = ("dict", layout[1], 1 if dictionary[0] <= 256 else 2)
         payload = b[coff: coff + csize]

@@ -1,8 +1,9 @@
 #!/bin/sh
-# The mount serves files of shared tiles (docs/FORMAT.md 1.6) and version-1
-# files byte for byte: gen_safetensors.py --profile many packed with 1 MiB
-# tiles (version 2), and tests/data/all-v1.wcodec (version 1, every small
-# tensor in a tile of its own), each compared whole with cmp and read at
+# The mount serves files of shared tiles (docs/FORMAT.md 1.6) and older
+# versions byte for byte: gen_safetensors.py --profile many packed with 1 MiB
+# tiles (version 3), tests/data/all-v1.wcodec (version 1, every small tensor
+# in a tile of its own) and all-v2.wcodec (JSON metadata), each compared
+# whole with cmp and read at
 # every tensor boundary by preads of 5 bytes on either side. Then memory:
 # 4 readers stream 4 copies of the many-tensor file at once through a fresh
 # mount with cache_size=16M; the daemon's peak RSS (VmHWM) must stay within
@@ -15,8 +16,10 @@ mkdir -p "$TMP/src"
 "$PYTHON3" "$top_srcdir/tests/gen_safetensors.py" --profile all --seed 11 "$TMP/v1.safetensors"
 "$WCODEC" pack -q "$TMP/many.safetensors" "$TMP/src/many.wcodec" || fail "pack"
 cp "$top_srcdir/tests/data/all-v1.wcodec" "$TMP/src/v1.wcodec"
+cp "$top_srcdir/tests/data/all-v2.wcodec" "$TMP/src/v2.wcodec"
+cp "$TMP/v1.safetensors" "$TMP/v2.safetensors"
 mount_fs "$TMP/src" "$TMP/mnt" -o cache_size=4M
-for f in many v1; do
+for f in many v1 v2; do
 	cmp "$TMP/$f.safetensors" "$TMP/mnt/$f.safetensors" || fail "$f.safetensors differs through the mount"
 	"$PYTHON3" - "$TMP/$f.safetensors" "$TMP/mnt/$f.safetensors" <<'PY' || fail "$f: boundary reads"
 import json, os, struct, sys

@@ -11,4 +11,4 @@ TESTS += tests/cli_roundtrip.sh tests/cli_malformed.sh tests/cli_verify.sh tests
 	tests/cli_docreader.sh tests/cli_dict.sh tests/cli_pack_tree.sh tests/man_pages.sh tests/cli_many_tensors.sh
 EXTRA_DIST += tests/cli_roundtrip.sh tests/cli_malformed.sh tests/cli_verify.sh tests/cli_help.sh \
 	tests/cli_lib.sh tests/cli_docreader.sh tests/doc_reader.py tests/cli_dict.sh tests/cli_pack_tree.sh tests/man_pages.sh \
-	tests/cli_many_tensors.sh tests/data/all-v1.wcodec
+	tests/cli_many_tensors.sh

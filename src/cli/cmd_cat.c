@@ -45,7 +45,7 @@ int cmd_cat(int argc, char **argv)
 	if (st >= 0)
 		return st;
 	wc_container *ct;
-	wc_err e = wc_container_open(argv[optind], &ct);
+	wc_err e = wc_container_open_tiles(argv[optind], &ct);
 	if (e)
 		return cli_error(e, "cat");
 	size_t plen;

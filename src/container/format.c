@@ -229,3 +229,20 @@ void wc_index_entry_decode(const uint8_t in[WC_INDEX_ENTRY_BYTES], wc_tile_info 
 	t->chash = wc_get_u64(in + 32);
 	t->dhash = wc_get_u64(in + 40);
 }
+
+/* The tensor table's layout codes (docs/FORMAT.md 1.3.1), in code order. */
+static const char *const tt_layouts[WC_TT_LAYOUT_DICT] = {"bytes", "shuffle2", "shuffle4", "shuffle8", "bf16", "f32"};
+
+uint8_t wc_tt_layout_code(wc_layout l)
+{
+	const char *name = wc_layout_name(l);
+	for (uint8_t k = 0; k < WC_TT_LAYOUT_DICT; k++)
+		if (strcmp(name, tt_layouts[k]) == 0)
+			return k;
+	return WC_TT_LAYOUT_DICT;
+}
+
+int wc_tt_layout_of(uint8_t code, wc_layout *out)
+{
+	return code < WC_TT_LAYOUT_DICT ? wc_layout_parse(tt_layouts[code], out) : -1;
+}

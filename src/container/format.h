@@ -25,7 +25,7 @@
 #define WC_LIMIT_TILES (1u << 24)
 #define WC_LIMIT_TABLES (1u << 23)
 #define WC_LIMIT_META_BYTES (256u << 20)      /* the zstd frame */
-#define WC_LIMIT_META_JSON_BYTES (512u << 20) /* the JSON inside it */
+#define WC_LIMIT_META_JSON_BYTES (512u << 20) /* the JSON inside it (versions 1 and 2) */
 #define WC_LIMIT_PREFIX_BYTES (8u + (100u << 20))
 #define WC_LIMIT_NAME_BYTES 4096u
 #define WC_LIMIT_DTYPE_BYTES 32u
@@ -39,9 +39,27 @@
 #define WC_FLAG_DICTS 1u /* a dictionary section exists (some tensor has layout "dict") */
 #define WC_KNOWN_FLAGS WC_FLAG_DICTS
 
+/* The version-3 tensor table (docs/FORMAT.md 1.3.1): per tensor a 12-byte
+ * head (layout code, flags, the dict values' layout code, reserved, u64
+ * byte count), with layout "dict" 4 bytes of entry count and 4 per plain
+ * plane, then 16 bytes per coded plane. */
+#define WC_TT_HEAD_BYTES 12u
+#define WC_TT_PLANE_BYTES 16u
+#define WC_TT_LAYOUT_DICT 6u
+#define WC_TT_SHARED 1u     /* flags bit 0 */
+#define WC_TT_NO_TABLE 0xffffffffu
+/* The most bytes a record takes: 8 coded planes (a dict record is smaller). */
+#define WC_TT_RECORD_MAX (WC_TT_HEAD_BYTES + 8u * WC_TT_PLANE_BYTES)
+
+/* A layout's code in the tensor table: 0 bytes, 1 shuffle2, 2 shuffle4,
+ * 3 shuffle8, 4 bf16, 5 f32, WC_TT_LAYOUT_DICT for a dict layout. */
+uint8_t wc_tt_layout_code(wc_layout l);
+/* The layout of a code below WC_TT_LAYOUT_DICT; -1 for any other code. */
+int wc_tt_layout_of(uint8_t code, wc_layout *out);
+
 /* The fixed header, decoded. Section order in the file is fixed:
  * header, prefix, payloads, tables, dictionaries (only with WC_FLAG_DICTS),
- * index, metadata (a zstd frame of JSON), contiguous. */
+ * index, metadata (a zstd frame: the tensor table), contiguous. */
 typedef struct wc_file_header {
 	uint32_t version, flags, header_size;
 	uint32_t tile_size, chunk_symbols;

@@ -1,67 +1,25 @@
-/* metadata.c - the .wcodec metadata (docs/FORMAT.md 1.3) read into the
- * container's tensor table, and the prefix checked against it
- * (container_impl.h). */
+/* metadata.c - the container's tensor table (docs/FORMAT.md 1.3): the
+ * prefix's tensors with the binary tensor table of version 3 beside them, or
+ * the JSON metadata of versions 1 and 2 (metadata_json.c), and the rules
+ * every version shares (container_impl.h). */
 #include "container/container_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
 #include <zstd.h>
 
 #include "codec/tile_codec.h"
 #include "container/format.h"
-#include "core/json_walk.h"
-
-/* ---- metadata ------------------------------------------------------- */
-
-static int get_u64(const json_t *obj, const char *key, uint64_t *out)
-{
-	const json_t *v = json_object_get(obj, key);
-	if (!json_is_integer(v) || json_integer_value(v) < 0)
-		return -1;
-	*out = (uint64_t)json_integer_value(v);
-	return 0;
-}
 
 #define META_BAD(...) wc_fail(WC_E_FORMAT, "wcodec metadata: " __VA_ARGS__)
 
-static wc_err parse_plane(const json_t *pl, uint32_t t, unsigned p, uint32_t ntables, wc_plane_stats *out)
-{
-	if (!json_is_object(pl))
-		return META_BAD("tensor %u plane %u is not an object", t, p);
-	const json_t *table = json_object_get(pl, "table");
-	if (json_is_null(table)) {
-		out->table = WC_NO_TABLE;
-	} else if (json_is_integer(table) && json_integer_value(table) >= 0 &&
-		   json_integer_value(table) < (json_int_t)ntables) {
-		out->table = (uint32_t)json_integer_value(table);
-	} else {
-		return META_BAD("tensor %u plane %u: \"table\" is neither null nor a table index below %u", t, p,
-				ntables);
-	}
-	const json_t *ent = json_object_get(pl, "entropy");
-	if (!json_is_number(ent) || json_number_value(ent) < 0 || json_number_value(ent) > 8)
-		return META_BAD("tensor %u plane %u: \"entropy\" is not a number in [0, 8]", t, p);
-	out->entropy_bits = json_number_value(ent);
-	if (get_u64(pl, "coded_bytes", &out->coded_bytes))
-		return META_BAD("tensor %u plane %u: \"coded_bytes\" is not a non-negative integer", t, p);
-	return WC_OK;
-}
+/* ---- rules of every version ------------------------------------------ */
 
-/* A tensor of layout "dict" (docs/FORMAT.md 2.1): "dict": {"offset", "entries"}
- * names its dictionary in the dictionary section, which must directly follow
- * the previous dict tensor's (c->dict_cursor) and be strictly ascending;
- * "plain_entropy" (optional, informative; if present an array of one number
- * in [0, 8] per byte plane) gives the entropy of its byte planes. */
-static wc_err parse_dict(const json_t *o, uint32_t i, wc_container *c, wc_tensor_info *t)
+wc_err wc_meta_dict(wc_container *c, uint32_t i, wc_tensor_info *t, uint64_t off, uint64_t k)
 {
 	const wc_layout plain = t->plain_layout;
-	const json_t *d = json_object_get(o, "dict");
-	uint64_t off, k;
-	if (!json_is_object(d) || get_u64(d, "offset", &off) || get_u64(d, "entries", &k))
-		return META_BAD("tensor %u: layout \"dict\" without a \"dict\" object of \"offset\" and \"entries\"", i);
 	if (k == 0 || k > WC_DICT_MAX_ENTRIES)
 		return META_BAD("tensor %u: %llu dictionary entries, outside [1, %u]", i, (unsigned long long)k,
 				WC_DICT_MAX_ENTRIES);
@@ -77,83 +35,15 @@ static wc_err parse_dict(const json_t *o, uint32_t i, wc_container *c, wc_tensor
 	t->layout = wc_layout_dict(plain.elem_size, (uint32_t)k);
 	t->dict = dict;
 	t->dict_entries = (uint32_t)k;
-	const json_t *pe = json_object_get(o, "plain_entropy");
-	if (pe && (!json_is_array(pe) || json_array_size(pe) != plain.nplanes))
-		return META_BAD("tensor %u: \"plain_entropy\" is not an array of %u numbers", i, plain.nplanes);
-	if (pe) {
-		for (unsigned p = 0; p < plain.nplanes; p++) {
-			const json_t *v = json_array_get(pe, p);
-			if (!json_is_number(v) || json_number_value(v) < 0 || json_number_value(v) > 8)
-				return META_BAD("tensor %u: \"plain_entropy\"[%u] is not a number in [0, 8]", i, p);
-			t->plain_entropy[p] = json_number_value(v);
-		}
-	}
 	return WC_OK;
 }
 
-static wc_err parse_tensor(const json_t *o, uint32_t i, wc_container *c, uint64_t *vcursor, uint32_t *tcursor)
+wc_err wc_meta_place(wc_container *c, uint32_t i, wc_tensor_info *t, int shared, uint64_t first, uint64_t count)
 {
-	wc_tensor_info *t = &c->tensors[i];
-	if (!json_is_object(o))
-		return META_BAD("tensor %u is not an object", i);
-	const json_t *name = json_object_get(o, "name"), *dtype = json_object_get(o, "dtype");
-	if (!json_is_string(name) || json_string_length(name) > WC_LIMIT_NAME_BYTES)
-		return META_BAD("tensor %u: \"name\" is not a string of at most %u bytes", i, WC_LIMIT_NAME_BYTES);
-	if (!json_is_string(dtype) || json_string_length(dtype) == 0 ||
-	    json_string_length(dtype) > WC_LIMIT_DTYPE_BYTES)
-		return META_BAD("tensor %u: \"dtype\" is not a string of 1 to %u bytes", i, WC_LIMIT_DTYPE_BYTES);
-	if (!(t->name = strdup(json_string_value(name))) || !(t->dtype = strdup(json_string_value(dtype))))
-		return wc_fail(WC_E_NOMEM, "out of memory");
-
-	const json_t *shape = json_object_get(o, "shape");
-	if (!json_is_array(shape) || json_array_size(shape) > WC_LIMIT_NDIM)
-		return META_BAD("tensor %u: \"shape\" is not an array of at most %u dimensions", i, WC_LIMIT_NDIM);
-	t->ndim = (uint32_t)json_array_size(shape);
-	if (t->ndim) {
-		uint64_t *dims = malloc(t->ndim * sizeof *dims);
-		if (!dims)
-			return wc_fail(WC_E_NOMEM, "out of memory");
-		t->shape = dims;
-		for (uint32_t d = 0; d < t->ndim; d++) {
-			const json_t *v = json_array_get(shape, d);
-			if (!json_is_integer(v) || json_integer_value(v) < 0)
-				return META_BAD("tensor %u: shape[%u] is not a non-negative integer", i, d);
-			dims[d] = (uint64_t)json_integer_value(v);
-		}
-	}
-
-	if (get_u64(o, "begin", &t->begin) || get_u64(o, "end", &t->end))
-		return META_BAD("tensor %u: \"begin\"/\"end\" are not non-negative integers", i);
-	if (t->begin != *vcursor || t->end < t->begin || t->end > c->h.virtual_size)
-		return META_BAD("tensor %u (\"%s\"): byte range [%llu, %llu) does not follow the previous tensor at %llu "
-				"within the virtual file of %llu bytes",
-				i, t->name, (unsigned long long)t->begin, (unsigned long long)t->end,
-				(unsigned long long)*vcursor, (unsigned long long)c->h.virtual_size);
-	*vcursor = t->end;
-
-	const json_t *layout = json_object_get(o, "layout");
-	t->plain_layout = wc_layout_for_dtype(t->dtype);
-	if (json_is_string(layout) && strcmp(json_string_value(layout), "dict") == 0) {
-		wc_err e = parse_dict(o, i, c, t);
-		if (e)
-			return e;
-	} else if (!json_is_string(layout) || wc_layout_parse(json_string_value(layout), &t->layout)) {
-		return META_BAD("tensor %u: unknown \"layout\"", i);
-	} else {
-		t->plain_layout = t->layout;
-	}
 	if ((t->end - t->begin) % t->layout.elem_size)
 		return META_BAD("tensor %u: %llu bytes is not a whole number of %u-byte elements", i,
 				(unsigned long long)(t->end - t->begin), t->layout.elem_size);
-
-	uint64_t first, count;
-	if (get_u64(o, "first_tile", &first) || get_u64(o, "tiles", &count))
-		return META_BAD("tensor %u: \"first_tile\"/\"tiles\" are not non-negative integers", i);
-	const json_t *shared = json_object_get(o, "shared");
-	if (shared && !json_is_boolean(shared))
-		return META_BAD("tensor %u: \"shared\" is not a boolean", i);
-	t->shared = json_is_true(shared);
-	if (t->shared) {
+	if (shared) {
 		/* Its bytes continue the previous tensor's only tile, a tile of
 		 * whole small tensors of one layout (docs/FORMAT.md 1.6). */
 		const wc_tensor_info *prev = i ? &c->tensors[i - 1] : NULL;
@@ -165,133 +55,214 @@ static wc_err parse_tensor(const json_t *o, uint32_t i, wc_container *c, uint64_
 					WC_FORMAT_VERSION_SHARED);
 	} else {
 		uint64_t want = (t->end - t->begin + c->h.tile_size - 1) / c->h.tile_size;
-		if (first != *tcursor || count != want || count > c->h.ntiles - first)
+		if (first != c->tile_cursor || count != want || count > c->h.ntiles - first)
 			return META_BAD("tensor %u: tiles [%llu, +%llu) are not the %llu tiles after tile %u within %u",
 					i, (unsigned long long)first, (unsigned long long)count,
-					(unsigned long long)want, *tcursor, c->h.ntiles);
-		*tcursor += (uint32_t)count;
+					(unsigned long long)want, c->tile_cursor, c->h.ntiles);
+		c->tile_cursor += (uint32_t)count;
 	}
+	t->shared = shared;
 	t->first_tile = (uint32_t)first;
 	t->ntiles = (uint32_t)count;
+	return WC_OK;
+}
 
-	const json_t *planes = json_object_get(o, "planes");
-	if (!json_is_array(planes) || json_array_size(planes) != t->layout.nplanes)
-		return META_BAD("tensor %u: \"planes\" is not an array of %u entries", i, t->layout.nplanes);
-	for (unsigned p = 0; p < WC_MAX_PLANES; p++)
-		t->planes[p].table = WC_NO_TABLE;
-	for (unsigned p = 0; p < t->layout.nplanes; p++) {
-		wc_err e = parse_plane(json_array_get(planes, p), i, p, c->h.ntables, &t->planes[p]);
+wc_err wc_meta_plane(const wc_container *c, uint32_t i, wc_tensor_info *t, unsigned p, uint64_t table,
+		     double entropy, uint64_t coded)
+{
+	if (table != UINT64_MAX && table >= c->h.ntables)
+		return META_BAD("tensor %u plane %u: table %llu is not below the %u tables", i, p,
+				(unsigned long long)table, c->h.ntables);
+	if (!(entropy >= 0 && entropy <= 8)) /* NaN fails too */
+		return META_BAD("tensor %u plane %u: entropy %g is not a number in [0, 8]", i, p, entropy);
+	t->planes[p].table = table == UINT64_MAX ? WC_NO_TABLE : (uint32_t)table;
+	t->planes[p].entropy_bits = entropy;
+	t->planes[p].coded_bytes = coded;
+	if (!t->dict)
+		t->plain_entropy[p] = entropy;
+	return WC_OK;
+}
+
+/* ---- version 3: the tensor table (docs/FORMAT.md 1.3.1) ------------- */
+
+static double get_f32(const uint8_t *p)
+{
+	uint32_t u = wc_get_u32(p);
+	float f;
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+static wc_err read_record(wc_container *c, uint32_t i, const uint8_t *r, size_t left, uint64_t *vcursor,
+			  size_t *used)
+{
+	wc_tensor_info *t = &c->tensors[i];
+	const size_t at = left;
+	if (left < WC_TT_HEAD_BYTES)
+		return META_BAD("the tensor table ends before tensor %u", i);
+	const uint8_t code = r[0], flags = r[1], plain = r[2];
+	const uint64_t bytes = wc_get_u64(r + 4);
+	if ((flags & ~WC_TT_SHARED) || r[3] || (code != WC_TT_LAYOUT_DICT && plain))
+		return META_BAD("tensor %u: reserved bits set (flags 0x%02x, plain %u, reserved %u)", i, flags, plain,
+				r[3]);
+	if (bytes > c->h.virtual_size - *vcursor)
+		return META_BAD("tensor %u: %llu bytes from %llu pass the end of the %llu-byte virtual file", i,
+				(unsigned long long)bytes, (unsigned long long)*vcursor,
+				(unsigned long long)c->h.virtual_size);
+	t->begin = *vcursor;
+	t->end = *vcursor += bytes;
+	r += WC_TT_HEAD_BYTES, left -= WC_TT_HEAD_BYTES;
+	wc_err e;
+	if (code == WC_TT_LAYOUT_DICT) {
+		if (wc_tt_layout_of(plain, &t->plain_layout))
+			return META_BAD("tensor %u: unknown layout code %u for its dictionary's values", i, plain);
+		const unsigned n = t->plain_layout.nplanes;
+		if (left < 4 + 4 * (size_t)n)
+			return META_BAD("the tensor table ends inside tensor %u's dictionary", i);
+		if ((e = wc_meta_dict(c, i, t, c->dict_cursor, wc_get_u32(r))))
+			return e;
+		for (unsigned p = 0; p < n; p++) {
+			t->plain_entropy[p] = get_f32(r + 4 + 4 * p);
+			if (!(t->plain_entropy[p] >= 0 && t->plain_entropy[p] <= 8))
+				return META_BAD("tensor %u: plain entropy %u is not a number in [0, 8]", i, p);
+		}
+		r += 4 + 4 * (size_t)n, left -= 4 + 4 * (size_t)n;
+	} else if (wc_tt_layout_of(code, &t->layout)) {
+		return META_BAD("tensor %u: unknown layout code %u", i, code);
+	} else {
+		t->plain_layout = t->layout;
+	}
+	/* The tiles follow from the sizes (docs/FORMAT.md 1.6). */
+	const int shared = flags & WC_TT_SHARED;
+	uint64_t first = shared ? (i ? c->tensors[i - 1].first_tile : 0) : c->tile_cursor;
+	uint64_t count = shared ? 1 : (bytes + c->h.tile_size - 1) / c->h.tile_size;
+	if ((e = wc_meta_place(c, i, t, shared, first, count)))
+		return e;
+	if (left < (size_t)t->layout.nplanes * WC_TT_PLANE_BYTES)
+		return META_BAD("the tensor table ends inside tensor %u's planes", i);
+	for (unsigned p = 0; p < t->layout.nplanes; p++, r += WC_TT_PLANE_BYTES, left -= WC_TT_PLANE_BYTES) {
+		uint32_t table = wc_get_u32(r);
+		if ((e = wc_meta_plane(c, i, t, p, table == WC_TT_NO_TABLE ? UINT64_MAX : table, get_f32(r + 4),
+				       wc_get_u64(r + 8))))
+			return e;
+	}
+	*used = at - left;
+	return WC_OK;
+}
+
+static wc_err read_table(wc_container *c, const uint8_t *table, size_t len)
+{
+	size_t pos = 0;
+	uint64_t vcursor = c->h.prefix_len;
+	for (uint32_t i = 0; i < c->h.ntensors; i++) {
+		size_t used = 0;
+		wc_err e = read_record(c, i, table + pos, len - pos, &vcursor, &used);
 		if (e)
 			return e;
-		if (!t->dict)
-			t->plain_entropy[p] = t->planes[p].entropy_bits;
+		pos += used;
+	}
+	if (pos != len)
+		return META_BAD("%zu bytes after the last tensor's record", len - pos);
+	if (vcursor != c->h.virtual_size)
+		return META_BAD("tensors end at %llu, the virtual file at %llu", (unsigned long long)vcursor,
+				(unsigned long long)c->h.virtual_size);
+	return WC_OK;
+}
+
+/* The prefix's tensors (st) are the table's: same byte ranges, and a dict
+ * tensor's values of its dtype's element size. Their names, dtypes and
+ * shapes move into the container. */
+static wc_err take_names(wc_container *c, wc_st_header *st)
+{
+	for (uint32_t i = 0; i < c->h.ntensors; i++) {
+		wc_st_tensor *s = &st->tensors[i];
+		wc_tensor_info *t = &c->tensors[i];
+		if (s->begin + c->h.prefix_len != t->begin || s->end + c->h.prefix_len != t->end)
+			return wc_fail(WC_E_FORMAT, "wcodec prefix: tensor %u (\"%s\") has bytes [%llu, %llu), the tensor "
+				       "table [%llu, %llu)", i, s->name, (unsigned long long)(s->begin + c->h.prefix_len),
+				       (unsigned long long)(s->end + c->h.prefix_len), (unsigned long long)t->begin,
+				       (unsigned long long)t->end);
+		wc_layout want = wc_layout_for_dtype(s->dtype);
+		if (t->dict && (want.kind != t->plain_layout.kind || want.elem_size != t->plain_layout.elem_size))
+			return wc_fail(WC_E_FORMAT, "wcodec prefix: tensor %u (\"%s\", %s) has a dictionary of layout "
+				       "\"%s\" values", i, s->name, s->dtype, wc_layout_name(t->plain_layout));
+		t->name = s->name;
+		t->dtype = s->dtype;
+		t->ndim = s->ndim;
+		t->shape = s->shape;
+		s->name = s->dtype = NULL;
+		s->shape = NULL;
 	}
 	return WC_OK;
 }
 
-typedef struct meta_walk {
-	wc_container *c;
-	uint64_t vcursor; /* where the next tensor must begin */
-	uint32_t tcursor; /* its first tile */
-	size_t n;         /* tensors parsed */
-} meta_walk;
+/* ---- every version --------------------------------------------------- */
 
-/* Members other than "tensors" ("format", "version", "writer", keys of
- * later writers): nothing a reader needs. */
-static wc_err meta_member(void *ctx, const char *key, json_t *value)
+static wc_err parse_prefix(const wc_container *c, wc_st_header **st)
 {
-	(void)ctx, (void)key, (void)value;
+	wc_err e = wc_st_parse(c->prefix, c->h.prefix_len, c->h.virtual_size, st);
+	if (e) {
+		char why[400];
+		snprintf(why, sizeof why, "%s", wc_last_detail());
+		return wc_fail(WC_E_FORMAT, "wcodec prefix: %s", why);
+	}
+	if ((*st)->data_offset != c->h.prefix_len)
+		return wc_fail(WC_E_FORMAT, "wcodec prefix: safetensors data starts at %llu, prefix is %llu bytes",
+			       (unsigned long long)(*st)->data_offset, (unsigned long long)c->h.prefix_len);
+	if ((*st)->ntensors != c->h.ntensors)
+		return wc_fail(WC_E_FORMAT, "wcodec prefix: %u tensors in the prefix, %u in the header",
+			       (*st)->ntensors, c->h.ntensors);
 	return WC_OK;
 }
 
-static wc_err meta_tensor(void *ctx, size_t i, json_t *value)
-{
-	meta_walk *mw = ctx;
-	if (i >= mw->c->h.ntensors)
-		return META_BAD("more than the %u tensors the header says", mw->c->h.ntensors);
-	mw->n = i + 1;
-	return parse_tensor(value, (uint32_t)i, mw->c, &mw->vcursor, &mw->tcursor);
-}
-
-/* The metadata section is one zstd frame holding the JSON (docs/FORMAT.md 1.3). */
-wc_err wc_container_parse_metadata(wc_container *c, const uint8_t *frame, size_t frame_len)
+wc_err wc_container_read_tensors(wc_container *c, const uint8_t *frame, size_t frame_len, int names)
 {
 	unsigned long long len = ZSTD_getFrameContentSize(frame, frame_len);
 	if (len == ZSTD_CONTENTSIZE_ERROR || len == ZSTD_CONTENTSIZE_UNKNOWN)
 		return META_BAD("not a zstd frame with its content size");
-	if (len > WC_LIMIT_META_JSON_BYTES)
+	/* Bounded before anything is decompressed: a tensor table by the
+	 * header's tensor count. */
+	const int binary = c->h.version >= WC_FORMAT_VERSION_TABLE;
+	if (binary && len > (unsigned long long)c->h.ntensors * WC_TT_RECORD_MAX)
+		return wc_fail(WC_E_RANGE, "wcodec metadata: a tensor table of %llu bytes for %u tensors (at most %u "
+			       "bytes each)", len, c->h.ntensors, WC_TT_RECORD_MAX);
+	if (!binary && len > WC_LIMIT_META_JSON_BYTES)
 		return wc_fail(WC_E_RANGE, "wcodec metadata: %llu bytes of JSON exceed the limit of %u", len,
 			       WC_LIMIT_META_JSON_BYTES);
-	char *buf = malloc(len ? (size_t)len : 1);
-	if (!buf)
-		return wc_fail(WC_E_NOMEM, "out of memory for %llu bytes of metadata", len);
+	wc_st_header *st = NULL;
+	uint8_t *buf = malloc(len ? (size_t)len : 1);
+	c->tensors = calloc(c->h.ntensors ? c->h.ntensors : 1, sizeof *c->tensors);
+	wc_err e = WC_OK;
+	if (!buf || !c->tensors) {
+		e = wc_fail(WC_E_NOMEM, "out of memory for %llu bytes of metadata", len);
+		goto out;
+	}
 	size_t got = ZSTD_decompress(buf, (size_t)len, frame, frame_len);
 	if (ZSTD_isError(got) || got != len) {
-		free(buf);
-		return META_BAD("zstd frame does not decode to its %llu bytes: %s", len,
-				ZSTD_isError(got) ? ZSTD_getErrorName(got) : "short");
+		e = META_BAD("zstd frame does not decode to its %llu bytes: %s", len,
+			     ZSTD_isError(got) ? ZSTD_getErrorName(got) : "short");
+		goto out;
 	}
-	c->tensors = calloc(c->h.ntensors ? c->h.ntensors : 1, sizeof *c->tensors);
-	if (!c->tensors) {
-		free(buf);
-		return wc_fail(WC_E_NOMEM, "out of memory");
+	if (binary) {
+		/* The tiles need only the table; the prefix's JSON is parsed
+		 * when the names are asked for. */
+		uint64_t n;
+		if (!(e = read_table(c, buf, (size_t)len)) && !(e = wc_st_header_length(c->prefix, c->h.virtual_size, &n)) &&
+		    8 + n != c->h.prefix_len)
+			e = wc_fail(WC_E_FORMAT, "wcodec prefix: a %llu-byte safetensors header in a %llu-byte prefix",
+				    (unsigned long long)n, (unsigned long long)c->h.prefix_len);
+		if (!e && names && !(e = parse_prefix(c, &st)))
+			e = take_names(c, st);
+	} else if (!(e = parse_prefix(c, &st))) {
+		e = wc_meta_read_json(c, (const char *)buf, (size_t)len, st);
 	}
-	/* One tensor's JSON at a time (json_walk.h): the metadata of thousands
-	 * of tensors never becomes one tree. */
-	meta_walk mw = { .c = c, .vcursor = c->h.prefix_len };
-	wc_err e = wc_json_walk_object(buf, (size_t)len, "wcodec metadata", meta_member, "tensors", meta_tensor, &mw);
-	free(buf);
-	if (!e && mw.n != c->h.ntensors)
-		e = META_BAD("%zu tensors listed, the header says %u", mw.n, c->h.ntensors);
-	if (!e && mw.vcursor != c->h.virtual_size)
-		e = META_BAD("tensors end at %llu, the virtual file at %llu", (unsigned long long)mw.vcursor,
-			     (unsigned long long)c->h.virtual_size);
-	if (!e && mw.tcursor != c->h.ntiles)
-		e = META_BAD("tensors hold %u tiles, the header says %u", mw.tcursor, c->h.ntiles);
+	if (!e && c->tile_cursor != c->h.ntiles)
+		e = META_BAD("tensors hold %u tiles, the header says %u", c->tile_cursor, c->h.ntiles);
 	if (!e && c->dict_cursor != c->h.dicts_len)
 		e = META_BAD("dictionaries end at %llu, the dictionary section has %llu bytes",
 			     (unsigned long long)c->dict_cursor, (unsigned long long)c->h.dicts_len);
-	return e;
-}
-
-void *wc_container_parse_prefix(void *arg)
-{
-	wc_prefix_parse *pp = arg;
-	pp->err = wc_st_parse(pp->c->prefix, pp->c->h.prefix_len, pp->c->h.virtual_size, &pp->st);
-	if (pp->err)
-		snprintf(pp->why, sizeof pp->why, "%s", wc_last_detail());
-	return NULL;
-}
-
-wc_err wc_container_check_prefix(wc_container *c, wc_prefix_parse *pp)
-{
-	wc_st_header *st = pp->st;
-	wc_err e = pp->err;
-	if (e)
-		return wc_fail(WC_E_FORMAT, "wcodec prefix: %s", pp->why);
-	if (st->data_offset != c->h.prefix_len) {
-		e = wc_fail(WC_E_FORMAT, "wcodec prefix: safetensors data starts at %llu, prefix is %llu bytes",
-			    (unsigned long long)st->data_offset, (unsigned long long)c->h.prefix_len);
-		goto out;
-	}
-	if (st->ntensors != c->h.ntensors) {
-		e = wc_fail(WC_E_FORMAT, "wcodec prefix: %u tensors in the prefix, %u in the metadata", st->ntensors,
-			    c->h.ntensors);
-		goto out;
-	}
-	for (uint32_t i = 0; i < st->ntensors; i++) {
-		const wc_st_tensor *a = &st->tensors[i];
-		const wc_tensor_info *b = &c->tensors[i];
-		int same = strcmp(a->name, b->name) == 0 && strcmp(a->dtype, b->dtype) == 0 && a->ndim == b->ndim &&
-			   a->begin + c->h.prefix_len == b->begin && a->end + c->h.prefix_len == b->end;
-		for (uint32_t d = 0; same && d < a->ndim; d++)
-			same = a->shape[d] == b->shape[d];
-		if (!same) {
-			e = wc_fail(WC_E_FORMAT, "wcodec prefix: tensor %u (\"%s\") differs from the metadata", i, b->name);
-			goto out;
-		}
-	}
 out:
+	free(buf);
+	wc_st_free(st);
 	return e;
 }
-

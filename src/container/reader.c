@@ -18,7 +18,6 @@
 #include "codec/tile_codec.h"
 #include "container/container_impl.h"
 #include "container/format.h"
-#include "container/safetensors.h"
 #include "core/fileio.h"
 #include "core/hash.h"
 
@@ -108,6 +107,8 @@ static int by_name(const void *a, const void *b)
 
 static wc_err build_name_index(wc_container *c)
 {
+	if (c->h.ntensors && !c->tensors[0].name)
+		return WC_OK; /* opened without names */
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	c->by_name = malloc((c->h.ntensors ? c->h.ntensors : 1) * sizeof *c->by_name);
 	if (!c->by_name)
@@ -127,7 +128,7 @@ static wc_err build_name_index(wc_container *c)
 
 /* ---- open ----------------------------------------------------------- */
 
-static wc_err load(wc_container *c, const char *path)
+static wc_err load(wc_container *c, const char *path, int names)
 {
 	struct stat st;
 	if (fstat(c->fd, &st) != 0) /* a regular file: wc_open_regular */
@@ -186,22 +187,8 @@ static wc_err load(wc_container *c, const char *path)
 		goto out;
 	for (uint32_t i = 0; i < c->h.ntiles; i++)
 		wc_index_entry_decode(index + (size_t)i * WC_INDEX_ENTRY_BYTES, &c->tiles[i]);
-	/* The prefix's safetensors header and the metadata say the same, each
-	 * in JSON: parse them side by side when there is much of both. */
-	wc_prefix_parse pp = { .c = c };
-	pthread_t tid;
-	const int threaded =
-		c->h.prefix_len >= (256u << 10) && pthread_create(&tid, NULL, wc_container_parse_prefix, &pp) == 0;
-	e = wc_container_parse_metadata(c, meta, c->h.meta_len);
-	if (threaded)
-		pthread_join(tid, NULL);
-	else if (!e)
-		wc_container_parse_prefix(&pp);
-	if (!e && !(e = check_tiles(c)) && !(e = build_name_index(c)))
-		e = wc_container_check_prefix(c, &pp);
-	wc_st_free(pp.st);
-	if (e)
-		goto out;
+	if (!(e = wc_container_read_tensors(c, meta, c->h.meta_len, names)) && !(e = check_tiles(c)))
+		e = build_name_index(c);
 out:
 	free(tables);
 	free(index);
@@ -241,7 +228,7 @@ wc_err wc_container_peek(int fd, const char *name, wc_container_summary *out)
 
 static const wc_tile_source_ops source_ops;
 
-wc_err wc_container_open(const char *path, wc_container **out)
+static wc_err open_container(const char *path, int names, wc_container **out)
 {
 	*out = NULL;
 	wc_container *c = calloc(1, sizeof *c);
@@ -253,7 +240,7 @@ wc_err wc_container_open(const char *path, wc_container **out)
 		free(c);
 		return e;
 	}
-	e = load(c, path);
+	e = load(c, path, names);
 	if (e) {
 		/* Keep the reason, naming the file once. */
 		if (strncmp(wc_last_detail(), path, strlen(path)) != 0) {
@@ -270,6 +257,9 @@ wc_err wc_container_open(const char *path, wc_container **out)
 	return WC_OK;
 }
 
+wc_err wc_container_open(const char *path, wc_container **out) { return open_container(path, 1, out); }
+wc_err wc_container_open_tiles(const char *path, wc_container **out) { return open_container(path, 0, out); }
+
 void wc_container_retain(wc_container *c) { atomic_fetch_add(&c->refs, 1); }
 
 void wc_container_release(wc_container *c)
@@ -284,9 +274,9 @@ uint32_t wc_container_version(const wc_container *c) { return c->h.version; }
 uint64_t wc_container_memory(const wc_container *c)
 {
 	uint64_t n = sizeof *c + c->h.prefix_len + c->h.dicts_len;
-	n += (uint64_t)c->h.ntensors * (sizeof *c->tensors + sizeof *c->by_name);
+	n += (uint64_t)c->h.ntensors * (sizeof *c->tensors + (c->by_name ? sizeof *c->by_name : 0));
 	n += (uint64_t)c->h.ntiles * sizeof *c->tiles + (uint64_t)c->h.ntables * sizeof *c->tables;
-	for (uint32_t i = 0; i < c->h.ntensors; i++) /* names, dtypes, shapes, with malloc's 16-byte headers */
+	for (uint32_t i = 0; i < c->h.ntensors && c->tensors[i].name; i++) /* with malloc's 16-byte headers */
 		n += strlen(c->tensors[i].name) + strlen(c->tensors[i].dtype) + 2 +
 		     c->tensors[i].ndim * sizeof(uint64_t) + 48;
 	return n;
@@ -311,6 +301,8 @@ const wc_tensor_info *wc_container_tensor(const wc_container *c, uint32_t i)
 
 wc_err wc_container_find_tensor(const wc_container *c, const char *name, uint32_t *index)
 {
+	if (!c->by_name)
+		return wc_fail(WC_E_NOTFOUND, "no tensor named \"%s\": the file was opened without names", name);
 	size_t lo = 0, hi = c->h.ntensors;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;

@@ -33,7 +33,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <jansson.h>
 #include <xxhash.h>
 #include <zstd.h>
 
@@ -192,69 +191,57 @@ static wc_err write_payloads(packer *pk, int fd, const char *path, uint64_t off,
 	return e;
 }
 
-/* ---- metadata JSON -------------------------------------------------- */
+/* ---- metadata: the tensor table (docs/FORMAT.md 1.3.1) ------------- */
 
-static json_t *tensor_json(const packer *pk, uint32_t i, uint64_t prefix_len)
+static void put_f32(uint8_t *p, double v)
+{
+	float f = (float)v;
+	uint32_t u;
+	memcpy(&u, &f, sizeof u);
+	wc_put_u32(p, u);
+}
+
+/* Tensor i's record at p; returns its bytes (at most WC_TT_RECORD_MAX). */
+static size_t tensor_record(const packer *pk, uint32_t i, uint8_t *p)
 {
 	const tensor_plan *t = &pk->tensors[i];
 	const tensor_plan *u = &pk->tensors[t->unit]; /* whose tiles and tables it uses */
-	json_t *shape = json_array(), *planes = json_array();
-	for (uint32_t d = 0; d < t->st->ndim; d++)
-		json_array_append_new(shape, json_integer((json_int_t)t->st->shape[d]));
+	uint8_t *q = p;
+	q[0] = wc_tt_layout_code(u->layout);
+	q[1] = t->unit != i ? WC_TT_SHARED : 0;
+	q[2] = t->use_dict ? wc_tt_layout_code(t->plain_layout) : 0;
+	q[3] = 0;
+	wc_put_u64(q + 4, t->own_bytes);
+	q += WC_TT_HEAD_BYTES;
+	if (t->use_dict) {
+		wc_put_u32(q, t->dict_entries);
+		for (unsigned k = 0; k < t->plain_layout.nplanes; k++)
+			put_f32(q + 4 + 4 * k, t->plain_entropy[k]);
+		q += 4 + 4 * t->plain_layout.nplanes;
+	}
 	/* a tensor of a shared tile: its share of the tile's bytes (informative) */
 	const double share = u->nbytes ? (double)t->own_bytes / (double)u->nbytes : 0;
-	for (unsigned p = 0; p < u->layout.nplanes; p++)
-		json_array_append_new(
-			planes, json_pack("{s:o, s:f, s:I}", "table",
-					  u->plan[p].table ? json_integer(u->plan[p].table_id) : json_null(), "entropy",
-					  t->own_hist ? t->own_entropy[p] : u->entropy[p], "coded_bytes",
-					  (json_int_t)((double)u->coded[p] * share + 0.5)));
-	json_t *o = json_pack("{s:s, s:s, s:o, s:I, s:I, s:s, s:I, s:I, s:o}", "name", t->st->name, "dtype",
-			      t->st->dtype, "shape", shape, "begin", (json_int_t)(prefix_len + t->st->begin), "end",
-			      (json_int_t)(prefix_len + t->st->end), "layout", wc_layout_name(u->layout), "first_tile",
-			      (json_int_t)u->first_tile, "tiles", (json_int_t)u->ntiles, "planes", planes);
-	if (o && t->unit != i && json_object_set_new(o, "shared", json_true())) {
-		json_decref(o);
-		return NULL;
+	for (unsigned k = 0; k < u->layout.nplanes; k++, q += WC_TT_PLANE_BYTES) {
+		wc_put_u32(q, u->plan[k].table ? u->plan[k].table_id : WC_TT_NO_TABLE);
+		put_f32(q + 4, t->own_hist ? t->own_entropy[k] : u->entropy[k]);
+		wc_put_u64(q + 8, (uint64_t)((double)u->coded[k] * share + 0.5));
 	}
-	if (o && t->use_dict) {
-		json_t *pe = json_array();
-		for (unsigned p = 0; p < t->plain_layout.nplanes; p++)
-			json_array_append_new(pe, json_real(t->plain_entropy[p]));
-		if (json_object_set_new(o, "dict", json_pack("{s:I, s:I}", "offset", (json_int_t)t->dict_off, "entries",
-							     (json_int_t)t->dict_entries)) ||
-		    json_object_set_new(o, "plain_entropy", pe)) {
-			json_decref(o);
-			return NULL;
-		}
-	}
-	return o;
+	return (size_t)(q - p);
 }
 
-static char *metadata_json(const packer *pk, uint64_t prefix_len, size_t *len)
+/* The metadata section: the tensor table in one zstd frame. */
+static uint8_t *metadata_section(const packer *pk, size_t *len)
 {
-	json_t *tensors = json_array();
-	for (uint32_t i = 0; i < pk->st->ntensors; i++) {
-		json_t *t = tensor_json(pk, i, prefix_len);
-		if (!t || json_array_append_new(tensors, t)) {
-			json_decref(tensors);
-			return NULL;
-		}
-	}
-	json_t *root = json_pack("{s:s, s:i, s:s, s:o}", "format", "wcodec", "version", (int)pk->version,
-				 "writer", PACKAGE_NAME " " PACKAGE_VERSION, "tensors", tensors);
-	if (!root)
+	size_t n = 0, cap = (size_t)pk->st->ntensors * WC_TT_RECORD_MAX;
+	uint8_t *table = malloc(cap ? cap : 1);
+	if (!table)
 		return NULL;
-	char *s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(6));
-	json_decref(root);
-	if (!s)
-		return NULL;
-	/* Stored as one zstd frame: the JSON repeats keys per tensor and
-	 * compresses several times, which matters for small models. */
-	size_t n = strlen(s), cap = ZSTD_compressBound(n);
-	char *z = malloc(cap);
-	size_t zl = z ? ZSTD_compress(z, cap, s, n, n < (4u << 20) ? 19 : 3) : 0;
-	free(s);
+	for (uint32_t i = 0; i < pk->st->ntensors; i++)
+		n += tensor_record(pk, i, table + n);
+	size_t zcap = ZSTD_compressBound(n);
+	uint8_t *z = malloc(zcap);
+	size_t zl = z ? ZSTD_compress(z, zcap, table, n, n < (4u << 20) ? 19 : 3) : 0;
+	free(table);
 	if (!z || ZSTD_isError(zl)) {
 		free(z);
 		return NULL;
@@ -297,7 +284,7 @@ static wc_err pack_into(packer *pk, int fd, const char *tmp, wc_pack_stats *stat
 
 	/* Header placeholder and the prefix, then the payloads. */
 	wc_file_header h = {0};
-	h.version = pk->version;
+	h.version = WC_FORMAT_VERSION;
 	h.flags = pk->dicts_len ? WC_FLAG_DICTS : 0;
 	h.header_size = WC_HEADER_BYTES;
 	h.tile_size = pk->tile_size;
@@ -315,7 +302,7 @@ static wc_err pack_into(packer *pk, int fd, const char *tmp, wc_pack_stats *stat
 
 	wc_tile_info *index = calloc(pk->ntiles ? pk->ntiles : 1, sizeof *index);
 	uint8_t *tables = NULL, *index_bytes = NULL, *dicts = NULL;
-	char *meta = NULL;
+	uint8_t *meta = NULL;
 	XXH3_state_t *hs = NULL;
 	if (!index) {
 		e = wc_fail(WC_E_NOMEM, "out of memory");
@@ -352,7 +339,7 @@ static wc_err pack_into(packer *pk, int fd, const char *tmp, wc_pack_stats *stat
 	dicts = malloc(pk->dicts_len ? pk->dicts_len : 1);
 	index_bytes = malloc(pk->ntiles ? (size_t)pk->ntiles * WC_INDEX_ENTRY_BYTES : 1);
 	size_t meta_len = 0;
-	meta = metadata_json(pk, prefix_len, &meta_len);
+	meta = metadata_section(pk, &meta_len);
 	hs = XXH3_createState();
 	if (pk->dicts_len > WC_LIMIT_DICT_BYTES) {
 		e = wc_fail(WC_E_RANGE, "dictionaries of %llu bytes exceed the limit", (unsigned long long)pk->dicts_len);

@@ -157,7 +157,7 @@ void wc_pk_choose_layouts(packer *pk)
 		if (!t->dict)
 			continue;
 		wc_layout dl = wc_layout_dict(pl.elem_size, t->dict_entries);
-		double cost = (double)t->dict_entries * pl.elem_size + 48.0; /* + its JSON */
+		double cost = (double)t->dict_entries * pl.elem_size + 48.0; /* + its record */
 		for (unsigned p = 0; p < dl.nplanes; p++)
 			cost += plane_cost(t->index_hist[p], n, pk->chunk, tile_syms);
 		if (cost < (1.0 - DICT_MIN_SAVING) * plain) {
@@ -325,7 +325,6 @@ wc_err wc_pk_plan_tiles(packer *pk)
 	pk->tensors = calloc(st->ntensors ? st->ntensors : 1, sizeof *pk->tensors);
 	if (!pk->tensors)
 		return wc_fail(WC_E_NOMEM, "out of memory");
-	pk->version = 1;
 	uint64_t ntiles = 0;
 	uint32_t unit = UINT32_MAX; /* the tensor carrying the last unit, while it may still grow */
 	for (uint32_t i = 0; i < st->ntensors; i++) {
@@ -345,7 +344,6 @@ wc_err wc_pk_plan_tiles(packer *pk)
 			t->unit = unit;
 			t->first_tile = u->first_tile;
 			t->ntiles = 1;
-			pk->version = WC_FORMAT_VERSION_SHARED;
 			continue;
 		}
 		unit = t->nbytes ? i : UINT32_MAX; /* an empty tensor ends a shared tile */

@@ -72,7 +72,6 @@ typedef struct packer {
 	wc_freqtab *tables;
 	uint32_t ntables;
 	uint64_t dicts_len;    /* dictionary section bytes */
-	uint32_t version;      /* of the file: 2 with a shared tile, else 1 */
 	pthread_mutex_t hist_lock[64];
 
 	/* pass-2 window */

@@ -71,7 +71,7 @@ static wc_err ensure_open(wcodec_vnode *w, wc_container **out)
 	if (!c) {
 		char path[64];
 		snprintf(path, sizeof path, "/proc/self/fd/%d", w->fd);
-		e = wc_container_open(path, &c);
+		e = wc_container_open_tiles(path, &c);
 		if (!e && (wc_container_virtual_size(c) != w->peek.virtual_size ||
 			   wc_container_tile_size(c) != w->peek.tile_size)) {
 			e = wc_fail(WC_E_FORMAT, "%s: the file changed since it was looked up", path);

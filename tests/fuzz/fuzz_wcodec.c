@@ -1,13 +1,15 @@
 /* fuzz_wcodec.c - fuzz target for the .wcodec reader (container/container.h).
  *
  * The input is a .wcodec file, with one convenience: its metadata section
- * may hold the JSON itself instead of the zstd frame of it, and is then
- * compressed here, so a fuzzer's edits reach the JSON parser. Before the
+ * may hold the content itself (the tensor table, or the JSON of versions 1
+ * and 2) instead of the zstd frame of it, and is then compressed here, so a
+ * fuzzer's edits reach the metadata parser. Before the
  * file is opened its checksums are made right again (each tile's payload
  * chash and the header's check): a mutated file then fails the reader's
  * validation, not just a checksum, which test_container already covers.
  *
  * Properties checked (abort() on a violation):
+ * - a file that wc_container_open accepts, wc_container_open_tiles does too;
  * - wc_container_open either fails or gives a container that keeps the
  *   promises container.h makes: tensors within the virtual file, tiles
  *   within their tensor, in order, with sizes under the tile size;
@@ -91,6 +93,12 @@ static void check_tables(const wc_container *c)
 			fail("tensor outside the virtual file");
 		if (ti->first_tile > ntiles || ti->ntiles > ntiles - ti->first_tile)
 			fail("tensor's tiles outside the index");
+		if (ti->shared) { /* in the one tile of the tensors before it */
+			const wc_tile_info *t = wc_container_tile(c, ti->first_tile);
+			if (ti->ntiles != 1 || t->voff > ti->begin || ti->end > t->voff + t->dsize)
+				fail("shared tensor outside its tile");
+			continue;
+		}
 		uint64_t at = ti->begin;
 		for (uint32_t k = ti->first_tile; k < ti->first_tile + ti->ntiles; k++) {
 			const wc_tile_info *t = wc_container_tile(c, k);
@@ -98,7 +106,9 @@ static void check_tables(const wc_container *c)
 				fail("tile not where its tensor says");
 			at += t->dsize;
 		}
-		if (at != ti->end)
+		/* the head of a shared tile: its one tile runs on over the next tensors */
+		const int head = ti->ntiles == 1 && i + 1 < nt && wc_container_tensor(c, i + 1)->shared;
+		if (head ? at <= ti->end : at != ti->end)
 			fail("tiles do not cover their tensor");
 		uint32_t found;
 		if (wc_container_find_tensor(c, ti->name, &found) != WC_OK ||
@@ -120,6 +130,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	wc_err oe = wc_container_open(path, &c);
 	if (getenv("FUZZ_VERBOSE"))
 		fprintf(stderr, "fuzz_wcodec: open: %s\n", oe ? wc_last_detail() : "ok");
+	/* Without names the checks are a subset: whatever opens with them
+	 * opens without, with the same tiles. */
+	wc_container *bare = NULL;
+	if (wc_container_open_tiles(path, &bare) != WC_OK && oe == WC_OK)
+		fail("opens with names but not without");
+	if (bare && oe == WC_OK && wc_container_ntiles(bare) != wc_container_ntiles(c))
+		fail("the tiles differ without names");
+	wc_container_release(bare);
 	if (oe == WC_OK) {
 		check_tables(c);
 		uint32_t ntiles = wc_container_ntiles(c), tsize = wc_container_tile_size(c);
