@@ -40,6 +40,7 @@ EXTRA_DIST += \
 	contrib/fetch-models.sh \
 	contrib/demo.sh \
 	contrib/bench/bench-ratio.sh \
+	contrib/bench/bench-qvq.sh \
 	contrib/bench/bench-mount.sh \
 	contrib/bench/bench-gpu-mount.sh \
 	contrib/bench/bench-ab-readers.sh \

@@ -42,10 +42,12 @@ static void cuda_destroy(wc_backend *be)
 	free(cb);
 }
 
-static wc_err cuda_vq_nearest(wc_backend *be, const uint8_t *codebook, uint32_t k, uint32_t dim,
-			      const uint8_t *points, uint64_t n, uint16_t *out)
+/* The .qvq encoder's k-means search (vq_nearest.h), found by name
+ * (wc_backend_symbol) rather than through the decode interface. */
+EXPORT wc_err wcodec_cuda_vq_nearest(int gpu, const uint8_t *codebook, uint32_t k, uint32_t dim,
+				     const uint8_t *points, uint64_t n, uint16_t *out)
 {
-	return wcc_vq_nearest(((cuda_backend *)be)->gpu, codebook, k, dim, points, n, out);
+	return wcc_vq_nearest(gpu, codebook, k, dim, points, n, out);
 }
 
 static void cuda_host_free(void *p, size_t bytes)
@@ -62,20 +64,9 @@ static const wc_backend_ops cuda_ops = {
 	 * decoded tiles into them, skipping its staging buffers */
 	.host_alloc = wcodec_cuda_host_alloc,
 	.host_free = cuda_host_free,
-	.vq_nearest = cuda_vq_nearest,
 };
 
-/* The same without the allocator: the cache's buffers are ordinary memory
- * and every tile is staged through the lanes' page-locked buffers.
- * WCODEC_CUDA_PINNED=0 selects it, for benchmarks (docs/BENCHMARKS-GPU.md). */
-static const wc_backend_ops cuda_ops_pageable = {
-	.name = "cuda",
-	.decode = cuda_decode,
-	.destroy = cuda_destroy,
-	.vq_nearest = cuda_vq_nearest,
-};
-
-EXPORT wc_err wcodec_cuda_backend_create_v4(const wc_backend_opts *opts, wc_backend **out)
+EXPORT wc_err wcodec_cuda_backend_create_v5(const wc_backend_opts *opts, wc_backend **out)
 {
 	wc_backend_opts def = { 0 };
 	if (!opts)
@@ -91,17 +82,15 @@ EXPORT wc_err wcodec_cuda_backend_create_v4(const wc_backend_opts *opts, wc_back
 	 * (docs/BENCHMARKS-GPU.md, section 9); once no dispatcher allocated
 	 * page-locked memory while reading, 6 calls read four streams in a
 	 * median of 268-272 ms against 281-285 with 4 (18 runs each, section
-	 * 13). WCODEC_CUDA_CALLS=N (1..8) overrides the default, for benchmarks. */
-	unsigned calls = 6;
-	const char *ev = getenv("WCODEC_CUDA_CALLS");
-	if (ev && *ev >= '1' && *ev <= '8' && ev[1] == '\0')
-		calls = (unsigned)(*ev - '0');
+	 * 13). */
+	const unsigned calls = 6;
 	wcc_ctx_opts co = {
 		.gpu = opts->gpu,
 		.memory_limit = opts->gpu_memory_limit,
 		.lanes = calls + 1,
 		/* the caller's thread works too */
 		.host_threads = threads > 1 ? threads - 1 : 1,
+		.fault_every_batch = opts->gpu_fault_every_batch,
 	};
 	cuda_backend *cb = calloc(1, sizeof(*cb));
 	if (!cb)
@@ -118,8 +107,7 @@ EXPORT wc_err wcodec_cuda_backend_create_v4(const wc_backend_opts *opts, wc_back
 		return e;
 	}
 	size_t mib = wcc_ctx_lane_bytes(cb->ctx) >> 20;
-	const char *pinned = getenv("WCODEC_CUDA_PINNED");
-	cb->base.ops = pinned && pinned[0] == '0' && pinned[1] == '\0' ? &cuda_ops_pageable : &cuda_ops;
+	cb->base.ops = &cuda_ops;
 	/* two lanes' worth of 1 MiB tiles per call keeps copy and decode overlapped */
 	cb->base.max_batch = (uint32_t)(2 * mib < 16 ? 16 : 2 * mib);
 	cb->base.concurrency = calls;
@@ -131,11 +119,6 @@ EXPORT wc_err wcodec_cuda_backend_create_v4(const wc_backend_opts *opts, wc_back
 	 * thread's decode of a waiting reader's tile: one stream read 9% faster
 	 * with reader-side decodes of untaken misses (section 11). */
 	cb->base.reader_decodes_misses = true;
-	/* WCODEC_CUDA_READER_MISSES=0: such misses wait for the GPU, for
-	 * benchmarks (many readers keep the CPUs busy themselves). */
-	const char *rm = getenv("WCODEC_CUDA_READER_MISSES");
-	if (rm && rm[0] == '0' && rm[1] == '\0')
-		cb->base.reader_decodes_misses = false;
 	*out = &cb->base;
 	return WC_OK;
 }

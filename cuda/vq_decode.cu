@@ -13,7 +13,7 @@
 
 extern "C" {
 #include "core/hash.h"
-#include "qvq/qvq.h"
+#include "qvq/qvq_job.h"
 #include "wcc_device.h"
 }
 
@@ -99,23 +99,23 @@ extern "C" int wcc_vq_any(const wc_tile_job *jobs, size_t n)
 static const uint8_t *device_codebook(wcc_vq *vq, const wc_tile_job *j, cudaStream_t st,
 				      cudaError_t *err)
 {
-	size_t bytes = (size_t)j->vq_entries * j->vq_patch_h * j->vq_patch_w * j->vq_channels;
+	size_t bytes = (size_t)wc_qvq_job_of(j)->entries * wc_qvq_job_of(j)->patch_h * wc_qvq_job_of(j)->patch_w * wc_qvq_job_of(j)->channels;
 	for (unsigned c = 0; c < vq->ncb; c++)
-		if (vq->cbs[c].key == j->vq_codebook_key && vq->cbs[c].bytes == bytes)
+		if (vq->cbs[c].key == wc_qvq_job_of(j)->codebook_key && vq->cbs[c].bytes == bytes)
 			return vq->cbs[c].d_cb;
 	if (vq->ncb == VQ_CODEBOOKS)
 		return NULL;
 	uint8_t *d = NULL;
 	*err = cudaMalloc(&d, bytes);
 	if (*err == cudaSuccess)
-		*err = cudaMemcpyAsync(d, j->vq_codebook, bytes, cudaMemcpyHostToDevice, st);
+		*err = cudaMemcpyAsync(d, wc_qvq_job_of(j)->codebook, bytes, cudaMemcpyHostToDevice, st);
 	if (*err == cudaSuccess)
 		*err = cudaStreamSynchronize(st);
 	if (*err != cudaSuccess) {
 		cudaFree(d);
 		return NULL;
 	}
-	vq->cbs[vq->ncb].key = j->vq_codebook_key;
+	vq->cbs[vq->ncb].key = wc_qvq_job_of(j)->codebook_key;
 	vq->cbs[vq->ncb].d_cb = d;
 	vq->cbs[vq->ncb].bytes = bytes;
 	vq->ncb++;
@@ -145,9 +145,9 @@ static int grow_slot(vq_slot *s, size_t dbytes, size_t hbytes)
 
 static int job_ok_for_gpu(const wc_tile_job *j)
 {
-	return j->vq_codebook && j->vq_dims && j->vq_channels == 3 && j->vq_patch_h >= 1 &&
-	       j->vq_patch_w >= 1 && (j->vq_index_bytes == 1 || j->vq_index_bytes == 2) &&
-	       j->layout.elem_size == j->vq_index_bytes && j->vq_nimages > 0 && j->out_size > 0;
+	return wc_qvq_job_of(j)->codebook && wc_qvq_job_of(j)->dims && wc_qvq_job_of(j)->channels == 3 && wc_qvq_job_of(j)->patch_h >= 1 &&
+	       wc_qvq_job_of(j)->patch_w >= 1 && (wc_qvq_job_of(j)->index_bytes == 1 || wc_qvq_job_of(j)->index_bytes == 2) &&
+	       j->layout.elem_size == wc_qvq_job_of(j)->index_bytes && wc_qvq_job_of(j)->nimages > 0 && j->out_size > 0;
 }
 
 extern "C" wc_err wcc_vq_decode(wcc_vq *vq, wc_tile_job *jobs, size_t n)
@@ -180,9 +180,9 @@ extern "C" wc_err wcc_vq_decode(wcc_vq *vq, wc_tile_job *jobs, size_t n)
 				cpu[a] = 1;
 				continue;
 			}
-			idx_total += A16((size_t)j->vq_nindices * j->vq_index_bytes);
+			idx_total += A16((size_t)wc_qvq_job_of(j)->nindices * wc_qvq_job_of(j)->index_bytes);
 			rgb_total += A16(j->out_size);
-			nimg += j->vq_nimages;
+			nimg += wc_qvq_job_of(j)->nimages;
 		}
 		desc = (wcc_vq_image *)malloc((nimg ? nimg : 1) * sizeof *desc);
 		if (!desc) {
@@ -228,7 +228,7 @@ extern "C" wc_err wcc_vq_decode(wcc_vq *vq, wc_tile_job *jobs, size_t n)
 			*sj = *j;
 			sj->kind = WC_JOB_PLANES;
 			sj->out = NULL;
-			sj->out_size = j->vq_nindices * j->vq_index_bytes;
+			sj->out_size = wc_qvq_job_of(j)->nindices * wc_qvq_job_of(j)->index_bytes;
 			sj->dhash = 0; /* device outputs are not hashed; the RGB bytes are */
 			dev_idx[ns] = d_idx + io;
 			shadow_of[ns] = a;
@@ -263,20 +263,20 @@ extern "C" wc_err wcc_vq_decode(wcc_vq *vq, wc_tile_job *jobs, size_t n)
 				continue;
 			}
 			size_t po = 0, oo = 0;
-			for (uint32_t i = 0; i < j->vq_nimages; i++) {
-				uint32_t w = j->vq_dims[2 * i], h = j->vq_dims[2 * i + 1];
-				uint64_t np = wc_qvq_patches(w, h, j->vq_patch_w, j->vq_patch_h);
+			for (uint32_t i = 0; i < wc_qvq_job_of(j)->nimages; i++) {
+				uint32_t w = wc_qvq_job_of(j)->dims[2 * i], h = wc_qvq_job_of(j)->dims[2 * i + 1];
+				uint64_t np = wc_qvq_patches(w, h, wc_qvq_job_of(j)->patch_w, wc_qvq_job_of(j)->patch_h);
 				wcc_vq_image *di = &desc[nd++];
 				memset(di, 0, sizeof *di);
-				di->idx = dev_idx[b] + po * j->vq_index_bytes;
+				di->idx = dev_idx[b] + po * wc_qvq_job_of(j)->index_bytes;
 				di->out = d_rgb + rgb_off[a] + oo;
 				di->codebook = dcb[a];
-				di->entries = j->vq_entries;
+				di->entries = wc_qvq_job_of(j)->entries;
 				di->w = w;
 				di->h = h;
-				di->ph = j->vq_patch_h;
-				di->pw = j->vq_patch_w;
-				di->index_bytes = j->vq_index_bytes;
+				di->ph = wc_qvq_job_of(j)->patch_h;
+				di->pw = wc_qvq_job_of(j)->patch_w;
+				di->index_bytes = wc_qvq_job_of(j)->index_bytes;
 				di->job = (uint32_t)a;
 				if (np > max_patches)
 					max_patches = (uint32_t)np;
@@ -331,7 +331,7 @@ extern "C" wc_err wcc_vq_decode(wcc_vq *vq, wc_tile_job *jobs, size_t n)
 		size_t redo = 0;
 		for (size_t a = 0; a < m; a++)
 			if (cpu[a]) {
-				wc_qvq_decode_job(&jobs[vi[a]]);
+				wc_decode_job_cpu(&jobs[vi[a]]);
 				redo++;
 			}
 		/* Visible, so a GPU path that silently fell back cannot pass for

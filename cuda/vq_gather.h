@@ -1,5 +1,5 @@
 /*
- * vq_gather.h - GPU decode of .qvq image tiles (WC_JOB_VQ, engine/backend.h):
+ * vq_gather.h - GPU decode of .qvq image tiles (WC_JOB_VQ, src/qvq/qvq_job.h):
  * the codebook gather kernel (vq_gather.cu) and the backend path that feeds
  * it. Plain C so the plugin's host code stays C11.
  *
@@ -12,8 +12,8 @@
  *      exactly as wc_qvq_gather() does on the CPU (src/qvq/qvq.h).
  * The RGB bytes are copied to the job's host buffer and checked against its
  * dhash; a job failing anything is decoded again by the CPU reference
- * (wc_qvq_decode_job), which decides. Codebooks stay on the device per
- * archive (keyed by job->vq_codebook_key).
+ * (wc_decode_job_cpu), which decides. Codebooks stay on the device per
+ * archive (keyed by the job's codebook_key).
  */
 #ifndef WCC_VQ_GATHER_H
 #define WCC_VQ_GATHER_H

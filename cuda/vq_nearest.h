@@ -1,7 +1,7 @@
 /*
  * vq_nearest.h - k-means' nearest-entry search on the GPU, for `wcodec
- * pack-images` (wc_backend_ops.vq_nearest, engine/backend.h; the CPU search
- * is src/qvq/kmeans.c). Plain C so the plugin's host code stays C11.
+ * pack-images` (exported as wcodec_cuda_vq_nearest, wcodec_cuda.h; the CPU
+ * search is src/qvq/kmeans.c). Plain C so the plugin's host code stays C11.
  *
  * Brute force, exact: every vector is compared with every entry, squared
  * Euclidean distance in integers (per-byte absolute differences, then

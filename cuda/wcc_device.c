@@ -125,8 +125,7 @@ wc_err wcc_ctx_create(const wcc_ctx_opts *opts, wcc_ctx **out)
 	}
 	ctx->gpu = opts->gpu;
 	ctx->device_only = opts->device_only != 0;
-	const char *fi = getenv("WCODEC_CUDA_FAULT_INJECT");
-	ctx->fault_inject = fi && *fi == '1';
+	ctx->fault_inject = opts->fault_every_batch != 0;
 	ctx->nlanes = opts->lanes ? opts->lanes : 3u;
 	pthread_mutex_init(&ctx->mu, NULL);
 	pthread_cond_init(&ctx->lane_free, NULL);

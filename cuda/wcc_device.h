@@ -42,12 +42,12 @@ typedef struct wcc_ctx_opts {
 	 * context holds half the page-locked memory; wcc_decode with dev_out
 	 * NULL then fails with WC_E_INVAL. */
 	int device_only;
+	int fault_every_batch;
 } wcc_ctx_opts;
 
-/* Open the device and allocate every buffer. With the environment variable
- * WCODEC_CUDA_FAULT_INJECT=1 (tests only) every batch the context submits
- * makes the GPU fault (an illegal address), to check that a fault ends in
- * WC_E_BACKEND and never in wrong bytes. Errors: WC_E_BACKEND with a
+/* Open the device and allocate every buffer. With fault_every_batch (tests
+ * only, wc_backend_opts.gpu_fault_every_batch) every batch the context
+ * submits makes the GPU fault (an illegal address). Errors: WC_E_BACKEND with a
  * reason (no driver, no device, allocation failed), WC_E_NOMEM. */
 wc_err wcc_ctx_create(const wcc_ctx_opts *opts, wcc_ctx **out);
 void wcc_ctx_destroy(wcc_ctx *ctx);

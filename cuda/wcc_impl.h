@@ -81,7 +81,7 @@ struct wcc_ctx {
 	double kernel_ms; /* sum over completed lanes while timing */
 	int dead;
 	int device_only;  /* lanes without output buffers (wcc_ctx_opts) */
-	int fault_inject; /* tests: WCODEC_CUDA_FAULT_INJECT=1 makes every batch fault */
+	int fault_inject; /* tests: every batch faults (wcc_ctx_opts.fault_every_batch) */
 	wc_threadpool *pool;
 	/* Batch timings (under mu), logged by wcc_ctx_destroy: where a decode
 	 * call's time goes, for tuning the read path. */

@@ -120,7 +120,19 @@ void wcodec_cuda_host_free(void *p);
  * bytes it allocates (0: 320 MiB), opts->threads bounds its host copy/hash
  * threads. Errors: WC_E_BACKEND with a reason when no driver or device is
  * usable, WC_E_NOMEM. */
-wc_err wcodec_cuda_backend_create_v4(const wc_backend_opts *opts, wc_backend **out);
+wc_err wcodec_cuda_backend_create_v5(const wc_backend_opts *opts, wc_backend **out);
+
+/* k-means' nearest-entry search of the .qvq encoder on GPU gpu: for each
+ * of n vectors of dim bytes at points (host memory), out[i] = the index of
+ * the nearest of the k entries of dim bytes at codebook (host memory,
+ * 1 <= k <= 65536) by squared Euclidean distance, the lowest index on
+ * ties: exactly the CPU search's answer (src/qvq/kmeans.c). Errors:
+ * WC_E_UNSUPPORTED (dim not a multiple of 4 in [4, 16], k out of range),
+ * WC_E_BACKEND (a CUDA call failed; out may hold anything), WC_E_NOMEM. */
+typedef wc_err (*wcodec_cuda_vq_nearest_fn)(int gpu, const uint8_t *codebook, uint32_t k, uint32_t dim,
+					    const uint8_t *points, uint64_t n, uint16_t *out);
+wc_err wcodec_cuda_vq_nearest(int gpu, const uint8_t *codebook, uint32_t k, uint32_t dim, const uint8_t *points,
+			      uint64_t n, uint16_t *out);
 
 #ifdef __cplusplus
 }

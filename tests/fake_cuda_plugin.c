@@ -6,9 +6,9 @@
  *   unset   - create succeeds (max_batch 7, concurrency 3, readahead_tiles
  *             11, reader_decodes_misses), decode works;
  *   "nogpu" - create fails with WC_E_BACKEND, as with no driver or device;
- *   "fail"  - decode (and vq_nearest) scribble over the outputs and return
- *             WC_E_BACKEND.
- * Its vq_nearest is a brute-force search (every entry, lowest index on
+ *   "fail"  - decode (and wcodec_cuda_vq_nearest) scribble over the outputs
+ *             and return WC_E_BACKEND.
+ * Its wcodec_cuda_vq_nearest (found by wc_backend_symbol) is a brute-force search (every entry, lowest index on
  * ties), the reference the real plugin's kernel and the CPU search agree
  * with; pack-images through it must write the CPU's archive byte for byte.
  */
@@ -18,7 +18,9 @@
 
 #include "engine/backend.h"
 
-wc_err wcodec_cuda_backend_create_v4(const wc_backend_opts *opts, wc_backend **out);
+wc_err wcodec_cuda_backend_create_v5(const wc_backend_opts *opts, wc_backend **out);
+wc_err wcodec_cuda_vq_nearest(int gpu, const uint8_t *codebook, uint32_t k, uint32_t dim, const uint8_t *points,
+			      uint64_t n, uint16_t *out);
 
 static wc_err fake_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
 {
@@ -36,10 +38,10 @@ static wc_err fake_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
 
 static void fake_destroy(wc_backend *be) { free(be); }
 
-static wc_err fake_vq_nearest(wc_backend *be, const uint8_t *codebook, uint32_t k, uint32_t dim,
-			      const uint8_t *points, uint64_t n, uint16_t *out)
+wc_err wcodec_cuda_vq_nearest(int gpu, const uint8_t *codebook, uint32_t k, uint32_t dim, const uint8_t *points,
+			      uint64_t n, uint16_t *out)
 {
-	(void)be;
+	(void)gpu;
 	const char *mode = getenv("WCODEC_FAKE_PLUGIN_MODE");
 	if (mode && strcmp(mode, "fail") == 0) {
 		memset(out, 0x5A, n * sizeof *out);
@@ -67,10 +69,9 @@ static const wc_backend_ops fake_ops = {
 	.name = "fake-cuda",
 	.decode = fake_decode,
 	.destroy = fake_destroy,
-	.vq_nearest = fake_vq_nearest,
 };
 
-wc_err wcodec_cuda_backend_create_v4(const wc_backend_opts *opts, wc_backend **out)
+wc_err wcodec_cuda_backend_create_v5(const wc_backend_opts *opts, wc_backend **out)
 {
 	(void)opts;
 	const char *mode = getenv("WCODEC_FAKE_PLUGIN_MODE");

@@ -27,6 +27,7 @@ typedef wc_err (*load_fn)(wc_tensor_file *const *, size_t, const wc_load_range *
 			  const wcodec_cuda_load_opts *, wcodec_cuda_load_stats *);
 
 static wc_backend *g_be;
+static wcodec_cuda_vq_nearest_fn g_vq_nearest;
 static wc_backend_create_fn g_create;
 static decode_jobs_fn g_decode_jobs;
 static decode_tensor_fn g_decode_tensor;
@@ -413,14 +414,13 @@ START_TEST(engine_loader_picks_cuda)
 }
 END_TEST
 
-/* k-means' nearest-entry search on the GPU (wc_backend_ops.vq_nearest)
+/* k-means' nearest-entry search on the GPU (wcodec_cuda_vq_nearest)
  * gives the CPU search's answer for every vector: random vectors and
  * entries, duplicated entries (ties go to the lowest index), exact matches,
  * one entry, slices of the codebook's shared-memory passes (2048, 2049),
  * 65536 entries, and more vectors than one device pass (2^23). */
 START_TEST(vq_nearest_equals_the_cpu_search)
 {
-	ck_assert_ptr_nonnull(g_be->ops->vq_nearest);
 	static const struct { uint32_t dim, k; uint64_t n; } cases[] = {
 		{12, 1, 1000}, {12, 5, 1}, {12, 2048, 20000}, {12, 2049, 20000}, {12, 4096, 50000},
 		{12, 65536, 20000}, {4, 300, 10000}, {8, 300, 10000}, {16, 300, 10000},
@@ -449,7 +449,7 @@ START_TEST(vq_nearest_equals_the_cpu_search)
 		}
 		if (k > 7)
 			memcpy(pts, cb + 7 * dim, dim);
-		wc_err e = g_be->ops->vq_nearest(g_be, cb, k, dim, pts, n, gpu);
+		wc_err e = g_vq_nearest(0, cb, k, dim, pts, n, gpu);
 		ck_assert_msg(e == WC_OK, "case %zu: %s", c, wc_last_detail());
 		ck_assert_int_eq(wc_kmeans_assign(cb, k, dim, pts, n, 0, cpu, NULL), WC_OK);
 		for (uint64_t i = 0; i < n; i++)
@@ -465,8 +465,8 @@ START_TEST(vq_nearest_equals_the_cpu_search)
 	/* Sizes the kernel does not take are refused, for the CPU to search. */
 	uint8_t v[13] = {0};
 	uint16_t o;
-	ck_assert_int_eq(g_be->ops->vq_nearest(g_be, v, 1, 13, v, 1, &o), WC_E_UNSUPPORTED);
-	ck_assert_int_eq(g_be->ops->vq_nearest(g_be, v, 1, 20, v, 1, &o), WC_E_UNSUPPORTED);
+	ck_assert_int_eq(g_vq_nearest(0, v, 1, 13, v, 1, &o), WC_E_UNSUPPORTED);
+	ck_assert_int_eq(g_vq_nearest(0, v, 1, 20, v, 1, &o), WC_E_UNSUPPORTED);
 }
 END_TEST
 
@@ -647,11 +647,9 @@ END_TEST
  * context, so this runs last. */
 START_TEST(gpu_fault_falls_back_to_cpu)
 {
-	setenv("WCODEC_CUDA_FAULT_INJECT", "1", 1);
 	wc_backend *be;
-	wc_backend_opts o = { .threads = 2, .gpu = 0, .gpu_memory_limit = 64u << 20 };
+	wc_backend_opts o = { .threads = 2, .gpu = 0, .gpu_memory_limit = 64u << 20, .gpu_fault_every_batch = true };
 	ck_assert_int_eq(g_create(&o, &be), WC_OK);
-	unsetenv("WCODEC_CUDA_FAULT_INJECT");
 	enum { N = 12 };
 	ttile t[N];
 	wc_tile_job jobs[N];
@@ -691,7 +689,8 @@ int main(void)
 	g_decode_jobs = (decode_jobs_fn)dlsym(h, "wcodec_cuda_decode_jobs");
 	g_decode_tensor = (decode_tensor_fn)dlsym(h, "wcodec_cuda_decode_tensor");
 	g_load = (load_fn)dlsym(h, "wcodec_cuda_load");
-	if (!create || !g_decode_jobs || !g_decode_tensor || !g_load) {
+	g_vq_nearest = (wcodec_cuda_vq_nearest_fn)dlsym(h, "wcodec_cuda_vq_nearest");
+	if (!create || !g_decode_jobs || !g_decode_tensor || !g_load || !g_vq_nearest) {
 		fprintf(stderr, "test_cuda: %s lacks its entry points\n", path);
 		return 1;
 	}

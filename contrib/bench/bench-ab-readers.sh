@@ -19,7 +19,7 @@
 # Usage: bench-ab-readers.sh CONFIG...
 #   CONFIG    [VAR=VALUE[ VAR=VALUE...]@]OPTS: wcodecfs -o OPTS, with
 #             environment variables for that daemon (e.g.
-#             WCODEC_CUDA_CALLS=6@backend=cuda); WCODECFS=PATH among them runs
+#             WCODEC_PLUGIN_DIR=DIR@backend=cuda); WCODECFS=PATH among them runs
 #             that daemon binary instead of BUILD's (an A/B of two builds);
 #             DAEMON_CPUS=LIST and READER_CPUS=LIST among them run the daemon
 #             and the dd readers on those CPUs only (taskset -c LIST): is a

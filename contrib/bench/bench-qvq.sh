@@ -3,7 +3,7 @@
 # Not a test: it takes minutes and needs the real photographs.
 #
 # usage: contrib/bench/bench-qvq.sh BUILD_DIR [DATA_DIR]
-#   BUILD_DIR  a configured and built tree (wcodec, wcodecfs, src/qvq/qvq_bench,
+#   BUILD_DIR  a configured and built tree (wcodec, wcodecfs, bench/qvq_bench,
 #              contrib/bench/ramfs)
 #   DATA_DIR   where photos and archives go (default: data/)
 #
@@ -19,7 +19,7 @@
 #         contrib/bench/ramfs, one pread per image;
 #       - JPEG: the same crops as JPEG files (quality 90), read and decoded
 #         with PIL to a numpy array;
-#       - decode only, one CPU core (src/qvq/qvq_bench).
+#       - decode only, one CPU core (bench/qvq_bench).
 #     Each throughput figure is the best of REPS (default 3) fresh mounts.
 #  3. PAIRS=N (default 0): N rounds of a fresh wcodecfs mount and the RAM FUSE
 #     ceiling (ramfs serving the unpacked directory) read alternately, page
@@ -31,7 +31,7 @@
 #     the round), as a training epoch with shuffling does; a cache smaller
 #     than the data set (CACHE) then decodes a tile for most images read.
 # ONLY=quality or ONLY=throughput runs one half. The GPU figures come from
-# cuda/vq_bench on a GPU machine (see docs/BENCHMARKS-QVQ.md).
+# bench/vq_bench on a GPU machine (see docs/BENCHMARKS-QVQ.md).
 # Prints "RESULT name value" lines (also in DATA_DIR/qvq/results.txt).
 set -euo pipefail
 
@@ -44,7 +44,7 @@ PY=${PYTHON3:-/usr/bin/python3}
 WCODEC=$build/wcodec
 WCODECFS=$build/wcodecfs
 RAMFS=$build/contrib/bench/ramfs
-QVQ_BENCH=$build/src/qvq/qvq_bench
+QVQ_BENCH=$build/bench/qvq_bench
 CROPS_PER_PHOTO=${CROPS_PER_PHOTO:-24}
 REPS=${REPS:-3}           # fresh mounts per throughput figure; the best is kept
 ONLY=${ONLY:-all}         # all | quality | throughput | pairs

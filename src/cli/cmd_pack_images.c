@@ -11,7 +11,7 @@
 #include "cli/cli.h"
 #include "core/clock.h"
 #include "engine/backend.h"
-#include "qvq/qvq_cli.h"
+#include "cli/cmd_qvq.h"
 #include "qvq/qvq_format.h"
 #include "qvq/qvq_pack.h"
 
@@ -60,8 +60,11 @@ static void on_progress(void *ctx, const char *stage, uint64_t done, uint64_t to
 /* k-means' nearest-entry search on the backend, until it fails once: then
  * WC_E_UNSUPPORTED, so that the CPU searches for the rest of the pack with
  * one warning, not one per call. */
+typedef wc_err (*nearest_fn)(int gpu, const uint8_t *codebook, uint32_t k, uint32_t dim, const uint8_t *points,
+			     uint64_t n, uint16_t *out);
 typedef struct gpu_search {
-	wc_backend *be;
+	nearest_fn fn; /* the plugin's wcodec_cuda_vq_nearest (cuda/wcodec_cuda.h) */
+	int gpu;
 	int failed;
 } gpu_search;
 
@@ -71,7 +74,7 @@ static wc_err backend_nearest(void *ctx, const uint8_t *codebook, uint32_t k, ui
 	gpu_search *g = ctx;
 	if (g->failed)
 		return WC_E_UNSUPPORTED;
-	wc_err e = g->be->ops->vq_nearest(g->be, codebook, k, dim, points, n, out);
+	wc_err e = g->fn(g->gpu, codebook, k, dim, points, n, out);
 	g->failed = e != WC_OK && e != WC_E_UNSUPPORTED;
 	return e;
 }
@@ -175,8 +178,8 @@ int cmd_pack_images(int argc, char **argv)
 			free(derived);
 			return cli_error(be_err, cmd);
 		}
-		if (be->ops->vq_nearest) {
-			gs.be = be;
+		if ((gs.fn = (nearest_fn)(uintptr_t)wc_backend_symbol(be, "wcodec_cuda_vq_nearest"))) {
+			gs.gpu = bo.gpu;
 			o.nearest = backend_nearest;
 			o.nearest_ctx = &gs;
 		} else { /* "auto" found no GPU: its CPU pool has nothing to do here */

@@ -8,7 +8,7 @@
 
 #include "container/container.h"
 #include "core/fileio.h"
-#include "qvq/qvq_cli.h"
+#include "cli/cmd_qvq.h"
 #include "qvq/qvq_format.h"
 
 static const cli_format formats[] = {

@@ -5,7 +5,7 @@
 
 #include "cli/cli.h"
 #include "config.h"
-#include "qvq/qvq_cli.h"
+#include "cli/cmd_qvq.h"
 
 static const cli_command commands[] = {
 	{"pack", "compress a .safetensors file (or a model directory) into .wcodec", cmd_pack},

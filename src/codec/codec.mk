@@ -32,20 +32,3 @@ tests_test_tile_codec_LDADD = $(TEST_LIBS)
 tests_test_dict_SOURCES = tests/test_dict.c tests/codec_testutil.h
 tests_test_dict_CFLAGS = $(TEST_CFLAGS)
 tests_test_dict_LDADD = $(TEST_LIBS)
-
-# Decode/encode throughput benchmark (not a test: timing never runs in make check).
-noinst_PROGRAMS += bench/bench_decode
-bench_bench_decode_SOURCES = bench/bench_decode.c
-bench_bench_decode_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
-bench_bench_decode_CFLAGS = $(AM_CFLAGS)
-bench_bench_decode_LDADD = libwcodec.la -lm
-noinst_PROGRAMS += bench/bench_rans_lookup
-bench_bench_rans_lookup_SOURCES = bench/bench_rans_lookup.c bench/exponent_input.h
-bench_bench_rans_lookup_CFLAGS = $(AM_CFLAGS)
-bench_bench_rans_lookup_LDADD = libwcodec.la -lm
-noinst_PROGRAMS += bench/bench_huff_exponents
-bench_bench_huff_exponents_SOURCES = bench/bench_huff_exponents.c bench/exponent_input.h
-bench_bench_huff_exponents_CFLAGS = $(AM_CFLAGS)
-bench_bench_huff_exponents_LDADD = libwcodec.la -lm
-# wcodec against zstd -19 on real model files (docs/BENCHMARKS.md, dictionary layout).
-EXTRA_DIST += bench/dict_vs_zstd.py

@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +18,6 @@
 
 #include "codec/tile_codec.h"
 #include "core/hash.h"
-#include "qvq/qvq.h"
 
 #ifndef WC_PLUGIN_DIR
 #define WC_PLUGIN_DIR "/usr/local/lib/wcodecfs"
@@ -56,23 +56,31 @@ wc_err wc_job_check_hash(wc_tile_job *job)
 	return WC_OK;
 }
 
+/* Kinds of formats, registered by them (wc_job_kind_register). */
+static const wc_job_kind_ops *_Atomic job_kinds[WC_JOB_KINDS];
+
+wc_err wc_job_kind_register(uint32_t kind, const wc_job_kind_ops *ops)
+{
+	if (kind == WC_JOB_PLANES || kind >= WC_JOB_KINDS || !ops || !ops->cpu_decode)
+		return wc_fail(WC_E_INVAL, "job kind %u: not a kind a format may register", kind);
+	const wc_job_kind_ops *none = NULL;
+	if (atomic_compare_exchange_strong(&job_kinds[kind], &none, ops) || none == ops)
+		return WC_OK;
+	return wc_fail(WC_E_INVAL, "job kind %u is \"%s\"'s, not \"%s\"'s", kind, none->name, ops->name);
+}
+
 wc_err wc_decode_job_cpu(wc_tile_job *job)
 {
 	job->status = WC_OK;
 	job->detail[0] = '\0';
+	const wc_job_kind_ops *k = job->kind < WC_JOB_KINDS ? atomic_load(&job_kinds[job->kind]) : NULL;
 	wc_err e;
-	/* One case per wc_job_kind; a new kind adds its decoder here. */
-	switch ((wc_job_kind)job->kind) {
-	case WC_JOB_PLANES:
+	if (job->kind == WC_JOB_PLANES)
 		e = decode_planes(job);
-		break;
-	case WC_JOB_VQ: /* .qvq image tiles */
-		e = wc_qvq_decode_job(job);
-		break;
-	default:
-		e = wc_job_fail(job, WC_E_UNSUPPORTED, "unknown decode job kind %u", job->kind);
-		break;
-	}
+	else if (k)
+		e = k->cpu_decode(job);
+	else
+		e = wc_job_fail(job, WC_E_UNSUPPORTED, "decode job kind %u: no format registered it", job->kind);
 	job->status = e;
 	if (e != WC_OK)
 		wc_fail(e, "%s", job->detail); /* also for a caller on this thread */
@@ -138,21 +146,14 @@ typedef struct plugin_backend {
 	wc_backend base;
 	wc_backend *inner;
 	void *dl;
-	wc_backend_ops ops; /* plugin_ops plus the inner backend's host allocator
-			     * and nearest-entry search, where it has them */
+	wc_backend_ops ops; /* plugin_ops plus the inner backend's host allocator,
+			     * where it has one */
 } plugin_backend;
 
 static wc_err plugin_decode(wc_backend *be, wc_tile_job *jobs, size_t n)
 {
 	plugin_backend *pb = (plugin_backend *)be;
 	return pb->inner->ops->decode(pb->inner, jobs, n);
-}
-
-static wc_err plugin_vq_nearest(wc_backend *be, const uint8_t *codebook, uint32_t k, uint32_t dim,
-				const uint8_t *points, uint64_t n, uint16_t *out)
-{
-	plugin_backend *pb = (plugin_backend *)be;
-	return pb->inner->ops->vq_nearest(pb->inner, codebook, k, dim, points, n, out);
 }
 
 static void plugin_destroy(wc_backend *be)
@@ -211,8 +212,6 @@ static wc_err cuda_create(const wc_backend_opts *opts, wc_backend **out)
 		pb->ops.host_alloc = pb->inner->ops->host_alloc;
 		pb->ops.host_free = pb->inner->ops->host_free;
 	}
-	if (pb->inner->ops->vq_nearest)
-		pb->ops.vq_nearest = plugin_vq_nearest;
 	/* Every property the plugin states (a field added to wc_backend comes
 	 * along), then the wrapper's ops and the floors the cache relies on. */
 	pb->base = *pb->inner;
@@ -224,6 +223,13 @@ static wc_err cuda_create(const wc_backend_opts *opts, wc_backend **out)
 	pb->dl = dl;
 	*out = &pb->base;
 	return WC_OK;
+}
+
+void *wc_backend_symbol(const wc_backend *be, const char *name)
+{
+	if (!be || be->ops->destroy != plugin_destroy)
+		return NULL;
+	return dlsym(((const plugin_backend *)be)->dl, name);
 }
 
 /* ---- choosing a backend -------------------------------------------------- */

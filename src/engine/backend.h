@@ -22,22 +22,18 @@
 extern "C" {
 #endif
 
-/* What a job decodes. WC_JOB_PLANES: a tile payload (tile_codec.h) to tensor
- * bytes. Other kinds (.qvq image tiles) extend this enum and the fields at
- * the end of wc_tile_job; a backend that cannot do a kind decodes it with
- * wc_decode_job_cpu(). */
-typedef enum wc_job_kind {
-	WC_JOB_PLANES = 0,
-	/* A .qvq image tile (src/qvq/qvq.h): the payload is a tile-codec payload
-	 * (layout, tables, chunk_symbols as for PLANES) of codebook indices;
-	 * the output is the raw RGB bytes of the tile's images, each gathered
-	 * from the codebook (wc_qvq_gather). CPU decode: wc_qvq_decode_job(). */
-	WC_JOB_VQ = 1
-} wc_job_kind;
+/* What a job decodes. Kind WC_JOB_PLANES (0) is the engine's own: a tile
+ * payload (tile_codec.h) to tensor bytes. A format with tiles of another
+ * kind registers it (wc_job_kind_register) with its reference CPU decoder;
+ * its jobs carry the format's own data in kind_data (the format's header
+ * says what it points to). The engine knows no more of them; a backend
+ * that cannot decode a kind hands the job to wc_decode_job_cpu(). */
+#define WC_JOB_PLANES 0u
+#define WC_JOB_KINDS 8u /* kinds 1..7 are for formats */
 
 /* One tile to decode. Everything the decode needs, nothing of the container. */
 typedef struct wc_tile_job {
-	uint32_t kind;            /* wc_job_kind */
+	uint32_t kind;            /* WC_JOB_PLANES or a registered kind */
 	wc_layout layout;
 	uint32_t chunk_symbols;
 	const uint8_t *payload;   /* host memory, payload_size bytes, chash checked */
@@ -53,15 +49,9 @@ typedef struct wc_tile_job {
 	 * no reason to give). wc_fail() reasons are per thread and a backend
 	 * decodes on threads of its own, so the reason travels with the job. */
 	char detail[256];
-	/* WC_JOB_VQ only (zero for other kinds): */
-	const uint8_t *vq_codebook;  /* vq_entries patches of patch_h*patch_w*channels bytes */
-	uint32_t vq_entries;         /* codebook entries K, 1..65536 */
-	uint8_t vq_patch_h, vq_patch_w, vq_channels;
-	uint8_t vq_index_bytes;      /* 1 (layout bytes) or 2 (layout shuffle2, little-endian) */
-	uint32_t vq_nimages;         /* images in the tile */
-	const uint32_t *vq_dims;     /* 2*vq_nimages: width, height of each image, in tile order */
-	uint32_t vq_nindices;        /* indices in the payload: sum of the images' patch grids */
-	uint64_t vq_codebook_key;    /* identifies vq_codebook (the archive id) for device caching */
+	/* A registered kind's own data (NULL for WC_JOB_PLANES), stable while
+	 * the tile source that described the job lives. */
+	const void *kind_data;
 	/* WC_JOB_PLANES of a layout "dict" tensor (docs/FORMAT.md 2.1): its
 	 * dict_entries sorted values of layout.elem_size bytes (host memory,
 	 * stable while the container lives), gathered by the decoded index
@@ -99,18 +89,6 @@ typedef struct wc_backend_ops {
 	 * buffer of the same `bytes`; every one is freed before destroy. */
 	void *(*host_alloc)(size_t bytes);
 	void (*host_free)(void *p, size_t bytes);
-	/* Optional (NULL: the caller searches on the CPU): the nearest-entry
-	 * search of k-means codebook training (src/qvq/kmeans.h), for `wcodec
-	 * pack-images`. For each of n vectors of dim bytes at points (host
-	 * memory), out[i] = the index of the nearest of the k entries of dim
-	 * bytes at codebook (host memory; k <= 65536) by squared Euclidean
-	 * distance, the lowest index on ties: exactly the CPU search's answer,
-	 * so an archive does not depend on where it was packed.
-	 * Errors: WC_E_UNSUPPORTED (a dim it does not handle), WC_E_BACKEND
-	 * (the device failed; out may hold anything), WC_E_NOMEM; on any error
-	 * the caller searches on the CPU. Thread-safe. */
-	wc_err (*vq_nearest)(wc_backend *be, const uint8_t *codebook, uint32_t k, uint32_t dim,
-			     const uint8_t *points, uint64_t n, uint16_t *out);
 } wc_backend_ops;
 
 struct wc_backend {
@@ -131,6 +109,11 @@ typedef struct wc_backend_opts {
 	unsigned threads;          /* CPU threads; 0 = online CPUs */
 	int gpu;                   /* CUDA device ordinal */
 	uint64_t gpu_memory_limit; /* device bytes the CUDA backend may hold; 0 = its default */
+	/* For tests of the fallback path only: every batch the CUDA backend
+	 * submits makes the GPU fault (an illegal address), so that a fault is
+	 * seen to end in WC_E_BACKEND and a CPU decode, never in wrong bytes.
+	 * A fault poisons the process's CUDA context for good. */
+	bool gpu_fault_every_batch;
 } wc_backend_opts;
 
 /* Create a backend by name:
@@ -189,12 +172,32 @@ bool wc_backend_buf_is_backend_memory(const wc_backend *be);
 
 /* Decode one job on the calling thread with the reference CPU decoder,
  * chosen by job->kind: WC_JOB_PLANES is wc_tile_decode_dict() (tile_codec.h;
- * wc_tile_decode() when job->dict is NULL)
- * then XXH3-64 of the out_size decoded bytes compared with job->dhash.
- * Sets and returns job->status, and job->detail when it is not WC_OK:
- * WC_E_CORRUPT (payload inconsistent, or dhash mismatch), WC_E_UNSUPPORTED
- * (unknown kind), WC_E_NOMEM. Thread-safe. */
+ * wc_tile_decode() when job->dict is NULL) then XXH3-64 of the out_size
+ * decoded bytes compared with job->dhash; another kind, its registered
+ * cpu_decode. Sets and returns job->status, and job->detail when it is not
+ * WC_OK: WC_E_CORRUPT (payload inconsistent, or dhash mismatch),
+ * WC_E_UNSUPPORTED (a kind nobody registered), WC_E_NOMEM. Thread-safe. */
 wc_err wc_decode_job_cpu(wc_tile_job *job);
+
+/* A job kind of a format (see WC_JOB_PLANES). cpu_decode decodes one job
+ * of it on the calling thread and checks job->dhash, with the contract of
+ * wc_decode_job_cpu(); thread-safe. */
+typedef struct wc_job_kind_ops {
+	const char *name; /* for messages: "qvq" */
+	wc_err (*cpu_decode)(wc_tile_job *job);
+} wc_job_kind_ops;
+
+/* Register kind (1..WC_JOB_KINDS-1) with ops (static storage). Registering
+ * the same ops again is a no-op, so a format may register whenever it opens
+ * a file. Errors: WC_E_INVAL (kind out of range, or taken by other ops).
+ * Thread-safe. */
+wc_err wc_job_kind_register(uint32_t kind, const wc_job_kind_ops *ops);
+
+/* An exported function of be's plugin by name (dlsym), NULL for the CPU
+ * backend or a plugin without it: how a format reaches its own device code
+ * in the plugin (the .qvq k-means search: wcodec_cuda_vq_nearest) without
+ * the decode interface knowing of it. Valid while be lives. */
+void *wc_backend_symbol(const wc_backend *be, const char *name);
 
 /* Compare XXH3-64 of job's out_size decoded bytes with job->dhash: WC_OK, or
  * WC_E_CORRUPT with the two hashes in job->detail (job->status set). For
@@ -223,13 +226,14 @@ wc_err wc_backend_warm_up(wc_backend *be, unsigned calls);
 wc_err wc_backend_cpu_create(unsigned threads, wc_backend **out);
 
 /* The symbol the CUDA plugin exports (cuda/plugin.c):
- *   wc_err wcodec_cuda_backend_create_v4(const wc_backend_opts *, wc_backend **);
- * The suffix is the layout of struct wc_backend, wc_backend_ops and
- * wc_tile_job (v4: wc_backend_ops.vq_nearest): a plugin
- * left from a build with another layout lacks this symbol and is refused
- * with a message, rather than read past the end of its backend. */
+ *   wc_err wcodec_cuda_backend_create_v5(const wc_backend_opts *, wc_backend **);
+ * The suffix is the layout of struct wc_backend, wc_backend_ops,
+ * wc_backend_opts and wc_tile_job (v5: registered job kinds with kind_data,
+ * gpu_fault_every_batch): a plugin left from a build with another layout
+ * lacks this symbol and is refused with a message, rather than read past
+ * the end of its backend. */
 #define WC_CUDA_PLUGIN_NAME "wcodec-cuda.so"
-#define WC_CUDA_PLUGIN_SYMBOL "wcodec_cuda_backend_create_v4"
+#define WC_CUDA_PLUGIN_SYMBOL "wcodec_cuda_backend_create_v5"
 typedef wc_err (*wc_backend_create_fn)(const wc_backend_opts *opts, wc_backend **out);
 
 #ifdef __cplusplus

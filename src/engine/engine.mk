@@ -31,12 +31,6 @@ tests_test_backend_SOURCES = tests/test_backend.c
 tests_test_backend_CFLAGS = $(TEST_CFLAGS)
 tests_test_backend_LDADD = $(TEST_LIBS)
 
-# Hit-path latency and throughput of the cache, 1..16 threads (not a test).
-noinst_PROGRAMS += bench/bench_cache
-bench_bench_cache_SOURCES = bench/bench_cache.c
-bench_bench_cache_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS) -I$(srcdir)/tests
-bench_bench_cache_LDADD = libwcodec.la $(XXHASH_LIBS) -lm
-
 # A stand-in CUDA plugin so test_backend goes through the real dlopen() path.
 # (check_LTLIBRARIES is not declared in Makefile.am; this fragment sets it.)
 check_LTLIBRARIES = tests/fakeplugin/wcodec-cuda.la

@@ -1,6 +1,5 @@
-# src/fuse: the wcodecfs daemon (libfuse3 low-level API). Owned by the fuse
-# component. Providers of other components append to wcodecfs_SOURCES in
-# their own fragment (see src/fuse/provider.h).
+# src/fuse: the wcodecfs daemon (libfuse3 low-level API), with one provider
+# per format (src/fuse/provider.h).
 bin_PROGRAMS += wcodecfs
 wcodecfs_SOURCES = \
 	src/fuse/main.c \
@@ -14,7 +13,7 @@ wcodecfs_SOURCES = \
 	src/fuse/mountinfo.c src/fuse/mountinfo.h \
 	src/fuse/ops.c src/fuse/ops.h \
 	src/fuse/stats.c src/fuse/stats.h \
-	src/fuse/provider.h src/fuse/providers.c src/fuse/provider_wcodec.c
+	src/fuse/provider.h src/fuse/providers.c src/fuse/provider_wcodec.c src/fuse/provider_qvq.c
 wcodecfs_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS) $(XXHASH_CFLAGS)
 wcodecfs_LDADD = libwcodec.la $(FUSE_LIBS) $(XXHASH_LIBS)
 

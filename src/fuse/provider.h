@@ -21,13 +21,10 @@
  * itself: the daemon fetches tile bytes from the shared tile cache
  * (engine/cache.h), so decoding is batched, shared and budgeted.
  *
- * Adding a provider (e.g. the .qvq one):
- *   1. write src/<comp>/provider_<name>.c defining
- *      `const wcfs_provider wcfs_provider_<name> = { ... };`
- *   2. declare it below next to wcfs_provider_wcodec and add it to the
- *      table in src/fuse/providers.c;
- *   3. in your make fragment: `wcodecfs_SOURCES += src/<comp>/provider_<name>.c`
- *      (src/fuse/fuse.mk is included before the qvq fragment).
+ * Adding a provider (e.g. the .qvq one): write src/fuse/provider_<name>.c
+ * defining `const wcfs_provider wcfs_provider_<name> = { ... };` over its
+ * format's reader, declare it below next to wcfs_provider_wcodec, add it to
+ * the table in src/fuse/providers.c and to wcodecfs_SOURCES in fuse.mk.
  *
  * Threads: the daemon calls every function here from several FUSE worker
  * threads at once; vnode functions must be safe to call concurrently on the
@@ -151,7 +148,7 @@ typedef struct wcfs_provider {
 
 /* The providers compiled in (src/fuse/providers.c). */
 extern const wcfs_provider wcfs_provider_wcodec;
-extern const wcfs_provider wcfs_provider_qvq; /* src/qvq/provider_qvq.c */
+extern const wcfs_provider wcfs_provider_qvq; /* src/fuse/provider_qvq.c */
 
 /* NULL-terminated table of providers, in priority order. */
 extern const wcfs_provider *const wcfs_providers[];

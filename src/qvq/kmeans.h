@@ -40,8 +40,8 @@ typedef struct wc_kmeans_opts {
 	void (*progress)(void *ctx, int stage, uint64_t done, uint64_t total);
 	void *progress_ctx;
 	/* Optional: the nearest-entry search of the Lloyd iterations and of
-	 * wc_kmeans_assign_opts done elsewhere (a GPU: wc_backend_ops.
-	 * vq_nearest), for n vectors at once. It must give the CPU search's
+	 * wc_kmeans_assign_opts done elsewhere (a GPU: the CUDA plugin's
+	 * wcodec_cuda_vq_nearest), for n vectors at once. It must give the CPU search's
 	 * answer (exact, lowest index on ties), so the codebook does not depend
 	 * on it. On an error the search goes back to the CPU for the rest of the
 	 * call, with a warning (wc_log), or silently for WC_E_UNSUPPORTED (a

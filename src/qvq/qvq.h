@@ -24,6 +24,7 @@
 #include "engine/backend.h"
 #include "engine/tile_source.h"
 #include "qvq/qvq_format.h"
+#include "qvq/qvq_job.h"
 
 typedef struct wc_qvq wc_qvq;
 
@@ -65,7 +66,6 @@ wc_tile_source *wc_qvq_source(wc_qvq *q);
 uint64_t wc_qvq_id(const wc_qvq *q);
 
 const wc_qvq_header *wc_qvq_header_of(const wc_qvq *q);
-uint64_t wc_qvq_archive_size(const wc_qvq *q); /* bytes on disk */
 /* Codebook: entries * patch_h * patch_w * channels bytes. */
 const uint8_t *wc_qvq_codebook(const wc_qvq *q, uint32_t *entries);
 /* The JSON metadata text (NUL-terminated), as stored. */
@@ -110,10 +110,5 @@ wc_err wc_qvq_gather(const uint8_t *codebook, uint32_t entries, uint32_t ph, uin
 		     uint32_t channels, const uint8_t *idx, uint32_t index_bytes,
 		     uint32_t w, uint32_t h, uint8_t *out);
 
-/* Patches of an image of w x h pixels: ceil(w/pw) * ceil(h/ph). */
-static inline uint64_t wc_qvq_patches(uint32_t w, uint32_t h, uint32_t pw, uint32_t ph)
-{
-	return (uint64_t)((w + pw - 1) / pw) * ((h + ph - 1) / ph);
-}
 
 #endif /* WC_QVQ_H */

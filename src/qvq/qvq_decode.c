@@ -14,6 +14,7 @@
 #include "core/hash.h"
 #include "qvq/qvq.h"
 #include "qvq/qvq_gather.h"
+#include "qvq/qvq_job.h"
 
 int wc_qvq_gather_scalar_only;
 
@@ -170,24 +171,29 @@ wc_err wc_qvq_decode_job(wc_tile_job *job)
 {
 	wc_err e = WC_OK;
 	uint8_t *idx = NULL;
-	uint32_t ph = job->vq_patch_h, pw = job->vq_patch_w, ch = job->vq_channels;
-	uint32_t ib = job->vq_index_bytes;
-	if (job->kind != WC_JOB_VQ || !job->vq_codebook || !job->vq_dims || ph == 0 || pw == 0 ||
-	    ch == 0 || (ib != 1 && ib != 2) || job->layout.elem_size != ib) {
+	const wc_qvq_job *v = wc_qvq_job_of(job);
+	if (!v) {
+		e = wc_fail(WC_E_FORMAT, "qvq: not a VQ job");
+		goto out;
+	}
+	uint32_t ph = v->patch_h, pw = v->patch_w, ch = v->channels;
+	uint32_t ib = v->index_bytes;
+	if (!v->codebook || !v->dims || ph == 0 || pw == 0 || ch == 0 || (ib != 1 && ib != 2) ||
+	    job->layout.elem_size != ib) {
 		e = wc_fail(WC_E_FORMAT, "qvq: inconsistent VQ job");
 		goto out;
 	}
 	/* The images' geometry must add up to the job's sizes. */
 	uint64_t nidx = 0, dsize = 0;
-	for (uint32_t i = 0; i < job->vq_nimages; i++) {
-		uint32_t w = job->vq_dims[2 * i], h = job->vq_dims[2 * i + 1];
+	for (uint32_t i = 0; i < v->nimages; i++) {
+		uint32_t w = v->dims[2 * i], h = v->dims[2 * i + 1];
 		nidx += wc_qvq_patches(w, h, pw, ph);
 		dsize += (uint64_t)w * h * ch;
 	}
-	if (nidx != job->vq_nindices || dsize != job->out_size) {
+	if (nidx != v->nindices || dsize != job->out_size) {
 		e = wc_fail(WC_E_FORMAT, "qvq: VQ job geometry (%llu indices, %llu bytes) does not "
 			    "match its sizes (%u, %u)", (unsigned long long)nidx,
-			    (unsigned long long)dsize, job->vq_nindices, job->out_size);
+			    (unsigned long long)dsize, v->nindices, job->out_size);
 		goto out;
 	}
 	idx = malloc(nidx * ib + 1);
@@ -201,9 +207,9 @@ wc_err wc_qvq_decode_job(wc_tile_job *job)
 		goto out;
 	const uint8_t *ip = idx;
 	uint8_t *op = job->out;
-	for (uint32_t i = 0; i < job->vq_nimages && !e; i++) {
-		uint32_t w = job->vq_dims[2 * i], h = job->vq_dims[2 * i + 1];
-		e = wc_qvq_gather(job->vq_codebook, job->vq_entries, ph, pw, ch, ip, ib, w, h, op);
+	for (uint32_t i = 0; i < v->nimages && !e; i++) {
+		uint32_t w = v->dims[2 * i], h = v->dims[2 * i + 1];
+		e = wc_qvq_gather(v->codebook, v->entries, ph, pw, ch, ip, ib, w, h, op);
 		ip += wc_qvq_patches(w, h, pw, ph) * ib;
 		op += (size_t)w * h * ch;
 	}

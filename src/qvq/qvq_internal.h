@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 
 #include "qvq/qvq.h"
+#include "qvq/qvq_job.h"
 
 struct wc_qvq {
 	wc_tile_source src; /* first member: the tile source is the archive */
@@ -17,9 +18,10 @@ struct wc_qvq {
 	uint8_t *codebook;
 	wc_freqtab *tables;
 	wc_qvq_image *images;
-	uint32_t *dims;  /* width, height per image: the jobs' vq_dims */
+	uint32_t *dims;  /* width, height per image: the jobs' dims */
 	char *names;     /* every name, NUL-terminated, images[i].name points here */
 	wc_qvq_tile *tiles;
+	wc_qvq_job *jobs; /* per tile: its decode jobs' kind_data (qvq_job.h) */
 	char **labels;
 	uint32_t nlabels;
 	char **shown;      /* per image: the name shown by the mount (.ppm) */

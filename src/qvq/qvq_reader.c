@@ -223,6 +223,9 @@ static void src_describe(const wc_tile_source *s, uint32_t t, wc_tile_job *job)
 static void src_retain(wc_tile_source *s) { wc_qvq_retain((wc_qvq *)s); }
 static void src_release(wc_tile_source *s) { wc_qvq_release((wc_qvq *)s); }
 
+/* The decode job kind of image tiles (qvq_job.h), registered on open. */
+static const wc_job_kind_ops qvq_job_kind = {.name = "qvq", .cpu_decode = wc_qvq_decode_job};
+
 static const wc_tile_source_ops qvq_source_ops = {
 	.ntiles = src_ntiles, .tile_dsize = src_dsize, .tile_csize = src_csize,
 	.read_payload = src_read, .describe_job = src_describe,
@@ -240,6 +243,7 @@ static void qvq_free(wc_qvq *q)
 	free(q->dims);
 	free(q->names);
 	free(q->tiles);
+	free(q->jobs);
 	for (uint32_t i = 0; q->labels && i < q->nlabels; i++)
 		free(q->labels[i]);
 	free(q->labels);
@@ -311,13 +315,25 @@ wc_err wc_qvq_open(const char *path, wc_qvq **out)
 	    (e = read_section(q, "string pool", q->h.strings_off, q->h.strings_len,
 			      q->h.strings_hash, (void **)&pool)) ||
 	    (e = parse_images(q, images, pool)) || (e = parse_tiles(q, tiles)) ||
-	    (e = wc_qvq_files_init(q)))
+	    (e = wc_qvq_files_init(q)) || (e = wc_job_kind_register(WC_JOB_VQ, &qvq_job_kind)))
 		goto fail;
 	free(images);
 	free(tiles);
 	free(pool);
 	q->src.ops = &qvq_source_ops;
 	q->src.id = wc_tile_source_new_id();
+	if (!(q->jobs = calloc(q->h.ntiles ? q->h.ntiles : 1, sizeof *q->jobs))) {
+		e = wc_fail(WC_E_NOMEM, "qvq: no memory for %u tiles", q->h.ntiles);
+		goto fail_freed;
+	}
+	for (uint32_t t = 0; t < q->h.ntiles; t++)
+		q->jobs[t] = (wc_qvq_job){
+			.codebook = q->codebook, .entries = q->h.entries, .patch_h = (uint8_t)q->h.patch_h,
+			.patch_w = (uint8_t)q->h.patch_w, .channels = (uint8_t)q->h.channels,
+			.index_bytes = (uint8_t)q->h.index_bytes, .nimages = q->tiles[t].nimages,
+			.dims = q->dims + 2 * (size_t)q->tiles[t].first_image, .nindices = q->tiles[t].nindices,
+			.codebook_key = q->src.id,
+		};
 	atomic_init(&q->refs, 1);
 	*out = q;
 	return WC_OK;
@@ -325,6 +341,7 @@ fail:
 	free(images);
 	free(tiles);
 	free(pool);
+fail_freed:
 	qvq_free(q);
 	return e;
 }
@@ -339,7 +356,6 @@ void wc_qvq_release(wc_qvq *q)
 wc_tile_source *wc_qvq_source(wc_qvq *q) { return &q->src; }
 uint64_t wc_qvq_id(const wc_qvq *q) { return q->src.id; }
 const wc_qvq_header *wc_qvq_header_of(const wc_qvq *q) { return &q->h; }
-uint64_t wc_qvq_archive_size(const wc_qvq *q) { return q->h.file_size; }
 const uint8_t *wc_qvq_codebook(const wc_qvq *q, uint32_t *entries)
 {
 	if (entries)
@@ -381,22 +397,13 @@ void wc_qvq_describe_job(const wc_qvq *q, uint32_t t, wc_tile_job *job)
 {
 	const wc_qvq_tile *tl = &q->tiles[t];
 	job->kind = WC_JOB_VQ;
+	job->kind_data = &q->jobs[t];
 	job->layout = q->layout;
 	job->chunk_symbols = q->h.chunk_symbols;
 	job->tables = q->tables;
 	job->ntables = q->h.ntables;
 	job->table_key = q->src.id;
 	job->dhash = tl->dhash;
-	job->vq_codebook = q->codebook;
-	job->vq_entries = q->h.entries;
-	job->vq_patch_h = q->h.patch_h;
-	job->vq_patch_w = q->h.patch_w;
-	job->vq_channels = q->h.channels;
-	job->vq_index_bytes = q->h.index_bytes;
-	job->vq_nimages = tl->nimages;
-	job->vq_dims = q->dims + 2 * (size_t)tl->first_image;
-	job->vq_nindices = tl->nindices;
-	job->vq_codebook_key = q->src.id;
 }
 
 wc_err wc_qvq_decode_tile(const wc_qvq *q, uint32_t t, uint8_t *out)

@@ -1,5 +1,5 @@
-/* qvq_cli.c - unpack / info / verify of .qvq archives for the wcodec CLI. */
-#include "qvq/qvq_cli.h"
+/* cmd_qvq.c - unpack / info / verify of .qvq archives for the wcodec CLI. */
+#include "cli/cmd_qvq.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -179,7 +179,7 @@ static int bench_archive(const char *path, const char *plugin, int copies, int r
 		jobs[t].payload = payload[t % nt0];
 		jobs[t].payload_size = tl->csize;
 		jobs[t].out_size = tl->dsize;
-		idx_total += (((size_t)tl->nindices * jobs[t].vq_index_bytes + 15) & ~(size_t)15);
+		idx_total += (((size_t)tl->nindices * wc_qvq_job_of(&jobs[t])->index_bytes + 15) & ~(size_t)15);
 		rgb_total += ((size_t)tl->dsize + 15) & ~(size_t)15;
 	}
 	uint8_t *d_idx, *d_rgb;
@@ -205,7 +205,7 @@ static int bench_archive(const char *path, const char *plugin, int copies, int r
 		const wc_qvq_tile *tl = wc_qvq_tile_at(q, t % nt0);
 		shadow[t] = jobs[t];
 		shadow[t].kind = WC_JOB_PLANES;
-		shadow[t].out_size = tl->nindices * jobs[t].vq_index_bytes;
+		shadow[t].out_size = tl->nindices * wc_qvq_job_of(&jobs[t])->index_bytes;
 		dev_idx[t] = d_idx + io;
 		rgb_off[t] = ro;
 		size_t po = 0, oo = 0;

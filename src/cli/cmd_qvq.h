@@ -1,11 +1,11 @@
 /*
- * qvq_cli.h - the `wcodec` CLI's handlers for .qvq image archives: the
+ * cmd_qvq.h - the `wcodec` CLI's handlers for .qvq image archives: the
  * pack-images command (src/cli/cmd_pack_images.c) and the format row of
  * unpack/info/verify (src/cli/formats.c, cli_format in cli/cli.h). They
  * return CLI_OK, CLI_FAIL or CLI_USAGE and print their own errors.
  */
-#ifndef WC_QVQ_CLI_H
-#define WC_QVQ_CLI_H
+#ifndef WC_CLI_CMD_QVQ_H
+#define WC_CLI_CMD_QVQ_H
 
 #include "cli/cli.h"
 
@@ -24,4 +24,4 @@ int qvq_cli_sizes(const char *path, uint64_t *decoded, uint64_t *stored);
  * backend o->backend with payload and decoded checksums checked. */
 int qvq_cli_verify(const char *path, const cli_decode_opts *o);
 
-#endif /* WC_QVQ_CLI_H */
+#endif /* WC_CLI_CMD_QVQ_H */
