@@ -1,4 +1,4 @@
-/* bench_cuda.c - GPU decode throughput (docs/BENCHMARKS-GPU.md).
+/* bench_cuda.c - GPU decode throughput (docs/BENCHMARKS.md).
  *
  *   bench_cuda [--tiles-max N] [--gpu G] [--chunk SYMBOLS]
  *

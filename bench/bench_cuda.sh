@@ -1,5 +1,5 @@
 #!/bin/bash
-# bench_cuda.sh - everything docs/BENCHMARKS-GPU.md reports, on a machine
+# bench_cuda.sh - everything docs/BENCHMARKS.md reports, on a machine
 # with a GPU: build with CUDA, run test_cuda plainly and under the four
 # compute-sanitizer tools, the benchmark (16384- and 65536-symbol chunks),
 # and an end-to-end pack/verify/unpack of a 2 GB BF16 file through the CLI.

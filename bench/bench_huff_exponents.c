@@ -1,8 +1,8 @@
 /*
  * bench_huff_exponents.c - would a multi-symbol Huffman code decode BF16
  * exponent planes faster than the rANS decoder, and what would it cost in
- * size? A measurement kept for the record (docs/BENCHMARKS.md, twenty-second
- * session); nothing in the format or the decoders uses it.
+ * size? A measurement kept for the record (docs/BENCHMARKS.md, "Designs
+ * tried and dropped"); nothing in the format or the decoders uses it.
  *
  * Input: 4 Mi exponent bytes of N(0, 0.02) weights rounded to BF16 (the tail
  * below exponent 100 folded into it), as bench_rans_lookup uses. The

@@ -3,7 +3,7 @@
 wcodec.torch.load_checkpoint of the packed checkpoint against
 safetensors.torch.load_file of the original shards and against the
 pinned-pread ceiling (bench/pread_ceiling.cu) of both, files in the page
-cache and cold (drop_caches), in one run (docs/BENCHMARKS-GPU.md, "Loading
+cache and cold (drop_caches), in one run (docs/BENCHMARKS.md, "Loading
 from Python"). Needs torch with CUDA, safetensors, root for drop_caches.
 
   bench_load.py gen DIR [--layers 32]

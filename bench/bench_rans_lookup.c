@@ -1,7 +1,7 @@
 /*
  * bench_rans_lookup.c - does an in-register symbol look-up beat the gather
  * in the AVX-512 rANS round? A measurement kept for the record
- * (docs/BENCHMARKS.md, twenty-second session): the answer on Zen 4 was no.
+ * (docs/BENCHMARKS.md): the answer on Zen 4 was no.
  *
  * The decoder finds each lane's symbol with one AVX-512 gather of 16
  * entries from the 4096-entry decode table (src/codec/rans_decode_avx512.c).

@@ -4,7 +4,7 @@
  * counter) into page-locked buffers of their own (two each, alternating)
  * and cudaMemcpyAsync each piece to the GPU on a stream of their own. No
  * parsing, no checks, no decoding: what any loader of these bytes can at
- * best reach on this machine (docs/BENCHMARKS-GPU.md, "Loading from
+ * best reach on this machine (docs/BENCHMARKS.md, "Loading from
  * Python"). A benchmark, not a test. Build and run on a GPU machine:
  *   nvcc -O2 -o pread_ceiling bench/pread_ceiling.cu -lpthread
  *   ./pread_ceiling THREADS FILE...      # prints bytes, seconds, GB/s

@@ -1,6 +1,6 @@
 /*
  * qvq_bench.c - CPU decode throughput of a .qvq archive on ONE thread (not a
- * test; contrib/bench/bench-qvq.sh runs it, docs/BENCHMARKS-QVQ.md records
+ * test; contrib/bench/bench-qvq.sh runs it, docs/BENCHMARKS.md ("Image archives") records
  * it). Payloads are read into memory first; then every tile is decoded
  * (tile codec + codebook gather + dhash check, wc_qvq_decode_job) REPEAT
  * times, and the gather alone is timed on already-decoded indices.

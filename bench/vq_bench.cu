@@ -1,6 +1,6 @@
 /*
  * vq_bench.cu - GPU decode throughput of .qvq images (not a test; run by
- * contrib/bench/bench-qvq.sh, results in docs/BENCHMARKS-QVQ.md).
+ * contrib/bench/bench-qvq.sh, results in docs/BENCHMARKS.md ("Image archives")).
  *
  *   vq_bench gather [N] [K]     N synthetic 224x224 images (default 16384)
  *                               with a K-entry codebook (default 256) on the

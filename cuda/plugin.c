@@ -79,7 +79,7 @@ EXPORT wc_err wcodec_cuda_backend_create_v5(const wc_backend_opts *opts, wc_back
 	 * holds one lane while it reads its next batch's payloads, so there is
 	 * one lane more than calls. Six: on an H200 with 4 readers through
 	 * the mount, 2 calls gave 5754 MB/s, 3 gave 6903, 4 gave 7253-7481
-	 * (docs/BENCHMARKS-GPU.md, section 9); once no dispatcher allocated
+	 * (docs/BENCHMARKS.md, "GPU backend through the mount"); once no dispatcher allocated
 	 * page-locked memory while reading, 6 calls read four streams in a
 	 * median of 268-272 ms against 281-285 with 4 (18 runs each, section
 	 * 13). */
@@ -113,7 +113,7 @@ EXPORT wc_err wcodec_cuda_backend_create_v5(const wc_backend_opts *opts, wc_back
 	cb->base.concurrency = calls;
 	/* A GPU decodes fast only in batches of many tiles, so readers should
 	 * read further ahead: on an H200, +24-33% for one sequential reader with
-	 * less CPU time (docs/BENCHMARKS-GPU.md, section 5). */
+	 * less CPU time (docs/BENCHMARKS.md, "GPU backend through the mount"). */
 	cb->base.readahead_tiles = 16;
 	/* A one-tile call's round trip (0.3-0.65 ms) is longer than one CPU
 	 * thread's decode of a waiting reader's tile: one stream read 9% faster

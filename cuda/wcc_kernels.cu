@@ -227,7 +227,7 @@ __device__ __forceinline__ void merge_one(const wcc_merge_tile &t, uint32_t i, u
  * the last read of a slice and the copy that overwrites it.
  * A register window loaded from global memory would stall the warp at the
  * first instruction that touches it (a move the compiler inserts at the
- * loop's end did, once per window: docs/BENCHMARKS-GPU.md section 12). */
+ * loop's end did, once per window: docs/BENCHMARKS.md, "GPU decode"). */
 #define RING_WORDS 512u
 #define RING_SLICE 64u /* words fetched at once: 4 bytes per lane */
 
@@ -302,7 +302,7 @@ __device__ __forceinline__ uint32_t rans_round(rans_lane &s, bool active, const 
 
 /* MINB: blocks of 8 warps per SM the register budget is cut for (8: 32
  * registers and full occupancy, with spills; 4: 55 registers, 4 blocks fit:
- * the default, measured fastest on an H200 with 3, docs/BENCHMARKS-GPU.md
+ * the default, measured fastest on an H200 with 3, docs/BENCHMARKS.md
  * sections 1 and 12). */
 template <int MINB>
 __global__ void __launch_bounds__(RANS_THREADS, MINB)

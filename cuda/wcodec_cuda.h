@@ -109,7 +109,7 @@ wc_err wcodec_cuda_decode_jobs(wc_tile_job *jobs, size_t n, void *const *device_
 /* Page-locked host memory for tile buffers (payloads and decoded tiles):
  * the backend DMAs straight to and from such buffers instead of staging
  * them through its own pinned buffers, which saves two memory copies per
- * tile (docs/BENCHMARKS-GPU.md: 41 GB/s instead of 34 on an H200 host).
+ * tile (docs/BENCHMARKS.md: 41 GB/s instead of 34 on an H200 host).
  * Any page-locked memory works the same (cudaHostAlloc, cudaHostRegister).
  * Returns NULL when no GPU is usable or the allocation fails. */
 void *wcodec_cuda_host_alloc(size_t bytes);

@@ -10,6 +10,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 : "${top_srcdir:?}"
 PYTHON3=${PYTHON3:-/usr/bin/python3}
 "$PYTHON3" -c 'import numpy, PIL' 2>/dev/null || { echo "SKIP: $PYTHON3 lacks numpy/PIL"; exit 77; }
+"$WCODEC" --version | grep -q "^images: *PNG.*JPEG" || { echo "SKIP: wcodec reads no PNG or JPEG (--disable-image-codecs)"; exit 77; }
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/qvq-cli.XXXXXX") || fail mktemp
 trap 'rm -rf "$TMP"' EXIT
 chk() { "$PYTHON3" "$top_srcdir/tests/qvq_check.py" "$@"; }

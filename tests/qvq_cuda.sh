@@ -14,6 +14,7 @@ plugin=$top_builddir/cuda/.libs
 [ -e "$plugin/wcodec-cuda.so" ] || { echo "SKIP: no CUDA plugin built"; exit 77; }
 export WCODEC_PLUGIN_DIR=$plugin
 "$PYTHON3" -c 'import numpy, PIL' 2>/dev/null || { echo "SKIP: $PYTHON3 lacks numpy/PIL"; exit 77; }
+"$WCODEC" --version | grep -q "^images: *PNG.*JPEG" || { echo "SKIP: wcodec reads no PNG or JPEG (--disable-image-codecs)"; exit 77; }
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/qvq-cuda.XXXXXX") || fail mktemp
 trap 'rm -rf "$TMP"' EXIT
 chk() { "$PYTHON3" "$top_srcdir/tests/qvq_check.py" "$@"; }

@@ -7,6 +7,7 @@
 . "${top_srcdir:-.}/tests/mount_lib.sh"
 : "${WCODEC:?WCODEC must name the built wcodec}"
 "$PYTHON3" -c 'import numpy, PIL' 2>/dev/null || { echo "SKIP: $PYTHON3 lacks numpy/PIL"; exit 77; }
+"$WCODEC" --version | grep -q "^images: *PNG.*JPEG" || { echo "SKIP: wcodec reads no PNG or JPEG (--disable-image-codecs)"; exit 77; }
 chk() { "$PYTHON3" "$top_srcdir/tests/qvq_check.py" "$@"; }
 
 S=$TMP/src

@@ -8,6 +8,7 @@
 
 #include "check_run.h"
 #include "core/limits.h"
+#include "core/size.h"
 #include "fuse/inode.h"
 #include "fuse/mountinfo.h"
 #include "fuse/options.h"
@@ -16,23 +17,23 @@
 START_TEST(sizes)
 {
 	uint64_t v;
-	ck_assert_int_eq(wcfs_parse_size("4096", &v), 0);
+	ck_assert_int_eq(wc_parse_size("4096", UINT64_MAX, &v), 0);
 	ck_assert_uint_eq(v, 4096);
-	ck_assert_int_eq(wcfs_parse_size("4M", &v), 0);
+	ck_assert_int_eq(wc_parse_size("4M", UINT64_MAX, &v), 0);
 	ck_assert_uint_eq(v, 4u << 20);
-	ck_assert_int_eq(wcfs_parse_size("1g", &v), 0);
+	ck_assert_int_eq(wc_parse_size("1g", UINT64_MAX, &v), 0);
 	ck_assert_uint_eq(v, 1u << 30);
-	ck_assert_int_eq(wcfs_parse_size("64KiB", &v), 0);
+	ck_assert_int_eq(wc_parse_size("64KiB", UINT64_MAX, &v), 0);
 	ck_assert_uint_eq(v, 64u << 10);
-	ck_assert_int_eq(wcfs_parse_size("2T", &v), 0);
+	ck_assert_int_eq(wc_parse_size("2T", UINT64_MAX, &v), 0);
 	ck_assert_uint_eq(v, 2ull << 40);
-	ck_assert_int_eq(wcfs_parse_size("", &v), -1);
-	ck_assert_int_eq(wcfs_parse_size("M", &v), -1);
-	ck_assert_int_eq(wcfs_parse_size("-1M", &v), -1);
-	ck_assert_int_eq(wcfs_parse_size("12Q", &v), -1);
-	ck_assert_int_eq(wcfs_parse_size("1M2", &v), -1);
-	ck_assert_int_eq(wcfs_parse_size("99999999999999999999", &v), -1);
-	ck_assert_int_eq(wcfs_parse_size("17179869184G", &v), -1); /* 2^64 bytes */
+	ck_assert_int_eq(wc_parse_size("", UINT64_MAX, &v), -1);
+	ck_assert_int_eq(wc_parse_size("M", UINT64_MAX, &v), -1);
+	ck_assert_int_eq(wc_parse_size("-1M", UINT64_MAX, &v), -1);
+	ck_assert_int_eq(wc_parse_size("12Q", UINT64_MAX, &v), -1);
+	ck_assert_int_eq(wc_parse_size("1M2", UINT64_MAX, &v), -1);
+	ck_assert_int_eq(wc_parse_size("99999999999999999999", UINT64_MAX, &v), -1);
+	ck_assert_int_eq(wc_parse_size("17179869184G", UINT64_MAX, &v), -1); /* 2^64 bytes */
 }
 END_TEST
 

@@ -99,6 +99,22 @@ START_TEST(json_metadata_checked)
 	ck_assert_int_eq(fx_open_bytes(m, ml), WC_E_FORMAT);
 	ck_assert_msg(strstr(wc_last_detail(), "shared") != NULL, "%s", wc_last_detail());
 	free(m);
+	/* JSON far longer than the prefix could call for (16 bytes a prefix
+	 * byte and 1 MiB): refused before it is decompressed. */
+	size_t big = 16 * (size_t)h.prefix_len + (1u << 20) + 1;
+	char *padded = malloc(big + 1);
+	memset(padded, ' ', big);
+	memcpy(padded, js, n);
+	padded[big] = 0;
+	m = fx_with_metadata(b, &h, padded, big, &ml);
+	ck_assert_int_eq(fx_open_bytes(m, ml), WC_E_RANGE);
+	ck_assert_msg(strstr(wc_last_detail(), "prefix") != NULL, "%s", wc_last_detail());
+	free(m);
+	padded[big - 1] = 0; /* one byte less: accepted */
+	m = fx_with_metadata(b, &h, padded, big - 1, &ml);
+	ck_assert_int_eq(fx_open_bytes(m, ml), WC_OK);
+	free(m);
+	free(padded);
 	/* Metadata that is not a zstd frame. */
 	memcpy(b + h.meta_off, "{}", 2);
 	fx_fix_check(b, &h);

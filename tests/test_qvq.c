@@ -12,7 +12,7 @@
 #include <xxhash.h>
 
 #include "check_run.h"
-#include "qvq/image_io.h"
+#include "images/image_io.h"
 #include "qvq/kmeans.h"
 #include "qvq/qvq.h"
 #include "qvq/qvq_files.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench-ab-readers.sh - A/B of wcodecfs configurations on N concurrent cold
-# streaming readers, many alternating runs (docs/BENCHMARKS-GPU.md, section
+# streaming readers, many alternating runs (docs/BENCHMARKS.md, section
 # 13). A benchmark, not a test: run it as root (FUSE mounts, drop_caches) on a
 # quiet machine. Differences of a few percent need many runs: single runs of
 # one configuration spread by 10-20% on the lent GPU machines, so this

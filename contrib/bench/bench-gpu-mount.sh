@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench-gpu-mount.sh - wcodecfs reads served by the CUDA backend against the
-# CPU backend on one GPU machine, in one go (docs/BENCHMARKS-GPU.md, section
+# CPU backend on one GPU machine, in one go (docs/BENCHMARKS.md, section
 # "Through the mount"). A benchmark, not a test: run it on a quiet machine
 # with a GPU, as root (FUSE mounts, drop_caches). Steps:
 #   1. build from this source tree with ./configure --with-cuda (out of tree,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench-qvq.sh - benchmarks of .qvq image archives (docs/BENCHMARKS-QVQ.md).
+# bench-qvq.sh - benchmarks of .qvq image archives (docs/BENCHMARKS.md ("Image archives")).
 # Not a test: it takes minutes and needs the real photographs.
 #
 # usage: contrib/bench/bench-qvq.sh BUILD_DIR [DATA_DIR]
@@ -31,7 +31,7 @@
 #     the round), as a training epoch with shuffling does; a cache smaller
 #     than the data set (CACHE) then decodes a tile for most images read.
 # ONLY=quality or ONLY=throughput runs one half. The GPU figures come from
-# bench/vq_bench on a GPU machine (see docs/BENCHMARKS-QVQ.md).
+# bench/vq_bench on a GPU machine (see docs/BENCHMARKS.md ("Image archives")).
 # Prints "RESULT name value" lines (also in DATA_DIR/qvq/results.txt).
 set -euo pipefail
 
@@ -139,8 +139,8 @@ K=${THROUGHPUT_K:-4096}
 src=$out/mountsrc
 mkdir -p "$src"
 # Packed again when the library that packs and decodes it is newer: an
-# archive from an older writer would measure the older format (PACK planes
-# came in the twenty-third session, docs/BENCHMARKS-QVQ.md section 2).
+# archive from an older writer would measure an older format (one without
+# PACK planes, say).
 lib=$build/.libs/libwcodec.so
 if [ ! -e "$src/crops.qvq" ] || { [ -e "$lib" ] && [ "$lib" -nt "$src/crops.qvq" ]; }; then
 	"$WCODEC" pack-images -q "$out/crops" "$src/crops.qvq" --codebook "$K" --seed 1 >"$out/pack-crops.txt"

@@ -3,7 +3,7 @@
 bench-ab-readers.sh TRACE=1 saved (OUT/trace.INDEX.REP.gz: ftrace text of
 fuse:fuse_request_send/end and sched:sched_switch/sched_wakeup of the dd
 readers), per configuration, medians over the runs
-(docs/BENCHMARKS-GPU.md, section 17). A benchmark tool, not a test.
+(docs/BENCHMARKS.md, "GPU backend through the mount"). A benchmark tool, not a test.
 
 Per run:
 - FUSE_READ requests: count, the sum of their kernel latencies (queued to

@@ -6,7 +6,7 @@
  * registered with cudaHostRegister; then the same with a GPU copy into the
  * buffer just before each pwrite (the CUDA backend's path: the tile arrives
  * by DMA, then the reply copies it). A benchmark, not a test
- * (docs/BENCHMARKS-GPU.md, section 13). Build and run on a GPU machine:
+ * (docs/BENCHMARKS.md, "GPU backend through the mount"). Build and run on a GPU machine:
  *   nvcc -O2 -o hostcopy contrib/bench/hostcopy.cu && ./hostcopy
  */
 #include <cuda_runtime.h>

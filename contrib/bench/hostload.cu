@@ -1,7 +1,7 @@
 /*
  * hostload.cu - a steady host-memory load beside a benchmark, to test whether
  * the CUDA backend's readers lose time to the host memory its DMA uses
- * (docs/BENCHMARKS-GPU.md, section 17). Modes:
+ * (docs/BENCHMARKS.md, "GPU backend through the mount"). Modes:
  *   dma GBPS: page-locked buffers copied to the GPU and back, 2 bytes down
  *     for every 1.4 up (a cold 4-reader read of BF16 weights: payloads up,
  *     decoded tiles down), throttled to GBPS of DMA in all;

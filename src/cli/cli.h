@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/atomic_file.h"
+#include "core/size.h"
 #include "core/wc_error.h"
 
 /* Exit statuses of every command. */
@@ -159,22 +161,17 @@ int cli_error(wc_err e, const char *context);
 /* Print "wcodec CMD: MESSAGE" and a hint to run --help; returns CLI_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Parse a byte size with an optional K/M/G suffix (powers of 1024) or an
- * unsigned count; -1 on a malformed or out-of-range value. */
-int cli_parse_size(const char *s, uint64_t max, uint64_t *out);
 
 /* "12.3 MiB" into buf. */
 const char *cli_human_bytes(uint64_t n, char buf[32]);
 
 
-/* Temporary output "OUT.tmp.XXXXXX" next to OUT, removed by cli_tmp_abort or
- * renamed over OUT (after fsync) by cli_tmp_commit. A SIGINT, SIGTERM or
- * SIGHUP while one is open removes it before the process dies, and so does
- * a SIGBUS (an input mapped by the packer shrank), with a message. */
-typedef struct cli_tmpfile {
-	char *tmp, *final;
-	int fd;
-} cli_tmpfile;
+/* An output written whole or not at all (core/atomic_file.h: "OUT.tmp.XXXXXX"
+ * next to OUT, renamed over it after fsync by cli_tmp_commit, removed by
+ * cli_tmp_abort). A SIGINT, SIGTERM or SIGHUP while one is open removes it
+ * before the process dies, and so does a SIGBUS (an input mapped by the
+ * packer shrank), with a message. */
+typedef wc_atomic_file cli_tmpfile;
 wc_err cli_tmp_create(cli_tmpfile *t, const char *out);
 wc_err cli_tmp_commit(cli_tmpfile *t);
 void cli_tmp_abort(cli_tmpfile *t);

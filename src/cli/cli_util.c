@@ -37,32 +37,6 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 	return CLI_USAGE;
 }
 
-int cli_parse_size(const char *s, uint64_t max, uint64_t *out)
-{
-	if (!s || !*s || *s == '-')
-		return -1;
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -1;
-	unsigned shift = 0;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	default: break;
-	}
-	if (shift && (*end == 'i' || *end == 'I'))
-		end++;
-	if (shift && (*end == 'b' || *end == 'B'))
-		end++;
-	if (*end || v > (max >> shift))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
 const char *cli_human_bytes(uint64_t n, char buf[32])
 {
 	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -160,65 +134,23 @@ void cli_tmp_watch_path(const char *path)
 
 wc_err cli_tmp_create(cli_tmpfile *t, const char *out)
 {
-	memset(t, 0, sizeof *t);
-	t->fd = -1;
-	size_t n = strlen(out) + 16;
-	t->tmp = malloc(n);
-	t->final = strdup(out);
-	if (!t->tmp || !t->final) {
-		free(t->tmp);
-		free(t->final);
-		return wc_fail(WC_E_NOMEM, "out of memory");
-	}
-	snprintf(t->tmp, n, "%s.tmp.XXXXXX", out);
-	t->fd = mkostemp(t->tmp, O_CLOEXEC);
-	if (t->fd < 0) {
-		wc_err e = wc_fail(WC_E_IO, "creating %s: %s", t->tmp, strerror(errno));
-		free(t->tmp);
-		free(t->final);
-		t->tmp = t->final = NULL;
-		return e;
-	}
-	cli_tmp_watch_path(t->tmp);
-	mode_t mask = umask(0);
-	umask(mask);
-	fchmod(t->fd, 0666 & ~mask);
-	return WC_OK;
+	wc_err e = wc_atomic_create(t, out);
+	if (!e)
+		cli_tmp_watch_path(t->tmp);
+	return e;
 }
 
 void cli_tmp_abort(cli_tmpfile *t)
 {
-	if (!t->tmp)
-		return;
-	if (t->fd >= 0)
-		close(t->fd);
-	unlink(t->tmp);
-	cli_tmp_watch_path(NULL);
-	free(t->tmp);
-	free(t->final);
-	t->tmp = t->final = NULL;
-	t->fd = -1;
+	if (t->tmp)
+		cli_tmp_watch_path(NULL);
+	wc_atomic_abort(t);
 }
 
 wc_err cli_tmp_commit(cli_tmpfile *t)
 {
-	wc_err e = WC_OK;
-	if (fsync(t->fd) != 0)
-		e = wc_fail(WC_E_IO, "fsync %s: %s", t->tmp, strerror(errno));
-	else if (close(t->fd) != 0)
-		e = wc_fail(WC_E_IO, "closing %s: %s", t->tmp, strerror(errno));
-	t->fd = -1;
-	if (!e && rename(t->tmp, t->final) != 0)
-		e = wc_fail(WC_E_IO, "renaming %s to %s: %s", t->tmp, t->final, strerror(errno));
-	if (e) {
-		cli_tmp_abort(t);
-		return e;
-	}
 	cli_tmp_watch_path(NULL);
-	free(t->tmp);
-	free(t->final);
-	t->tmp = t->final = NULL;
-	return WC_OK;
+	return wc_atomic_commit(t);
 }
 
 int cli_decode_opt(const char *cmd, int c, const char *arg, cli_decode_opts *o)
@@ -230,7 +162,7 @@ int cli_decode_opt(const char *cmd, int c, const char *arg, cli_decode_opts *o)
 		o->backend = arg;
 		return 0;
 	}
-	if (cli_parse_size(arg, 1024, &v) || v == 0)
+	if (wc_parse_size(arg, 1024, &v) || v == 0)
 		return cli_usage_error(cmd, "--threads '%s': want 1 to 1024", arg);
 	o->threads = (unsigned)v;
 	return 0;

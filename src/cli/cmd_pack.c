@@ -55,19 +55,19 @@ int cmd_pack(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "t:c:j:quhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 't':
-			if (cli_parse_size(optarg, WC_TILE_SIZE_MAX, &v) || v < WC_TILE_SIZE_MIN || v % 8)
+			if (wc_parse_size(optarg, WC_TILE_SIZE_MAX, &v) || v < WC_TILE_SIZE_MIN || v % 8)
 				return cli_usage_error("pack", "--tile-size '%s': want a multiple of 8 from 4K to 64M",
 						       optarg);
 			po.tile_size = (uint32_t)v;
 			break;
 		case 'c':
-			if (cli_parse_size(optarg, WC_RANS_CHUNK_MAX, &v) || v < WC_RANS_CHUNK_MIN || v % 32)
+			if (wc_parse_size(optarg, WC_RANS_CHUNK_MAX, &v) || v < WC_RANS_CHUNK_MIN || v % 32)
 				return cli_usage_error("pack", "--chunk '%s': want a multiple of 32 from %u to %u", optarg,
 						       WC_RANS_CHUNK_MIN, WC_RANS_CHUNK_MAX);
 			po.chunk_symbols = (uint32_t)v;
 			break;
 		case 'j':
-			if (cli_parse_size(optarg, 1024, &v) || v == 0)
+			if (wc_parse_size(optarg, 1024, &v) || v == 0)
 				return cli_usage_error("pack", "--threads '%s': want 1 to 1024", optarg);
 			po.threads = (unsigned)v;
 			break;

@@ -113,29 +113,29 @@ int cmd_pack_images(int argc, char **argv)
 			break;
 		}
 		case 'k':
-			if (cli_parse_size(optarg, WC_QVQ_MAX_ENTRIES, &v) || !v)
+			if (wc_parse_size(optarg, WC_QVQ_MAX_ENTRIES, &v) || !v)
 				return cli_usage_error(cmd, "--codebook wants 1..%u, not \"%s\"",
 						       WC_QVQ_MAX_ENTRIES, optarg);
 			o.entries = (uint32_t)v;
 			break;
 		case 'S':
-			if (cli_parse_size(optarg, UINT64_MAX >> 1, &v))
+			if (wc_parse_size(optarg, UINT64_MAX >> 1, &v))
 				return cli_usage_error(cmd, "bad --seed \"%s\"", optarg);
 			o.seed = v;
 			break;
 		case 'j':
-			if (cli_parse_size(optarg, 1024, &v))
+			if (wc_parse_size(optarg, 1024, &v))
 				return cli_usage_error(cmd, "--threads wants 0..1024, not \"%s\"", optarg);
 			o.threads = (unsigned)v;
 			break;
 		case 'T':
-			if (cli_parse_size(optarg, WC_QVQ_MAX_TILE_BYTES, &v) || v < 4096)
+			if (wc_parse_size(optarg, WC_QVQ_MAX_TILE_BYTES, &v) || v < 4096)
 				return cli_usage_error(cmd, "--tile-size wants 4096..%u bytes, not \"%s\"",
 						       WC_QVQ_MAX_TILE_BYTES, optarg);
 			o.tile_bytes = (uint32_t)v;
 			break;
 		case 'i':
-			if (cli_parse_size(optarg, 1000, &v) || !v)
+			if (wc_parse_size(optarg, 1000, &v) || !v)
 				return cli_usage_error(cmd, "--iterations wants 1..1000, not \"%s\"", optarg);
 			o.iterations = (uint32_t)v;
 			break;

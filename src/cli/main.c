@@ -4,8 +4,11 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "config.h"
 #include "cli/cmd_qvq.h"
+#include "config.h"
+#include "core/version.h"
+#include "engine/backend.h"
+#include "images/image_io.h"
 
 static const cli_command commands[] = {
 	{"pack", "compress a .safetensors file (or a model directory) into .wcodec", cmd_pack},
@@ -27,6 +30,22 @@ static void usage(FILE *out)
 		fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out, "  %-12s %s\n", "help", "this list, or 'help COMMAND': that command's options");
 	fprintf(out, "\nRun 'wcodec COMMAND --help' for a command's options.\n");
+}
+
+/* --version: this build and what it runs with, as a bug report wants. */
+static void print_version(void)
+{
+	char plugin[4096];
+	wc_clear_detail();
+	wc_err e = wc_backend_plugin_probe(plugin, sizeof plugin);
+	printf("wcodec (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+	printf("libraries:   %s\n", wc_library_versions());
+	printf("images:      %s\n", wc_image_formats());
+	printf("CPU:         %s\n", wc_cpu_level());
+	if (e == WC_OK)
+		printf("CUDA plugin: %s (loads; the GPU is opened when a command decodes)\n", plugin);
+	else
+		printf("CUDA plugin: none (%s)\n", wc_last_detail());
 }
 
 int main(int argc, char **argv)
@@ -52,7 +71,7 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return CLI_OK;
 		case 'V':
-			printf("wcodec (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+			print_version();
 			return CLI_OK;
 		default:
 			usage(stderr);

@@ -70,7 +70,7 @@ wc_err wc_freq_normalize(const uint64_t hist[256], wc_freqtab *out);
  * returns, from a table built on first use (thread-safe): the packer's cost
  * estimates take the log2 of frequencies per symbol and per move
  * (wc_freq_normalize, the writer's coded sizes), and log2() itself was 17%
- * of `wcodec pack`'s CPU time (docs/BENCHMARKS.md, eighteenth session).
+ * of `wcodec pack`'s CPU time (docs/BENCHMARKS.md).
  * Returns WC_RANS_PROB_SCALE + 1 entries. */
 const double *wc_log2_freq_table(void);
 

@@ -226,9 +226,16 @@ wc_err wc_container_read_tensors(wc_container *c, const uint8_t *frame, size_t f
 	if (binary && len > (unsigned long long)c->h.ntensors * WC_TT_RECORD_MAX)
 		return wc_fail(WC_E_RANGE, "wcodec metadata: a tensor table of %llu bytes for %u tensors (at most %u "
 			       "bytes each)", len, c->h.ntensors, WC_TT_RECORD_MAX);
-	if (!binary && len > WC_LIMIT_META_JSON_BYTES)
-		return wc_fail(WC_E_RANGE, "wcodec metadata: %llu bytes of JSON exceed the limit of %u", len,
-			       WC_LIMIT_META_JSON_BYTES);
+	/* JSON (versions 1 and 2) says per tensor about twice what the prefix
+	 * does: bounded by the prefix's real bytes, so a small file cannot
+	 * claim hundreds of MiB of metadata. */
+	const uint64_t json_max = 16 * c->h.prefix_len + (1u << 20);
+	if (!binary && (len > WC_LIMIT_META_JSON_BYTES || len > json_max))
+		return wc_fail(WC_E_RANGE, "wcodec metadata: %llu bytes of JSON exceed the limit of %llu for a "
+			       "%llu-byte prefix", len,
+			       (unsigned long long)(json_max < WC_LIMIT_META_JSON_BYTES ? json_max
+										: WC_LIMIT_META_JSON_BYTES),
+			       (unsigned long long)c->h.prefix_len);
 	wc_st_header *st = NULL;
 	uint8_t *buf = malloc(len ? (size_t)len : 1);
 	c->tensors = calloc(c->h.ntensors ? c->h.ntensors : 1, sizeof *c->tensors);

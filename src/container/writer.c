@@ -40,6 +40,7 @@
 #include "config.h"
 #include "container/format.h"
 #include "container/safetensors.h"
+#include "core/atomic_file.h"
 #include "core/fileio.h"
 #include "core/hash.h"
 #include "core/limits.h"
@@ -387,10 +388,6 @@ static wc_err pack_into(packer *pk, int fd, const char *tmp, wc_pack_stats *stat
 	    (e = wc_pwrite_full(fd, index_bytes, h.index_len, h.index_off, tmp)) ||
 	    (e = wc_pwrite_full(fd, meta, meta_len, h.meta_off, tmp)) || (e = wc_pwrite_full(fd, hdr, sizeof hdr, 0, tmp)))
 		goto out;
-	if (fsync(fd) != 0) {
-		e = wc_fail(WC_E_IO, "fsync %s: %s", tmp, strerror(errno));
-		goto out;
-	}
 	if (stats) {
 		memset(stats, 0, sizeof *stats);
 		stats->input_bytes = pk->in_size;
@@ -466,8 +463,8 @@ wc_err wc_pack_safetensors(const char *in_path, const char *out_path, const wc_p
 	for (int i = 0; i < 64; i++)
 		pthread_mutex_init(&pk.hist_lock[i], NULL);
 
-	char *tmp = NULL;
-	int in_fd = -1, out_fd = -1;
+	wc_atomic_file out = {.fd = -1};
+	int in_fd = -1;
 	void *map = MAP_FAILED;
 	if ((e = wc_check_output_not_input(in_path, out_path)))
 		goto out;
@@ -498,61 +495,16 @@ wc_err wc_pack_safetensors(const char *in_path, const char *out_path, const wc_p
 	}
 	madvise(map, (size_t)pk.in_size, MADV_SEQUENTIAL);
 
-	size_t tl = strlen(out_path) + 16;
-	if (!(tmp = malloc(tl))) {
-		e = wc_fail(WC_E_NOMEM, "out of memory");
+	if ((e = wc_atomic_create(&out, out_path)))
 		goto out;
-	}
-	snprintf(tmp, tl, "%s.tmp.XXXXXX", out_path);
-	out_fd = mkostemp(tmp, O_CLOEXEC);
-	if (out_fd < 0) {
-		e = wc_fail(WC_E_IO, "creating %s: %s", tmp, strerror(errno));
-		free(tmp);
-		tmp = NULL;
-		goto out;
-	}
 	if (pk.opts->temp_file)
-		pk.opts->temp_file(tmp);
-	mode_t mask = umask(0);
-	umask(mask);
-	fchmod(out_fd, 0666 & ~mask);
-	if ((e = pack_into(&pk, out_fd, tmp, stats)))
+		pk.opts->temp_file(out.tmp);
+	if ((e = pack_into(&pk, out.fd, out.tmp, stats)) || (e = wc_atomic_commit(&out)))
 		goto out;
-	if (close(out_fd) != 0) {
-		out_fd = -1;
-		e = wc_fail(WC_E_IO, "closing %s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	out_fd = -1;
-	if (rename(tmp, out_path) != 0) {
-		e = wc_fail(WC_E_IO, "renaming %s to %s: %s", tmp, out_path, strerror(errno));
-		goto out;
-	}
+out:
+	wc_atomic_abort(&out);
 	if (pk.opts->temp_file)
 		pk.opts->temp_file(NULL);
-	free(tmp);
-	tmp = NULL;
-	/* Make the rename durable: fsync the directory. */
-	char *dir = strdup(out_path);
-	if (dir) {
-		char *slash = strrchr(dir, '/');
-		const char *d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
-		int dfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dfd >= 0) {
-			fsync(dfd);
-			close(dfd);
-		}
-		free(dir);
-	}
-out:
-	if (out_fd >= 0)
-		close(out_fd);
-	if (tmp) {
-		unlink(tmp);
-		if (pk.opts->temp_file)
-			pk.opts->temp_file(NULL);
-		free(tmp);
-	}
 	if (map != MAP_FAILED)
 		munmap(map, (size_t)pk.in_size);
 	if (in_fd >= 0)

@@ -35,9 +35,11 @@ typedef enum wc_err {
  * stream"); never NULL, also for out-of-range values. */
 const char *wc_strerror(wc_err e);
 
-/* errno equivalent for the FUSE edge: FORMAT/CORRUPT/IO/BACKEND -> EIO,
- * NOMEM -> ENOMEM, INVAL -> EINVAL, RANGE -> EOVERFLOW, NOTFOUND -> ENOENT,
- * UNSUPPORTED -> EOPNOTSUPP, OK -> 0. */
+/* The errno the FUSE edge answers for e, the one mapping it uses:
+ * FORMAT/CORRUPT/IO/BACKEND -> EIO (the daemon logs the reason), NOMEM ->
+ * ENOMEM, INVAL -> EINVAL, RANGE -> EOVERFLOW (a file beyond a format
+ * limit), NOTFOUND -> ENOENT, UNSUPPORTED -> EOPNOTSUPP (a newer format
+ * version or flag), OK -> 0. */
 int wc_err_to_errno(wc_err e);
 
 /* Record a printf-style reason for the calling thread and return e, so a

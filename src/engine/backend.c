@@ -170,34 +170,56 @@ static const wc_backend_ops plugin_ops = {
 	.destroy = plugin_destroy,
 };
 
-static wc_err cuda_create(const wc_backend_opts *opts, wc_backend **out)
+/* dlopen the plugin and find its entry point; *dl and *create on success. */
+static wc_err plugin_open(char *path, size_t cap, void **dl, wc_backend_create_fn *create)
 {
 	const char *dir = getenv("WCODEC_PLUGIN_DIR");
 	if (!dir || !*dir)
 		dir = WC_PLUGIN_DIR;
-	char path[4096];
-	if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, WC_CUDA_PLUGIN_NAME) >= sizeof path)
+	if ((size_t)snprintf(path, cap, "%s/%s", dir, WC_CUDA_PLUGIN_NAME) >= cap)
 		return wc_fail(WC_E_INVAL, "plugin directory path too long: %s", dir);
 	if (access(path, R_OK) != 0)
 		return wc_fail(errno == ENOENT ? WC_E_NOTFOUND : WC_E_BACKEND,
 			       "CUDA plugin %s: %s (built with --with-cuda?)", path, strerror(errno));
 	dlerror();
-	void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-	if (!dl)
+	*dl = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+	if (!*dl)
 		return wc_fail(WC_E_BACKEND, "cannot load CUDA plugin: %s", dlerror());
-	wc_backend_create_fn create = (wc_backend_create_fn)(uintptr_t)dlsym(dl, WC_CUDA_PLUGIN_SYMBOL);
-	if (!create) {
-		wc_err e = wc_fail(WC_E_BACKEND, "CUDA plugin %s lacks %s", path, WC_CUDA_PLUGIN_SYMBOL);
-		dlclose(dl);
+	*create = (wc_backend_create_fn)(uintptr_t)dlsym(*dl, WC_CUDA_PLUGIN_SYMBOL);
+	if (!*create) {
+		wc_err e = wc_fail(WC_E_BACKEND, "CUDA plugin %s lacks %s (built with another version?)", path,
+				   WC_CUDA_PLUGIN_SYMBOL);
+		dlclose(*dl);
 		return e;
 	}
+	return WC_OK;
+}
+
+wc_err wc_backend_plugin_probe(char *path, size_t cap)
+{
+	void *dl;
+	wc_backend_create_fn create;
+	wc_err e = plugin_open(path, cap, &dl, &create);
+	if (!e)
+		dlclose(dl);
+	return e;
+}
+
+static wc_err cuda_create(const wc_backend_opts *opts, wc_backend **out)
+{
+	char path[4096];
+	void *dl;
+	wc_backend_create_fn create;
+	wc_err e = plugin_open(path, sizeof path, &dl, &create);
+	if (e)
+		return e;
 	plugin_backend *pb = calloc(1, sizeof *pb);
 	if (!pb) {
 		dlclose(dl);
 		return wc_fail(WC_E_NOMEM, "CUDA backend");
 	}
 	wc_clear_detail();
-	wc_err e = create(opts, &pb->inner);
+	e = create(opts, &pb->inner);
 	if (e != WC_OK || !pb->inner) {
 		if (e == WC_OK)
 			e = wc_fail(WC_E_BACKEND, "CUDA plugin returned no backend");

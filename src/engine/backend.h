@@ -62,7 +62,7 @@ typedef struct wc_tile_job {
 	 * backend with idle threads may put several on it. The CPU backend
 	 * cuts such a tile into parts when its batch has fewer tiles than
 	 * threads; cutting prefetches too cost a streaming reader 6-15% on 16
-	 * cores (docs/BENCHMARKS-GPU.md, section 21). */
+	 * cores (docs/BENCHMARKS.md, "GPU backend through the mount"). */
 	bool reader_waits;
 } wc_tile_job;
 
@@ -192,6 +192,13 @@ typedef struct wc_job_kind_ops {
  * a file. Errors: WC_E_INVAL (kind out of range, or taken by other ops).
  * Thread-safe. */
 wc_err wc_job_kind_register(uint32_t kind, const wc_job_kind_ops *ops);
+
+/* Whether the CUDA plugin can be loaded, without opening a GPU: its path
+ * ($WCODEC_PLUGIN_DIR or the installed directory) into path (cap bytes),
+ * then dlopen and the entry point's dlsym. Errors: WC_E_NOTFOUND (no such
+ * file: a build without --with-cuda), WC_E_BACKEND (it does not load, or
+ * lacks the entry point of this library's layout), with the reason. */
+wc_err wc_backend_plugin_probe(char *path, size_t cap);
 
 /* An exported function of be's plugin by name (dlsym), NULL for the CPU
  * backend or a plugin without it: how a format reaches its own device code

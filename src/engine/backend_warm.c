@@ -3,7 +3,7 @@
  * every decode call a backend runs at once, before the first real read.
  *
  * Why: the CUDA backend's first calls on a fresh context took 13-26 ms each
- * through the mount (docs/BENCHMARKS-GPU.md, section 11), while the first
+ * through the mount (docs/BENCHMARKS.md, "GPU backend through the mount"), while the first
  * readers waited. The CPU backend gains little (a millisecond's work): a
  * one-tile call runs on its calling thread, here a warm-up thread, so its
  * pool threads' per-thread tables are still built by the first reads; the

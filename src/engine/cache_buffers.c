@@ -59,7 +59,7 @@ void wc_tc_buf_free(wc_cache *c, void *p, size_t bytes)
  * A tile being decoded never waits for the backend's own memory: the CUDA
  * backend's page-locked buffers cost 1.2 ms per MiB to allocate, 4.5 ms
  * each with several dispatchers at once, and sixteen streams need hundreds
- * (docs/BENCHMARKS-GPU.md, section 19). Its buffers come from the pool,
+ * (docs/BENCHMARKS.md, "GPU backend through the mount"). Its buffers come from the pool,
  * which pool_prefill_main fills with backend memory in the background; a
  * tile in an ordinary buffer costs that backend a staging copy instead. */
 static uint8_t *tile_alloc(wc_cache *c, size_t n)
@@ -95,7 +95,7 @@ bool wc_tc_entry_alloc_buf(wc_cache *c, entry *e)
  * random order took 13% (images.npy) and 7% (PPM files) less daemon CPU,
  * random 4 KiB reads of a .wcodec file a p99 of 830 against 917 us;
  * streaming readers, which recycle buffers, are unchanged on 2 and 16
- * cores (docs/BENCHMARKS-QVQ.md, section 2, twenty-fourth session). Pooled
+ * cores (docs/BENCHMARKS.md, "Image archives"). Pooled
  * and recycled buffers are faulted in already. */
 void wc_tc_fault_in_fresh(entry *e)
 {
@@ -136,7 +136,7 @@ bool wc_tc_buf_fits(size_t cap, size_t n)
  * for reuse. A stream over tiles of 64 KiB to 1 MiB needs a few MiB of
  * slack for its sizes to meet: with an eighth of a 64 MiB budget, each read
  * of a 145 MB file mapped (and faulted in) 116 fresh buffers and unmapped
- * 109 (docs/BENCHMARKS.md, fifteenth session). */
+ * 109 (docs/BENCHMARKS.md). */
 uint64_t wc_tc_pool_max(const wc_cache *c)
 {
 	uint64_t max = wc_backend_buf_is_backend_memory(c->backend) ? POOL_MAX_BACKEND_BYTES : POOL_MAX_BYTES;

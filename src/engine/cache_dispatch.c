@@ -74,7 +74,7 @@ void wc_tc_entry_set_failed(wc_cache *c, entry *e, wc_err err, const char *reaso
  * capacity (up to BATCH_PAYLOAD_MAX) or to `need` if that is more: the
  * CUDA backend's page-locked buffers cost about 1.2 ms per MiB to allocate,
  * and growing by each batch's need made one dispatcher stall several times
- * at the start of four streams (docs/BENCHMARKS-GPU.md, section 13).
+ * at the start of four streams (docs/BENCHMARKS.md, "GPU backend through the mount").
  * `ready`: made before the first read, so faulted in now (buf_alloc_ready). */
 static bool payload_reserve(dispatcher *d, size_t need, bool ready)
 {
@@ -262,7 +262,7 @@ static void publish_batch(wc_cache *c, dispatcher *d, entry **batch, size_t nb, 
  * tiles are decoded). Ordinary buffers are faulted in here: a fresh
  * daemon's first read otherwise took some 10,000 page faults in the plane
  * merge, writing tiles into buffers never touched before
- * (docs/BENCHMARKS.md, nineteenth session). */
+ * (docs/BENCHMARKS.md). */
 void *wc_tc_pool_prefill_main(void *arg)
 {
 	wc_cache *c = arg;

@@ -52,8 +52,7 @@
  * went round 15 buffers (13 MiB, plus as much page cache written in
  * between, past this machine's 32 MiB L3), with 1 MiB 12, and over twenty
  * alternating reads of images.npy the daemon used 6% less CPU (120 against
- * 128 ms) and read 4% faster (docs/BENCHMARKS-QVQ.md, section 2,
- * twenty-third session). The backend's page-locked buffers are written by
+ * 128 ms) and read 4% faster (2-core machine). The backend's page-locked buffers are written by
  * the device, not through the CPU's caches: their window stays 4 MiB,
  * which sixteen concurrent streams on the GPU machine were tuned with. */
 #define CONSUMED_KEEP_BYTES (1u << 20)

@@ -134,7 +134,7 @@ void wc_threadpool_run(wc_threadpool *p, wc_pool_fn fn, void *ctx, size_t n)
 	/* Wake only the workers this loop can use (the caller runs iterations
 	 * too): a broadcast woke every worker for a loop of 2, and the CPU
 	 * backend's context switches for four readers on 16 cores fell from
-	 * about 17,000 to 12,000 without it (docs/BENCHMARKS-GPU.md, 15). */
+	 * about 17,000 to 12,000 without it (docs/BENCHMARKS.md, "GPU backend through the mount"). */
 	for (size_t k = 1; k < n && k <= p->nthreads; k++)
 		pthread_cond_signal(&p->work);
 	/* The caller works on its own loop only, so its latency does not depend

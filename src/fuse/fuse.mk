@@ -10,6 +10,7 @@ wcodecfs_SOURCES = \
 	src/fuse/vtree.c src/fuse/vtree.h \
 	src/fuse/readahead.c src/fuse/readahead.h \
 	src/fuse/prefetch.c src/fuse/prefetch.h \
+	src/fuse/read.c src/fuse/read.h \
 	src/fuse/mountinfo.c src/fuse/mountinfo.h \
 	src/fuse/ops.c src/fuse/ops.h \
 	src/fuse/stats.c src/fuse/stats.h \

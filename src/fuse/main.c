@@ -18,10 +18,13 @@
 
 #include "config.h"
 #include "container/container.h"
+#include "core/version.h"
+#include "engine/backend.h"
 #include "fuse/daemon.h"
 #include "fuse/mountinfo.h"
 #include "fuse/ops.h"
 #include "fuse/options.h"
+#include "fuse/prefetch.h"
 #include "fuse/stats.h"
 
 /* Every directory and container the kernel has looked up holds an O_PATH
@@ -69,7 +72,13 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (o.show_version) {
+		char plugin[4096];
+		wc_err pe = wc_backend_plugin_probe(plugin, sizeof plugin);
 		printf("wcodecfs %s (libfuse %s)\n", PACKAGE_VERSION, fuse_pkgversion());
+		printf("libraries:   %s\n", wc_library_versions());
+		printf("CPU:         %s\n", wc_cpu_level());
+		printf("CUDA plugin: %s%s%s\n", pe ? "none (" : plugin, pe ? wc_last_detail() : " (loads)",
+		       pe ? ")" : "");
 		wcfs_options_free(&o);
 		return 0;
 	}
@@ -156,19 +165,7 @@ int main(int argc, char **argv)
 	 * than by the first reads (backend.h). */
 	if (wc_backend_warm_up(fs.backend, fs.backend->concurrency) != WC_OK)
 		wc_log(WC_LOG_WARN, "%s backend: %s", fs.backend->ops->name, wc_last_detail());
-	/* A default readahead is capped; readahead=N given by the user is not
-	 * (options.c allows up to 1024). */
-	const unsigned default_readahead_max = 64;
-	if (!o.readahead_given && fs.backend->readahead_tiles) {
-		/* the backend's own preference (a GPU's: 16 tiles) */
-		o.readahead = fs.backend->readahead_tiles < default_readahead_max
-				      ? fs.backend->readahead_tiles : default_readahead_max;
-	} else if (!o.readahead_given && o.threads > o.readahead) {
-		/* Enough queued tiles for every decode thread: with 16 threads,
-		 * 4 readers went from 7004 to 8228 MB/s at readahead 16
-		 * (docs/BENCHMARKS-GPU.md, section 9). */
-		o.readahead = o.threads < default_readahead_max ? o.threads : default_readahead_max;
-	}
+	o.readahead = wcfs_readahead_default(&o, fs.backend);
 	fs.readahead = o.readahead;
 	wc_cache_opts co = { .budget_bytes = o.cache_size, .backend = fs.backend,
 			     /* in flight: 2 * readahead tiles' worth of bytes (of
@@ -179,7 +176,7 @@ int main(int argc, char **argv)
 			     .max_prefetch_bytes = o.readahead ? 2ull * o.readahead * WC_TILE_SIZE_DEFAULT : 0,
 			     /* as many payload readers as dispatchers: the CPU
 			      * backend read 4 streams 14% faster on 16 cores
-			      * (docs/BENCHMARKS-GPU.md, section 9.3) */
+			      * (docs/BENCHMARKS.md, "GPU backend through the mount") */
 			     .read_threads = fs.backend->concurrency,
 			     /* page-locked buffers for the default tile size, made
 			      * before the first read rather than during it */

@@ -2,8 +2,7 @@
 #include "fuse/ops.h"
 
 #include "fuse/bdi.h"
-#include "fuse/prefetch.h"
-#include "core/clock.h"
+#include "fuse/read.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +12,6 @@
 #include <stdbool.h>
 #include <string.h>
 #include <sys/statvfs.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 typedef struct wcfs_handle {
@@ -292,268 +290,15 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
-static void read_passthrough(fuse_req_t req, wcfs_handle *h, size_t size, off_t off)
-{
-	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
-	bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY; /* no short read */
-	bv.buf[0].fd = h->fd;
-	bv.buf[0].pos = off;
-	fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
-}
-
-#define STACK_SEGS 32
-/* Segments one writev reply may carry: libfuse adds one for the header and
- * the kernel's writev limit is IOV_MAX (1024). Past this, copy. */
-#define MAX_IOV_SEGS 256
-
-/* Send the n buffers of bv as one reply. Memory only (prefix bytes, tile
- * bytes): fuse_reply_iov writes them with one writev straight from the tile
- * buffers (libfuse's fuse_reply_data would first copy several memory
- * buffers into one). With a descriptor among them: fuse_reply_data. */
-static void reply_segments(fuse_req_t req, struct fuse_bufvec *bv, size_t n)
-{
-	size_t i;
-	for (i = 0; i < n; i++)
-		if (bv->buf[i].flags & FUSE_BUF_IS_FD)
-			break;
-	if (i == n && n > MAX_IOV_SEGS) {
-		/* A read over many tiny tiles (files with thousands of small
-		 * tensors): writev takes at most IOV_MAX segments, and a failed
-		 * reply write leaves the kernel's request pending forever, so
-		 * gather the bytes into one buffer instead. */
-		size_t total = 0;
-		for (i = 0; i < n; i++)
-			total += bv->buf[i].size;
-		uint8_t *flat = malloc(total ? total : 1);
-		if (!flat) {
-			fuse_reply_err(req, ENOMEM);
-			return;
-		}
-		size_t pos = 0;
-		for (i = 0; i < n; i++) {
-			memcpy(flat + pos, bv->buf[i].mem, bv->buf[i].size);
-			pos += bv->buf[i].size;
-		}
-		fuse_reply_buf(req, (const char *)flat, total);
-		free(flat);
-		return;
-	}
-	if (i == n) {
-		struct iovec stack_iov[STACK_SEGS] = { { 0 } }, *iov = stack_iov;
-		if (n > STACK_SEGS && !(iov = malloc(n * sizeof *iov))) {
-			fuse_reply_err(req, ENOMEM);
-			return;
-		}
-		for (i = 0; i < n; i++)
-			iov[i] = (struct iovec){ .iov_base = bv->buf[i].mem, .iov_len = bv->buf[i].size };
-		fuse_reply_iov(req, iov, (int)n);
-		if (iov != stack_iov)
-			free(iov);
-		return;
-	}
-	bv->count = n;
-	bv->idx = 0;
-	bv->off = 0;
-	fuse_reply_data(req, bv, FUSE_BUF_NO_SPLICE);
-}
-
-static void read_virtual(fuse_req_t req, wcfs_fs *fs, wcfs_node *n, size_t size, off_t off_)
-{
-	const wcfs_vnode *vn = n->vn;
-	uint64_t off = (uint64_t)off_;
-	if (off_ < 0 || off >= vn->size || size == 0) {
-		fuse_reply_buf(req, NULL, 0);
-		return;
-	}
-	if (size > vn->size - off)
-		size = (size_t)(vn->size - off);
-	uint64_t end = off + size;
-	const uint64_t t_start = wc_mono_ns();
-
-	/* Room for one buffer per span the read touches. Spans of tiles are at
-	 * least WC_TILE_SIZE_MIN (4 KiB) in practice, so a 1 MiB read needs
-	 * about 260; start on the stack and grow on the heap. */
-	size_t cap = STACK_SEGS;
-	struct {
-		struct fuse_bufvec bv;
-		struct fuse_buf more[STACK_SEGS - 1];
-	} stack_bv;
-	wc_tile_ref *stack_refs[STACK_SEGS];
-	/* ends[i]: this read reached the last byte of refs[i]'s tile */
-	bool stack_ends[STACK_SEGS];
-	struct fuse_bufvec *bv = &stack_bv.bv;
-	wc_tile_ref **refs = stack_refs;
-	bool *ends = stack_ends;
-	size_t nbuf = 0, nref = 0;
-	int err = 0;
-	const char *why = NULL;
-	wc_err werr = WC_OK;
-	wcfs_span sp = { 0 };
-	uint32_t bad_tile = 0;
-
-	/* A request over several tiles (a 1 MiB read across a tile boundary, a
-	 * page-cache readahead): queue the later tiles before waiting for the
-	 * first, so they decode side by side rather than one after another. */
-	{
-		wcfs_span a, z;
-		if (vn->ops->locate(vn, off, &a) == WC_OK && vn->ops->locate(vn, end - 1, &z) == WC_OK &&
-		    a.kind == WCFS_SPAN_TILE && z.kind == WCFS_SPAN_TILE && a.src == z.src &&
-		    z.tile > a.tile)
-			wc_cache_prefetch(fs->cache, a.src, a.tile + 1, z.tile - a.tile);
-	}
-
-	for (uint64_t pos = off; pos < end;) {
-		wc_clear_detail();
-		werr = vn->ops->locate(vn, pos, &sp);
-		if (werr != WC_OK) {
-			why = "locate";
-			break;
-		}
-		if (sp.off > pos || sp.len == 0 || pos - sp.off >= sp.len) {
-			werr = wc_fail(WC_E_FORMAT, "provider gave span [%llu,+%llu) for offset %llu",
-				       (unsigned long long)sp.off, (unsigned long long)sp.len,
-				       (unsigned long long)pos);
-			why = "locate";
-			break;
-		}
-		uint64_t in = pos - sp.off;
-		uint64_t take = (sp.off + sp.len < end ? sp.off + sp.len : end) - pos;
-		if (nbuf == cap) {
-			size_t ncap = cap * 4;
-			struct fuse_bufvec *nbv = malloc(sizeof *nbv + (ncap - 1) * sizeof nbv->buf[0]);
-			wc_tile_ref **nrefs = malloc(ncap * sizeof *nrefs);
-			bool *nends = malloc(ncap * sizeof *nends);
-			if (!nbv || !nrefs || !nends) {
-				free(nbv);
-				free(nrefs);
-				free(nends);
-				err = ENOMEM;
-				break;
-			}
-			memcpy(nbv, bv, sizeof *bv + (nbuf - 1) * sizeof bv->buf[0]);
-			memcpy(nrefs, refs, nref * sizeof *refs);
-			memcpy(nends, ends, nref * sizeof *ends);
-			if (bv != &stack_bv.bv) {
-				free(bv);
-				free(refs);
-				free(ends);
-			}
-			bv = nbv;
-			refs = nrefs;
-			ends = nends;
-			cap = ncap;
-		}
-		struct fuse_buf *b = &bv->buf[nbuf];
-		*b = (struct fuse_buf){ .size = (size_t)take };
-		switch (sp.kind) {
-		case WCFS_SPAN_MEM:
-			b->mem = (void *)(sp.mem + in);
-			break;
-		case WCFS_SPAN_FD:
-			b->flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
-			b->fd = sp.fd;
-			b->pos = (off_t)(sp.fd_off + in);
-			break;
-		case WCFS_SPAN_TILE: {
-			wc_tile_ref *ref;
-			werr = wc_cache_get(fs->cache, sp.src, sp.tile, &ref);
-			if (werr != WC_OK) {
-				why = "decode";
-				bad_tile = sp.tile;
-				break;
-			}
-			ends[nref] = (uint64_t)sp.tile_off + in + take == ref->size;
-			refs[nref++] = ref;
-			if ((uint64_t)sp.tile_off + in + take > ref->size) {
-				werr = wc_fail(WC_E_FORMAT, "span past the end of tile %u (%u bytes)",
-					       sp.tile, ref->size);
-				why = "locate";
-				break;
-			}
-			b->mem = (void *)(ref->data + sp.tile_off + in);
-			break;
-		}
-		default:
-			werr = wc_fail(WC_E_FORMAT, "unknown span kind %d", (int)sp.kind);
-			why = "locate";
-			break;
-		}
-		if (werr != WC_OK)
-			break;
-		nbuf++;
-		pos += take;
-	}
-
-	if (!err && werr != WC_OK) {
-		char name[PATH_MAX];
-		wcfs_vtree_source_path(n, name, sizeof name);
-		uint64_t key = !strcmp(why, "decode") ? (uint64_t)bad_tile + 1 : 0;
-		uint64_t rep = atomic_exchange(&n->bad_tile, key) == key
-				       ? atomic_fetch_add(&n->bad_repeats, 1) + 1
-				       : (atomic_store(&n->bad_repeats, 0), 0);
-		if (rep & (rep - 1)) {
-			/* the same tile again: logged at 1, 2, 4, 8, ... repeats */
-		} else if (!strcmp(why, "decode"))
-			wc_log(WC_LOG_ERR, "%s: read of %zu bytes at %llu: tile %u: %s%s%s%s", name,
-			       size, (unsigned long long)off, bad_tile, wc_strerror(werr),
-			       *wc_last_detail() ? ": " : "", wc_last_detail(),
-			       rep ? " (again; repeats are logged at powers of two)" : "");
-		else
-			wc_log(WC_LOG_ERR, "%s: read of %zu bytes at %llu: %s%s%s", name, size,
-			       (unsigned long long)off, wc_strerror(werr),
-			       *wc_last_detail() ? ": " : "", wc_last_detail());
-		err = werr == WC_E_NOMEM ? ENOMEM : EIO; /* never a short read */
-	}
-
-	int streaming = 0;
-	const uint64_t tile = vn->blksize ? vn->blksize : sp.len;
-	/* A stream is one once it has read two tiles' worth: a file no longer
-	 * than that (each image of a .qvq archive) never has one, nor needs
-	 * the detector's 2 KiB. */
-	const uint64_t min_run = 2 * tile;
-	if (!err && fs->readahead && sp.kind == WCFS_SPAN_TILE && vn->size > min_run) {
-		uint64_t tol = tile > (1u << 20) ? tile : (1u << 20);
-		wcfs_ra *ra = wcfs_node_ra(n);
-		if (ra && wcfs_ra_note_stream(ra, off, size, sp.off, tol, min_run, &streaming))
-			wcfs_prefetch_after(fs, vn, sp.off + sp.len, (uint64_t)wcfs_readahead_of(fs, vn) * tile);
-	}
-
-	if (err) {
-		fuse_reply_err(req, err);
-	} else {
-		const uint64_t t_reply = wc_mono_ns();
-		reply_segments(req, bv, nbuf);
-		const uint64_t t_done = wc_mono_ns();
-		atomic_fetch_add_explicit(&fs->reads, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&fs->read_bytes, size, memory_order_relaxed);
-		atomic_fetch_add_explicit(&fs->read_ns, t_done - t_start, memory_order_relaxed);
-		atomic_fetch_add_explicit(&fs->reply_ns, t_done - t_reply, memory_order_relaxed);
-	}
-	/* The reply has been written to /dev/fuse: the tile bytes may go. A
-	 * stream's tiles read to their end are now in the page cache: release
-	 * them as consumed, so their buffers serve the stream's next tiles. */
-	for (size_t i = 0; i < nref; i++) {
-		if (streaming && ends[i])
-			wc_cache_release_consumed(fs->cache, refs[i]);
-		else
-			wc_cache_release(fs->cache, refs[i]);
-	}
-	if (bv != &stack_bv.bv) {
-		free(bv);
-		free(refs);
-		free(ends);
-	}
-}
-
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	(void)ino;
 	wcfs_handle *h = (wcfs_handle *)(uintptr_t)fi->fh;
 	if (h->fd >= 0)
-		read_passthrough(req, h, size, off);
+		wcfs_read_passthrough(req, h->fd, size, off);
 	else
-		read_virtual(req, fs_of(req), h->node, size, off);
+		wcfs_read_virtual(req, fs_of(req), h->node, size, off);
 }
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

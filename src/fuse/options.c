@@ -12,36 +12,8 @@
 
 #include "config.h"
 #include "core/limits.h"
+#include "core/size.h"
 #include "core/wc_error.h"
-
-int wcfs_parse_size(const char *s, uint64_t *out)
-{
-	if (!s || !*s || !isdigit((unsigned char)*s))
-		return -1;
-	errno = 0;
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno)
-		return -1;
-	unsigned shift = 0;
-	switch (tolower((unsigned char)*end)) {
-	case 'k': shift = 10; end++; break;
-	case 'm': shift = 20; end++; break;
-	case 'g': shift = 30; end++; break;
-	case 't': shift = 40; end++; break;
-	default: break;
-	}
-	if (shift && tolower((unsigned char)end[0]) == 'i' && tolower((unsigned char)end[1]) == 'b')
-		end += 2;
-	else if (tolower((unsigned char)*end) == 'b')
-		end++;
-	if (*end)
-		return -1;
-	if (shift && v > (UINT64_MAX >> shift))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
 
 /* Option values as strings: parsed and checked after fuse_opt_parse. */
 struct raw_opts {
@@ -153,7 +125,7 @@ static int parse_uint(const char *name, const char *s, unsigned lo, unsigned hi,
 static int check_values(wcfs_options *o, const struct raw_opts *r)
 {
 	if (r->cache_size) {
-		if (wcfs_parse_size(r->cache_size, &o->cache_size) != 0 ||
+		if (wc_parse_size(r->cache_size, UINT64_MAX, &o->cache_size) != 0 ||
 		    o->cache_size < (1u << 20)) {
 			fprintf(stderr, "wcodecfs: bad cache_size=%s (expected a size such as 512M "
 					"or 2G, at least 1M)\n", r->cache_size);
@@ -181,7 +153,7 @@ static int check_values(wcfs_options *o, const struct raw_opts *r)
 			return -1;
 		o->gpu = (int)g;
 	}
-	if (r->gpu_memory && wcfs_parse_size(r->gpu_memory, &o->gpu_memory) != 0) {
+	if (r->gpu_memory && wc_parse_size(r->gpu_memory, UINT64_MAX, &o->gpu_memory) != 0) {
 		fprintf(stderr, "wcodecfs: bad gpu_memory=%s (expected a size such as 4G)\n",
 			r->gpu_memory);
 		return -1;
@@ -190,7 +162,7 @@ static int check_values(wcfs_options *o, const struct raw_opts *r)
 		return -1;
 	o->readahead_given = r->readahead != NULL;
 	if (r->kernel_readahead) {
-		if (wcfs_parse_size(r->kernel_readahead, &o->kernel_readahead) != 0 ||
+		if (wc_parse_size(r->kernel_readahead, UINT64_MAX, &o->kernel_readahead) != 0 ||
 		    o->kernel_readahead > (64u << 20)) {
 			fprintf(stderr, "wcodecfs: bad kernel_readahead=%s (expected a size up to "
 					"64M, such as 1M; 0 keeps the kernel's)\n", r->kernel_readahead);
@@ -249,7 +221,7 @@ int wcfs_options_parse(int argc, char **argv, wcfs_options *o)
 	/* The kernel's 12 async requests are shared by every reader: on the
 	 * 16-core GPU machine 64 read four streams 3% (cpu) and 8% (cuda)
 	 * faster side by side in one call, less than the spread between calls
-	 * (docs/BENCHMARKS-GPU.md, section 10); one reader is unchanged. */
+	 * (docs/BENCHMARKS.md, "GPU backend through the mount"); one reader is unchanged. */
 	o->max_background = 64;
 	o->timeout = 1.0;
 	o->log_level = WC_LOG_INFO;

@@ -63,9 +63,5 @@ int wcfs_options_parse(int argc, char **argv, wcfs_options *o);
 void wcfs_options_free(wcfs_options *o);
 void wcfs_options_usage(const char *prog);
 
-/* "1G", "512M", "4096", "64k" -> bytes (K/M/G/T, binary multiples, case
- * insensitive, optional trailing "iB"/"B"). Returns 0 on success, -1 on
- * garbage or overflow. */
-int wcfs_parse_size(const char *s, uint64_t *out);
 
 #endif /* WCFS_OPTIONS_H */

@@ -30,7 +30,7 @@
  * images.npy of 2040 224x224 crops, 2 cores, twelve alternating fresh
  * mounts each, twice: 17,216 and 17,646 images/s at 2 against 14,480 and
  * 14,796 at 8, the daemon's CPU 114 and 109 ms against 151 and 146
- * (docs/BENCHMARKS-QVQ.md, section 2, twenty-third session). A .wcodec
+ * (docs/BENCHMARKS.md, "Image archives"). A .wcodec
  * file read 3% slower at 4 than at 8, so the cap is the archive's alone. */
 #define QVQ_READAHEAD_MAX 2u
 

@@ -24,8 +24,7 @@
  * round-robin, so with fewer slots than streams each request evicts the slot
  * another stream needs next: none is detected, nothing is prefetched and no
  * tile is released as consumed (16 dd readers of one file on 8 slots: 1,635
- * of 4,097 tile lookups missed against 20 with 4 readers; docs/BENCHMARKS-
- * GPU.md, section 19). 64 covers a loader's worker threads; the scan of a
+ * of 4,097 tile lookups missed against 20 with 4 readers on an H100). 64 covers a loader's worker threads; the scan of a
  * read costs well under a microsecond. */
 #define WCFS_RA_SLOTS 64
 

@@ -211,7 +211,7 @@ int wcfs_vtree_open_failed(const char *real, const wcfs_provider *p, wc_err e)
 	name_fd_paths(wc_last_detail(), real, detail, sizeof detail);
 	wc_log(WC_LOG_ERR, "%s: cannot open as %s: %s%s%s", real, p ? p->name : "?", wc_strerror(e),
 	       *detail ? ": " : "", detail);
-	return e == WC_E_UNSUPPORTED ? EOPNOTSUPP : e == WC_E_NOMEM ? ENOMEM : EIO;
+	return wc_err_to_errno(e);
 }
 
 /* Whether descriptor fd holds the entry st describes (same st_dev, st_ino). */
@@ -384,7 +384,7 @@ static int lookup_child(wcfs_vtree *vt, wcfs_node *dir, const char *name, wcfs_n
 	if (e != WC_OK) {
 		wc_log(WC_LOG_ERR, "%s: cannot open: %s%s%s", name, wc_strerror(e),
 		       *wc_last_detail() ? ": " : "", wc_last_detail());
-		return e == WC_E_NOMEM ? ENOMEM : EIO;
+		return wc_err_to_errno(e);
 	}
 	wcfs_node_ref(vt->itable, dir); /* the child keeps its directory */
 	n = wcfs_node_new(&k, vn->kind == WCFS_VDIR ? S_IFDIR : S_IFREG, -1, NULL, vn, dir);

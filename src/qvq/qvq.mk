@@ -3,8 +3,6 @@
 # shows. Its slices of the other layers live there: src/fuse/provider_qvq.c,
 # src/cli/cmd_qvq.c, cuda/vq_*.cu.
 libwcodec_la_SOURCES += \
-	src/qvq/image_io.c \
-	src/qvq/image_resize.c \
 	src/qvq/kmeans.c \
 	src/qvq/qvq_decode.c \
 	src/qvq/qvq_files.c \
@@ -16,7 +14,6 @@ libwcodec_la_SOURCES += \
 	src/qvq/qvq_reader.c \
 	src/qvq/qvq_writer.c
 noinst_HEADERS += \
-	src/qvq/image_io.h \
 	src/qvq/kmeans.h \
 	src/qvq/qvq.h \
 	src/qvq/qvq_files.h \

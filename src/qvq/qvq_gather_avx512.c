@@ -10,7 +10,7 @@
  * images/s into a buffer in cache or a ring of 8 MiB, 60-62k -> 61-68k into
  * a ring of 64 MiB (the stores then wait for memory); the whole decode
  * 43-44.7k -> 46.1-46.8k. On random indices into a buffer in cache: 12.5 ->
- * 7.8 us per image (docs/BENCHMARKS-QVQ.md, section 2, twenty-third session).
+ * 7.8 us per image (docs/BENCHMARKS.md, "Image archives").
  *
  * Built for any x86-64 (target attributes); qvq_decode.c calls it only
  * when the CPU has AVX-512 F, BW, VL and VBMI (wc_cpu_features). */

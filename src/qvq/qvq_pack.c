@@ -13,8 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/atomic_file.h"
 #include "core/limits.h"
-#include "qvq/image_io.h"
+#include "images/image_io.h"
 #include "qvq/kmeans.h"
 #include "qvq/qvq.h"
 #include "qvq/qvq_parallel.h"
@@ -244,21 +245,12 @@ void wc_qvq_pack_stats_free(wc_qvq_pack_stats *s)
  * creatable beside `out`, as wc_qvq_write will make it. */
 static wc_err probe_output(const char *out)
 {
-	size_t n = strlen(out) + 16;
-	char *t = malloc(n);
-	if (!t)
-		return wc_fail(WC_E_NOMEM, "qvq: no memory");
-	snprintf(t, n, "%s.tmp.XXXXXX", out);
-	wc_err e = WC_OK;
-	int fd = mkstemp(t);
-	if (fd < 0) {
-		e = wc_fail(WC_E_IO, "qvq: cannot create %s: %s", t, strerror(errno));
-	} else {
-		close(fd);
-		unlink(t);
-	}
-	free(t);
-	return e;
+	wc_atomic_file f;
+	wc_err e = wc_atomic_create(&f, out);
+	if (e)
+		return wc_fail_context(e, "qvq");
+	wc_atomic_abort(&f);
+	return WC_OK;
 }
 
 wc_err wc_qvq_pack_dir(const char *dir, const char *out, const wc_qvq_pack_opts *o,

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "codec/tile_codec.h"
+#include "core/atomic_file.h"
 #include "core/fileio.h"
 #include "core/hash.h"
 #include "core/limits.h"
@@ -253,8 +254,8 @@ wc_err wc_qvq_write(const char *path, const wc_qvq_write_input *in, wc_qvq_write
 	json_t *meta = in->metadata ? json_deep_copy(in->metadata) : json_object();
 	char *meta_text = NULL;
 	uint8_t *images = NULL, *trec = NULL, *ftab = NULL;
-	char *pool = NULL, *tmp = NULL;
-	int fd = -1;
+	char *pool = NULL;
+	wc_atomic_file out = {.fd = -1};
 	if (e)
 		goto out;
 	if (!meta || !json_is_object(meta)) {
@@ -304,28 +305,10 @@ wc_err wc_qvq_write(const char *path, const wc_qvq_write_input *in, wc_qvq_write
 			wc_put_u16(ftab + t * WC_QVQ_FREQTAB_BYTES + 2 * s, tabs[t].freq[s]);
 
 	/* Temporary file next to the target. */
-	size_t plen = strlen(path);
-	tmp = malloc(plen + 16);
-	if (!tmp) { e = wc_fail(WC_E_NOMEM, "qvq: no memory"); goto out; }
-	snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
-	fd = mkstemp(tmp);
-	if (fd < 0) {
-		e = wc_fail(WC_E_IO, "qvq: cannot create %s: %s", tmp, strerror(errno));
-		free(tmp);
-		tmp = NULL;
+	if ((e = wc_atomic_create(&out, path)))
 		goto out;
-	}
 	if (in->tmp_path)
-		in->tmp_path(tmp);
-	{
-		/* mkstemp creates 0600; the archive gets the usual 0666 & ~umask. */
-		mode_t mask = umask(0);
-		umask(mask);
-		if (fchmod(fd, 0666 & ~mask) != 0) {
-			e = wc_fail(WC_E_IO, "qvq: chmod %s: %s", tmp, strerror(errno));
-			goto out;
-		}
-	}
+		in->tmp_path(out.tmp);
 	uint64_t off = WC_QVQ_HEADER_BYTES, payload_bytes = 0;
 	for (uint32_t t = 0; t < ntiles && !e; t++) {
 		tile_plan *tp = &tiles[t];
@@ -338,7 +321,7 @@ wc_err wc_qvq_write(const char *path, const wc_qvq_write_input *in, wc_qvq_write
 		wc_put_u32(r + 24, tp->nidx);
 		wc_put_u64(r + 32, tp->chash);
 		wc_put_u64(r + 40, tp->dhash);
-		e = wc_pwrite_full(fd, tp->payload, tp->csize, off, tmp);
+		e = wc_pwrite_full(out.fd, tp->payload, tp->csize, off, out.tmp);
 		off += tp->csize;
 		payload_bytes += tp->csize;
 	}
@@ -360,7 +343,7 @@ wc_err wc_qvq_write(const char *path, const wc_qvq_write_input *in, wc_qvq_write
 	for (size_t s = 0; s < sizeof sec / sizeof sec[0] && !e; s++) {
 		*sec[s].off = off;
 		*sec[s].hash = wc_xxh3_64(sec[s].data, sec[s].len);
-		e = wc_pwrite_full(fd, sec[s].data, sec[s].len, off, tmp);
+		e = wc_pwrite_full(out.fd, sec[s].data, sec[s].len, off, out.tmp);
 		off += sec[s].len;
 	}
 	h.meta_len = (uint32_t)strlen(meta_text);
@@ -369,14 +352,9 @@ wc_err wc_qvq_write(const char *path, const wc_qvq_write_input *in, wc_qvq_write
 	uint8_t hdr[WC_QVQ_HEADER_BYTES];
 	wc_qvq_header_write(&h, hdr);
 	if (!e)
-		e = wc_pwrite_full(fd, hdr, sizeof hdr, 0, tmp);
-	if (!e && fsync(fd) != 0)
-		e = wc_fail(WC_E_IO, "qvq: fsync %s: %s", tmp, strerror(errno));
-	if (close(fd) != 0 && !e)
-		e = wc_fail(WC_E_IO, "qvq: close %s: %s", tmp, strerror(errno));
-	fd = -1;
-	if (!e && rename(tmp, path) != 0)
-		e = wc_fail(WC_E_IO, "qvq: rename %s to %s: %s", tmp, path, strerror(errno));
+		e = wc_pwrite_full(out.fd, hdr, sizeof hdr, 0, out.tmp);
+	if (!e)
+		e = wc_atomic_commit(&out);
 	if (!e && stats) {
 		stats->file_bytes = off;
 		stats->payload_bytes = payload_bytes;
@@ -387,13 +365,9 @@ wc_err wc_qvq_write(const char *path, const wc_qvq_write_input *in, wc_qvq_write
 		stats->ntiles = ntiles;
 	}
 out:
-	if (fd >= 0)
-		close(fd);
-	if (e && tmp)
-		unlink(tmp);
-	if (tmp && in->tmp_path)
+	wc_atomic_abort(&out);
+	if (in->tmp_path)
 		in->tmp_path(NULL);
-	free(tmp);
 	for (uint32_t t = 0; t < ntiles; t++)
 		free(tiles[t].payload);
 	free(tiles);

@@ -23,7 +23,7 @@
 
 #include "core/hash.h"
 #include "fuzz/fuzz_target.h"
-#include "qvq/image_io.h"
+#include "images/image_io.h"
 
 #define FUZZ_MAX_INPUT (1u << 20)
 /* Images past this many pixels are only loaded (twice): the resizes and

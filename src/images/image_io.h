@@ -1,7 +1,9 @@
 /*
  * image_io.h - reading images into 8-bit RGB (PNG via libpng, JPEG via
  * libjpeg, binary PPM/PGM), writing binary PPM, and the resize + centre
- * crop of training pipelines.
+ * crop of training pipelines: what `wcodec pack-images` reads. A build
+ * configured --disable-image-codecs has neither libpng nor libjpeg and
+ * reads PPM and PGM only.
  */
 #ifndef WC_IMAGE_IO_H
 #define WC_IMAGE_IO_H
@@ -19,6 +21,11 @@ typedef struct wc_image {
 	uint8_t *rgb; /* width * height * 3 bytes, row-major, malloc()ed */
 } wc_image;
 
+/* The formats wc_image_load reads, with their libraries' versions:
+ * "PNG (libpng 1.6.39), JPEG (libjpeg 62), PPM, PGM", or "PPM, PGM" in a
+ * build without image codecs. A static string. */
+const char *wc_image_formats(void);
+
 /* Which reader handles a file, from its first bytes: "png", "jpeg", "ppm"
  * (P5/P6), or NULL for none of them. */
 const char *wc_image_sniff(const uint8_t *head, size_t len);
@@ -30,7 +37,8 @@ const char *wc_image_sniff(const uint8_t *head, size_t len);
  * binary P6 (RGB) and P5 (grey), maxval 1..65535 scaled to 0..255 with
  * rounding. Errors: WC_E_IO, WC_E_FORMAT (not an image, a decoder error,
  * with the reason), WC_E_RANGE (beyond the limits
- * above), WC_E_NOMEM. */
+ * above), WC_E_UNSUPPORTED (a PNG or JPEG in a build without their
+ * readers), WC_E_NOMEM. */
 wc_err wc_image_load(const char *path, wc_image *out);
 
 /* wc_image_load with a lower pixel limit (at most WC_IMAGE_MAX_PIXELS),

@@ -8,7 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "qvq/image_io.h"
+#include "images/image_io.h"
 
 /* Coefficients for out_n output samples at positions first..first+out_n-1
  * of a src_n -> scaled_n resampling: for output i, taps start[i] ..
