@@ -34,7 +34,24 @@ typedef struct cli_decode_opts {
 	const char *backend; /* "auto", "cpu", "cuda" */
 	unsigned threads;    /* 0 = online CPUs */
 	int quiet;
+	/* --json (verify): each file's report is appended here (a JSON array,
+	 * cli_json_file's keys) instead of printed; NULL without --json. */
+	struct json_t *json;
 } cli_decode_opts;
+
+/* The keys every --json report of a file has, whatever the command (info,
+ * verify, pack) and format: "file" (its path), "format" ("wcodec", "qvq"),
+ * "decoded_bytes" (what it decodes to: the original .safetensors, an
+ * archive's RGB pixels), "file_bytes" (its size), "ratio" (decoded over
+ * file bytes). A new object the caller adds command-specific keys to; NULL
+ * if out of memory. */
+struct json_t *cli_json_file(const char *path, const char *format, uint64_t decoded, uint64_t stored);
+/* verify --json: add a file's result (cli_json_file's keys, "tiles", the
+ * "damaged_tiles", "ok") to o->json; nothing without --json. */
+void cli_verify_report(const cli_decode_opts *o, const char *path, const char *format, uint64_t decoded,
+		       uint64_t stored, uint32_t tiles, uint32_t damaged);
+/* Print a --json document (indented, then a newline); CLI_OK or CLI_FAIL. */
+int cli_json_print(struct json_t *doc);
 
 /* getopt_long entries and help text of --backend/-b and --threads/-j. */
 #define CLI_DECODE_LONGOPTS {"backend", required_argument, NULL, 'b'}, {"threads", required_argument, NULL, 'j'}
@@ -46,7 +63,8 @@ typedef struct cli_decode_opts {
 int cli_decode_opt(const char *cmd, int c, const char *arg, cli_decode_opts *o);
 
 /* Parse the options of a decoding command (cat, unpack, verify): -b, -j,
- * -q (if allow_quiet), -h (prints usage to stdout), -V. Requires min_args
+ * -q (if allow_quiet), --json (if allow_quiet is 2: o->json becomes an
+ * empty array), -h (prints usage to stdout), -V. Requires min_args
  * to max_args operands (max_args < 0: no upper limit), which start at
  * argv[optind]. Returns -1 to go on, or the exit status to return (after
  * printing help, the version or the error). */

@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "core/clock.h"
 
 int cli_error(wc_err e, const char *context)
@@ -174,12 +176,14 @@ int cli_parse_decode_cmd(const char *cmd, int argc, char **argv, int min_args, i
 	static const struct option opts[] = {
 		CLI_DECODE_LONGOPTS,
 		{"quiet", no_argument, NULL, 'q'},
+		{"json", no_argument, NULL, 'J'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	int c;
-	while ((c = getopt_long(argc, argv, allow_quiet ? "b:j:qhV" : "b:j:hV", opts, NULL)) != -1) {
+	const char *shorts = allow_quiet == 2 ? "b:j:qJhV" : allow_quiet ? "b:j:qhV" : "b:j:hV";
+	while ((c = getopt_long(argc, argv, shorts, opts, NULL)) != -1) {
 		switch (c) {
 		case 'b':
 		case 'j':
@@ -190,6 +194,13 @@ int cli_parse_decode_cmd(const char *cmd, int argc, char **argv, int min_args, i
 			if (!allow_quiet)
 				return cli_usage_error(cmd, "bad option");
 			o->quiet = 1;
+			break;
+		case 'J':
+			if (allow_quiet != 2)
+				return cli_usage_error(cmd, "bad option");
+			if (!o->json && !(o->json = json_array()))
+				return cli_error(wc_fail(WC_E_NOMEM, "out of memory"), cmd);
+			o->quiet = 1; /* the report is the output */
 			break;
 		case 'h': usage(stdout); return CLI_OK;
 		case 'V': printf("wcodec %s (%s) %s\n", cmd, PACKAGE_NAME, PACKAGE_VERSION); return CLI_OK;
@@ -202,6 +213,21 @@ int cli_parse_decode_cmd(const char *cmd, int argc, char **argv, int min_args, i
 					    : max_args == 1 ? "expected one FILE"
 					    : min_args == 1 ? "expected IN [OUT]" : "expected IN OUT");
 	return -1;
+}
+
+json_t *cli_json_file(const char *path, const char *format, uint64_t decoded, uint64_t stored)
+{
+	return json_pack("{s:s, s:s, s:I, s:I, s:f}", "file", path, "format", format, "decoded_bytes",
+			 (json_int_t)decoded, "file_bytes", (json_int_t)stored, "ratio", cli_ratio(decoded, stored));
+}
+
+int cli_json_print(json_t *doc)
+{
+	int rc = doc && json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10)) == 0 ? CLI_OK : CLI_FAIL;
+	printf("\n");
+	if (!doc)
+		fprintf(stderr, "wcodec: out of memory for the JSON report\n");
+	return rc;
 }
 
 char *cli_derive_output(const char *in, const char *from, const char *to, const char *dir)

@@ -213,6 +213,8 @@ static int info_json(const char *path, const wc_container *c, const dtype_sum *d
 		total->bound, "coded_over_bound", total->bound > 0 ? (double)total->coded / total->bound : 0.0,
 		"dtypes", dtypes, "tensors", tensors);
 	if (root && (json_object_set_new(root, "plain_entropy_bound_bytes", json_real(total->plain_bound)) ||
+		     json_object_set_new(root, "decoded_bytes", json_integer((json_int_t)f.vsize)) ||
+		     json_object_set_new(root, "file_bytes", json_integer((json_int_t)f.fsize)) ||
 		     json_object_set_new(root, "dict_bytes", json_integer((json_int_t)total->dict_bytes)) ||
 		     json_object_set_new(root, "coded_over_plain_bound",
 					 json_real(total->plain_bound > 0 ? (double)total->coded / total->plain_bound

@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <jansson.h>
+
 #include "cli/cli.h"
 #include "cli/pack_tree.h"
 #include "config.h"
@@ -25,6 +27,7 @@ static void usage(FILE *out)
 		"      --no-verify       skip decoding the written file against the input\n"
 		"  -u, --update          with a directory: skip outputs newer than their inputs\n"
 		"  -q, --quiet           no progress bar and no summary\n"
+		"  -J, --json            a JSON report on standard output (wcodec(1), JSON OUTPUT)\n"
 		"  -h, --help            this help\n"
 		"  -V, --version         the version\n",
 		WC_PACK_CHUNK_DEFAULT);
@@ -32,7 +35,7 @@ static void usage(FILE *out)
 
 static cli_progress progress;
 
-static int pack_one(const char *in, const char *out, const wc_pack_opts *po, int quiet);
+static int pack_one(const char *in, const char *out, const wc_pack_opts *po, int quiet, int json);
 
 static void on_progress(void *ctx, uint64_t done, uint64_t total)
 {
@@ -47,12 +50,12 @@ int cmd_pack(int argc, char **argv)
 		{"threads", required_argument, NULL, 'j'},   {"no-verify", no_argument, NULL, 'n'},
 		{"quiet", no_argument, NULL, 'q'},           {"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},         {"update", no_argument, NULL, 'u'},
-		{NULL, 0, NULL, 0},
+		{"json", no_argument, NULL, 'J'},            {NULL, 0, NULL, 0},
 	};
 	wc_pack_opts po = {.verify = 1, .progress = on_progress, .temp_file = cli_tmp_watch_path};
-	int quiet = 0, update = 0, c;
+	int quiet = 0, update = 0, json = 0, c;
 	uint64_t v;
-	while ((c = getopt_long(argc, argv, "t:c:j:quhV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:c:j:quJhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 't':
 			if (wc_parse_size(optarg, WC_TILE_SIZE_MAX, &v) || v < WC_TILE_SIZE_MIN || v % 8)
@@ -74,6 +77,7 @@ int cmd_pack(int argc, char **argv)
 		case 'n': po.verify = 0; break;
 		case 'q': quiet = 1; break;
 		case 'u': update = 1; break;
+		case 'J': json = quiet = 1; break;
 		case 'h': usage(stdout); return CLI_OK;
 		case 'V': printf("wcodec pack (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return CLI_OK;
 		default: return cli_usage_error("pack", "bad option");
@@ -85,7 +89,7 @@ int cmd_pack(int argc, char **argv)
 	if (cli_is_dir(in)) {
 		if (!out)
 			return cli_usage_error("pack", "packing directory %s needs OUTDIR", in);
-		cli_pack_tree_opts to = {.pack = po, .quiet = quiet, .update = update};
+		cli_pack_tree_opts to = {.pack = po, .quiet = quiet, .update = update, .json = json};
 		return cli_pack_tree(in, out, &to);
 	}
 	if (update)
@@ -97,12 +101,31 @@ int cmd_pack(int argc, char **argv)
 			return cli_error(wc_fail(WC_E_NOMEM, "out of memory"), "pack");
 		out = derived;
 	}
-	int rc = pack_one(in, out, &po, quiet);
+	int rc = pack_one(in, out, &po, quiet, json);
 	free(derived);
 	return rc;
 }
 
-static int pack_one(const char *in, const char *out, const wc_pack_opts *po, int quiet)
+/* pack --json: the packed file's report (cli_json_file's keys) with the
+ * input and the coding figures. */
+static int pack_report(const char *in, const char *out, const wc_pack_stats *st)
+{
+	json_t *r = cli_json_file(out, "wcodec", st->input_bytes, st->output_bytes);
+	uint64_t coded = st->coded_data_bytes + st->dict_bytes;
+	if (r && (json_object_set_new(r, "input", json_string(in)) ||
+		  json_object_set_new(r, "data_bytes", json_integer((json_int_t)st->data_bytes)) ||
+		  json_object_set_new(r, "coded_data_bytes", json_integer((json_int_t)coded)) ||
+		  json_object_set_new(r, "entropy_bound_bytes", json_real(st->entropy_bound_bytes)) ||
+		  json_object_set_new(r, "dict_tensors", json_integer(st->dict_tensors)))) {
+		json_decref(r);
+		r = NULL;
+	}
+	int rc = cli_json_print(r);
+	json_decref(r);
+	return rc;
+}
+
+static int pack_one(const char *in, const char *out, const wc_pack_opts *po, int quiet, int json)
 {
 	cli_progress_init(&progress, "packing", quiet);
 	wc_pack_stats st;
@@ -110,6 +133,8 @@ static int pack_one(const char *in, const char *out, const wc_pack_opts *po, int
 	cli_progress_done(&progress);
 	if (e)
 		return cli_error(e, "pack");
+	if (json)
+		return pack_report(in, out, &st);
 	if (!quiet) {
 		char a[32], b[32], d[32], cd[32];
 		printf("%s -> %s: %s -> %s (ratio %.3fx, %.2f%%)%s\n", in, out, cli_human_bytes(st.input_bytes, a),

@@ -166,6 +166,11 @@ int qvq_cli_info(const char *path, int json)
 				      "tiles", (int)h->ntiles, "payload_bytes", (json_int_t)payload,
 				      "file_bytes", (json_int_t)h->file_size, "bits_per_pixel", bpp,
 				      "labels", (int)nlabels, "metadata", meta ? meta : json_null());
+		if (o && (json_object_set_new(o, "decoded_bytes", json_integer((json_int_t)(pixels * h->channels))) ||
+			  json_object_set_new(o, "ratio", json_real(cli_ratio(pixels * h->channels, h->file_size))))) {
+			json_decref(o);
+			o = NULL;
+		}
 		if (o && uniform)
 			json_object_set_new(o, "size", json_pack("[i,i]", (int)im0->width, (int)im0->height));
 		char *s = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
@@ -280,9 +285,11 @@ out:
 	free(tile_of);
 	wc_backend_destroy(be);
 	uint32_t ni = wc_qvq_nimages(q);
+	uint64_t decoded = total_pixels(q) * wc_qvq_header_of(q)->channels, stored = wc_qvq_header_of(q)->file_size;
 	wc_qvq_release(q);
 	if (e)
 		return cli_error(e, "verify");
+	cli_verify_report(o, path, "qvq", decoded, stored, nt, bad);
 	if (bad) {
 		fprintf(stderr, "%s: %u of %u tiles damaged\n", path, bad, nt);
 		return CLI_FAIL;

@@ -2,6 +2,8 @@
 #include <getopt.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "cli/cli.h"
 #include "config.h"
 #include "container/container.h"
@@ -15,6 +17,7 @@ static void usage(FILE *out)
 		     "reported; the exit status is 1 if any file is damaged or unreadable, or a DIR holds\n"
 		     "none.\n\n" CLI_DECODE_HELP
 		     "  -q, --quiet           report damaged tiles only\n"
+		     "  -J, --json            a JSON report on standard output (wcodec(1), JSON OUTPUT)\n"
 		     "  -h, --help            this help\n"
 		     "  -V, --version         the version\n");
 }
@@ -41,6 +44,20 @@ static int check_tile(void *arg, uint32_t tile, const uint8_t *data, uint32_t si
 	return 0;
 }
 
+void cli_verify_report(const cli_decode_opts *o, const char *path, const char *format, uint64_t decoded,
+		       uint64_t stored, uint32_t tiles, uint32_t damaged)
+{
+	if (!o->json)
+		return;
+	json_t *r = cli_json_file(path, format, decoded, stored);
+	if (r && !json_object_set_new(r, "tiles", json_integer(tiles)) &&
+	    !json_object_set_new(r, "damaged_tiles", json_integer(damaged)) &&
+	    !json_object_set_new(r, "ok", json_boolean(damaged == 0)))
+		json_array_append_new(o->json, r);
+	else
+		json_decref(r);
+}
+
 int wcodec_verify(const char *path, const cli_decode_opts *o)
 {
 	wc_container *c;
@@ -53,9 +70,11 @@ int wcodec_verify(const char *path, const cli_decode_opts *o)
 	e = cli_decode_tiles(c, o, check_tile, &v, &prog);
 	cli_progress_done(&prog);
 	uint32_t n = wc_container_ntiles(c);
+	uint64_t decoded = wc_container_virtual_size(c), stored = wc_container_file_size(c);
 	wc_container_release(c);
 	if (e)
 		return cli_error(e, "verify");
+	cli_verify_report(o, path, "wcodec", decoded, stored, n, v.damaged);
 	if (v.damaged) {
 		fprintf(stderr, "%s: %u of %u tiles damaged\n", path, v.damaged, n);
 		return CLI_FAIL;
@@ -83,13 +102,22 @@ static void verify_file(void *ctx, const char *path)
 int cmd_verify(int argc, char **argv)
 {
 	cli_decode_opts o = {.backend = "auto"};
-	int st = cli_parse_decode_cmd("verify", argc, argv, 1, -1, 1, usage, &o);
-	if (st >= 0)
+	int st = cli_parse_decode_cmd("verify", argc, argv, 1, -1, 2, usage, &o);
+	if (st >= 0) {
+		json_decref(o.json);
 		return st;
+	}
 	verify_run r = {.o = &o};
 	const int nargs = argc - optind;
 	r.other = cli_for_each_container("verify", argv + optind, nargs, verify_file, &r);
 	const int failed = r.bad || r.other;
+	if (o.json) {
+		json_t *doc = json_pack("{s:o, s:i, s:i, s:i}", "files", o.json, "verified", (int)r.files, "ok",
+					(int)(r.files - r.bad), "damaged_or_unreadable", (int)r.bad);
+		int prc = cli_json_print(doc);
+		json_decref(doc);
+		return failed || prc ? CLI_FAIL : CLI_OK;
+	}
 	if (nargs > 1 || r.files > 1) {
 		if (failed || !o.quiet)
 			fprintf(failed ? stderr : stdout, "verified %u file%s: %u OK, %u damaged or unreadable\n",

@@ -23,6 +23,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "cli/cli.h"
 #include "cli/pack_tree.h"
 #include "container/container.h"
@@ -45,6 +47,7 @@ typedef struct tree_run {
 	 * their own (the Hugging Face cache's blobs). */
 	file_id *targets;
 	size_t ntargets, cap;
+	json_t *files; /* --json: a report per file packed */
 } tree_run;
 
 static int cmp_id(const void *a, const void *b)
@@ -180,6 +183,13 @@ static wc_err pack_one(tree_run *r, const char *in, const char *out, const char 
 	r->packed++;
 	r->in_bytes += ps.input_bytes;
 	r->out_bytes += ps.output_bytes;
+	if (r->files) {
+		json_t *f = cli_json_file(out, "wcodec", ps.input_bytes, ps.output_bytes);
+		if (f && !json_object_set_new(f, "input", json_string(in)))
+			json_array_append_new(r->files, f);
+		else
+			json_decref(f);
+	}
 	if (!r->o->quiet) {
 		char a[32], b[32];
 		printf("%s: %s -> %s (ratio %.3fx)\n", rel, cli_human_bytes(ps.input_bytes, a),
@@ -379,15 +389,26 @@ int cli_pack_tree(const char *in, const char *out, const cli_pack_tree_opts *o)
 		return cli_usage_error("pack", "OUTDIR '%s' lies inside DIR '%s'", out, in);
 	}
 
-	tree_run r = {.o = o, .root = rin};
+	tree_run r = {.o = o, .root = rin, .files = o->json ? json_array() : NULL};
 	wc_err e = collect_targets(&r, in);
 	if (!e && r.ntargets)
 		qsort(r.targets, r.ntargets, sizeof *r.targets, cmp_id);
 	if (!e)
 		e = walk(&r, in, out, "");
 	free(r.targets);
-	if (e)
+	if (e) {
+		json_decref(r.files);
 		return cli_error(e, "pack");
+	}
+	if (o->json) {
+		json_t *doc = json_pack("{s:o, s:i, s:I, s:I, s:f, s:i, s:i, s:i}", "files", r.files, "packed",
+					(int)r.packed, "decoded_bytes", (json_int_t)r.in_bytes, "file_bytes",
+					(json_int_t)r.out_bytes, "ratio", cli_ratio(r.in_bytes, r.out_bytes), "copied",
+					(int)r.copied, "up_to_date", (int)r.current, "symlinks", (int)r.linked);
+		int rc = cli_json_print(doc);
+		json_decref(doc);
+		return rc;
+	}
 	if (!o->quiet) {
 		char a[32], b[32], c[32];
 		printf("%s -> %s: %u packed (%s -> %s, ratio %.3fx), %u copied (%s), %u up to date, %u symlinks\n",

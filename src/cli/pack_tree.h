@@ -8,6 +8,7 @@ typedef struct cli_pack_tree_opts {
 	wc_pack_opts pack; /* for every file packed; progress is set per file */
 	int quiet;         /* no progress bars, no per-file lines, no summary */
 	int update;        /* skip outputs at least as new as their inputs */
+	int json;          /* print a JSON report (wcodec(1), JSON OUTPUT) on standard output */
 } cli_pack_tree_opts;
 
 /* Mirror directory `in` into `out` (made if missing, with its parents; it

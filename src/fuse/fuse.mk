@@ -21,12 +21,13 @@ wcodecfs_LDADD = libwcodec.la $(FUSE_LIBS) $(XXHASH_LIBS)
 # Mount tests (need /dev/fuse and fusermount3; they skip otherwise).
 TESTS += tests/mount_passthrough.sh tests/mount_lifecycle.sh tests/mount_wcodec.sh tests/mount_large.sh \
 	tests/mount_concurrent.sh tests/mount_corrupt.sh tests/mount_fdlimit.sh tests/mount_random_ops.sh \
-	tests/mount_rewrite.sh tests/mount_many_tensors.sh
+	tests/mount_rewrite.sh tests/mount_many_tensors.sh tests/mount_owner.sh
 EXTRA_DIST += tests/mount_lib.sh tests/mount_passthrough.sh tests/mount_lifecycle.sh
 dist_man_MANS += docs/wcodecfs.1
 EXTRA_DIST += tests/mount_check.py tests/mount_wcodec.sh tests/mount_concurrent.sh \
 	tests/mount_corrupt.sh tests/mount_fdlimit.sh tests/mount_large.sh \
-	tests/mount_random_ops.sh tests/random_ops.py tests/mount_rewrite.sh tests/mount_many_tensors.sh
+	tests/mount_random_ops.sh tests/random_ops.py tests/mount_rewrite.sh tests/mount_many_tensors.sh \
+	tests/mount_owner.sh
 
 # Unit tests of the parts that need no mount.
 check_PROGRAMS += tests/test_fuse_parts
@@ -35,3 +36,12 @@ tests_test_fuse_parts_SOURCES = tests/test_fuse_parts.c src/fuse/options.c src/f
 	src/fuse/inode.c src/fuse/mountinfo.c
 tests_test_fuse_parts_CFLAGS = $(TEST_CFLAGS) $(FUSE_CFLAGS)
 tests_test_fuse_parts_LDADD = $(TEST_LIBS) $(FUSE_LIBS)
+
+# mount(8)'s helper for `mount -t fuse.wcodecfs` and fstab: installed where
+# mount(8) looks (configure --with-mount-helper-dir, default /sbin), calling
+# $(bindir)/wcodecfs by its absolute path.
+mounthelper_SCRIPTS = mount.fuse.wcodecfs
+mount.fuse.wcodecfs: $(srcdir)/src/fuse/mount.fuse.wcodecfs.in Makefile
+	$(AM_V_GEN)sed -e 's|@bindir[@]|$(bindir)|g' $(srcdir)/src/fuse/mount.fuse.wcodecfs.in > $@ && chmod +x $@
+CLEANFILES += mount.fuse.wcodecfs
+EXTRA_DIST += src/fuse/mount.fuse.wcodecfs.in

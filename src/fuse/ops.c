@@ -95,6 +95,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		err = wcfs_vtree_getattr(&fs->vt, n, &e.attr);
 		if (err)
 			wcfs_node_forget(fs->vt.itable, n, 1);
+		else
+			wcfs_options_apply_owner(fs->opt, &e.attr);
 	}
 	if (err) {
 		fuse_reply_err(req, err);
@@ -130,10 +132,12 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	const wcfs_handle *h = fi ? (const wcfs_handle *)(uintptr_t)fi->fh : NULL;
 	int err = h && h->fd >= 0 ? (fstat(h->fd, &st) != 0 ? errno : 0)
 				  : wcfs_vtree_getattr(&fs->vt, node_of(req, ino), &st);
-	if (err)
+	if (err) {
 		fuse_reply_err(req, err);
-	else
+	} else {
+		wcfs_options_apply_owner(fs->opt, &st);
 		fuse_reply_attr(req, &st, fs->timeout);
+	}
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)

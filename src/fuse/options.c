@@ -18,7 +18,7 @@
 /* Option values as strings: parsed and checked after fuse_opt_parse. */
 struct raw_opts {
 	char *cache_size, *threads, *backend, *gpu, *gpu_memory, *readahead, *timeout;
-	char *log_level, *kernel_readahead, *max_background;
+	char *log_level, *kernel_readahead, *max_background, *uid, *gid, *umask;
 	int rw, debug, direct_io;
 };
 
@@ -36,6 +36,9 @@ static const struct fuse_opt opt_spec[] = {
 	RAW("log_level=%s", log_level),
 	RAW("kernel_readahead=%s", kernel_readahead),
 	RAW("max_background=%s", max_background),
+	RAW("uid=%s", uid),
+	RAW("gid=%s", gid),
+	RAW("umask=%s", umask),
 	{ "rw", offsetof(struct raw_opts, rw), 1 },
 	{ "direct_io", offsetof(struct raw_opts, direct_io), 1 },
 	FUSE_OPT_KEY("rw", FUSE_OPT_KEY_DISCARD),
@@ -106,6 +109,16 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	default:
 		return 1;
 	}
+}
+
+void wcfs_options_apply_owner(const wcfs_options *o, struct stat *st)
+{
+	if (o->uid_given)
+		st->st_uid = (uid_t)o->uid;
+	if (o->gid_given)
+		st->st_gid = (gid_t)o->gid;
+	/* Writes fail with EROFS even with -o rw: no entry shows write bits. */
+	st->st_mode &= ~((mode_t)o->umask | 0222);
 }
 
 static int parse_uint(const char *name, const char *s, unsigned lo, unsigned hi, unsigned *out)
@@ -183,6 +196,23 @@ static int check_values(wcfs_options *o, const struct raw_opts *r)
 		}
 		o->timeout = t;
 	}
+	if (r->uid && parse_uint("uid", r->uid, 0, UINT32_MAX - 1, &o->uid) != 0)
+		return -1;
+	if (r->gid && parse_uint("gid", r->gid, 0, UINT32_MAX - 1, &o->gid) != 0)
+		return -1;
+	o->uid_given = r->uid != NULL;
+	o->gid_given = r->gid != NULL;
+	if (r->umask) {
+		char *end;
+		errno = 0;
+		unsigned long m = strtoul(r->umask, &end, 8);
+		if (errno || !*r->umask || *end || m > 0777 || r->umask[0] == '-') {
+			fprintf(stderr, "wcodecfs: bad umask=%s (expected octal permission bits such as 022)\n",
+				r->umask);
+			return -1;
+		}
+		o->umask = (unsigned)m;
+	}
 	if (r->log_level) {
 		static const struct { const char *n; int l; } lv[] = {
 			{ "error", WC_LOG_ERR }, { "warning", WC_LOG_WARN }, { "warn", WC_LOG_WARN },
@@ -258,10 +288,13 @@ int wcfs_options_parse(int argc, char **argv, wcfs_options *o)
 	st.nonopt[1] = NULL;
 
 	/* Mount options wcodecfs always wants: read-only unless -o rw, kernel
-	 * permission checks on the mirrored modes, and names in /proc/mounts. */
+	 * permission checks on the mirrored modes, and names in /proc/mounts;
+	 * with uid= or gid=, access for the users named (allow_other: the
+	 * kernel still checks the modes shown). */
 	char *fsname = NULL;
-	if (asprintf(&fsname, "-osubtype=wcodecfs,fsname=%s%s", o->source,
-		     o->rw ? ",default_permissions" : ",ro,default_permissions") < 0)
+	if (asprintf(&fsname, "-osubtype=wcodecfs,fsname=%s%s%s", o->source,
+		     o->rw ? ",default_permissions" : ",ro,default_permissions",
+		     o->uid_given || o->gid_given ? ",allow_other" : "") < 0)
 		goto out;
 	/* Escape commas in the source path for libfuse's -o splitter. */
 	{
@@ -304,6 +337,9 @@ out:
 	free(r->gpu);
 	free(r->gpu_memory);
 	free(r->readahead);
+	free(r->uid);
+	free(r->gid);
+	free(r->umask);
 	free(r->timeout);
 	free(r->log_level);
 	free(r->kernel_readahead);

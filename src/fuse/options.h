@@ -7,6 +7,7 @@
 #define WCFS_OPTIONS_H
 
 #include <stdint.h>
+#include <sys/stat.h>
 
 #ifndef FUSE_USE_VERSION
 #define FUSE_USE_VERSION 312 /* libfuse 3.12 API: fuse_loop_cfg_* */
@@ -40,9 +41,19 @@ typedef struct wcfs_options {
 	int singlethread;    /* -s */
 	int rw;              /* -o rw: do not pass ro to the kernel (writes still fail EROFS) */
 	int direct_io;       /* -o direct_io: read() of decoded files bypasses the page cache */
+	/* -o uid=N, gid=N: every entry's owner (default: the source's), and
+	 * allow_other so those users can reach them; -o umask=OOO: permission
+	 * bits cleared from every entry (default 0). No entry shows write bits
+	 * (writes fail with EROFS). */
+	unsigned uid, gid, umask;
+	int uid_given, gid_given;
 	int show_help, show_version;
 	struct fuse_args fuse_args; /* what libfuse gets (argv[0] and -o options) */
 } wcfs_options;
+
+/* An entry's attributes as the mount shows them: uid, gid and umask
+ * applied, write bits cleared. */
+void wcfs_options_apply_owner(const wcfs_options *o, struct stat *st);
 
 /* Exit statuses of the wcodecfs command (documented in docs/wcodecfs.1). */
 enum {
