@@ -3,11 +3,14 @@
 # model directory read by standard tools, in one command:
 #
 #   contrib/demo.sh [DATA_DIR]          (default DATA_DIR: ./data)
+#   contrib/demo.sh --build-dir          print where it builds, and exit
 #
 #  1. installs the Debian packages the build needs (the list of .ci/run,
 #     plus npm if there is none), only if some are missing (apt-get, with
 #     sudo unless root);
-#  2. builds: autoreconf -fi, configure, make (in build/demo);
+#  2. builds: autoreconf -fi, configure, make (in build/demo; in the source
+#     tree itself if that was configured there, as the README's build does,
+#     since autoconf refuses a second, out-of-tree build of such a tree);
 #  3. fetches the TensorFlow.js models of @vladmandic/face-api with `npm pack`
 #     and converts them to safetensors, F32 and BF16 (contrib/fetch-models.sh);
 #  4. `wcodec pack`s every .safetensors into a mirror directory of .wcodec
@@ -25,8 +28,10 @@
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-data=${1:-./data}
 build=$top/build/demo
+[ -f "$top/config.status" ] && build=$top # configured in-tree
+if [ "${1:-}" = --build-dir ]; then echo "$build"; exit 0; fi
+data=${1:-./data}
 step() { printf '\n==> %s\n' "$*"; }
 fail() { echo "demo.sh: FAILED: $*" >&2; exit 1; }
 

@@ -33,9 +33,17 @@ expect_fail 1 "cache_size" "$S" "$M" -o cache_size=lots
 expect_fail 1 "backend" "$S" "$M" -o backend=abacus
 expect_fail 1 "threads" "$S" "$M" -o threads=0
 expect_fail 1 "unknown option" "$S" "$M" --frobnicate
-# A mount option libfuse rejects: the failure still comes back as an exit status.
+# A mount option libfuse rejects: the failure still comes back as an exit
+# status (usage), and it is the first and only thing said: nothing starts
+# (no decode backend) before the options are known to be good.
 out=$("$WCODECFS" "$S" "$M" -o no_such_mount_option 2>&1) && fail "unknown mount option accepted"
+[ $? = 1 ] || fail "a bad mount option: exit status $?, expected 1 ($out)"
 grep -qs " $M fuse" /proc/mounts && fail "a bad mount option left a mount"
+case $(printf '%s\n' "$out" | head -1) in
+*no_such_mount_option*) ;;
+*) fail "the first line does not name the bad option: $out" ;;
+esac
+case $out in *"decode backend"*) fail "the backend started before the options were checked: $out" ;; esac
 
 "$WCODECFS" --help | grep -q "cache_size=SIZE" || fail "--help does not document cache_size"
 "$WCODECFS" --version | grep -q "wcodecfs" || fail "--version"

@@ -88,7 +88,9 @@ mkdir "$TMP/badin"
 cp "$TMP/in/cats/rgb.png" "$TMP/badin/"
 echo "not a png" >"$TMP/badin/broken.png"
 "$WCODEC" pack-images -q "$TMP/badin" "$TMP/nodir/x.qvq" 2>"$TMP/err" && fail "packed into a missing directory"
-grep -q "cannot create $TMP/nodir/x.qvq.tmp" "$TMP/err" || fail "missing output directory not reported first: $(cat "$TMP/err")"
+grep -q "cannot create $TMP/nodir/x.qvq: no directory $TMP/nodir" "$TMP/err" ||
+	fail "missing output directory not reported first, by its name: $(cat "$TMP/err")"
+grep -q "\.tmp\." "$TMP/err" && fail "the message names a temporary file: $(cat "$TMP/err")"
 
 # --skip-unreadable leaves broken images out with a warning naming each
 # (a file that is not an image, a truncated PNG); without it the first one

@@ -46,6 +46,12 @@ typedef struct cli_decode_opts {
  * file bytes). A new object the caller adds command-specific keys to; NULL
  * if out of memory. */
 struct json_t *cli_json_file(const char *path, const char *format, uint64_t decoded, uint64_t stored);
+/* Make directory `path` (mode 0777 & ~umask, or `mode`) unless it is one
+ * already; a symbolic link or anything else there is refused, so a writer
+ * never follows a link it did not make out of its output tree. Errors:
+ * WC_E_IO naming path ("a symbolic link: ..."). */
+wc_err cli_mkdir_here(const char *path, unsigned mode);
+
 /* verify --json: add a file's result (cli_json_file's keys, "tiles", the
  * "damaged_tiles", "ok") to o->json; nothing without --json. */
 void cli_verify_report(const cli_decode_opts *o, const char *path, const char *format, uint64_t decoded,

@@ -215,6 +215,23 @@ int cli_parse_decode_cmd(const char *cmd, int argc, char **argv, int min_args, i
 	return -1;
 }
 
+wc_err cli_mkdir_here(const char *path, unsigned mode)
+{
+	if (mkdir(path, (mode_t)mode) == 0)
+		return WC_OK;
+	int err = errno;
+	struct stat st;
+	if (err == EEXIST && lstat(path, &st) == 0) {
+		if (S_ISDIR(st.st_mode))
+			return WC_OK;
+		if (S_ISLNK(st.st_mode))
+			return wc_fail(WC_E_IO, "%s: a symbolic link in the output tree: not followed (remove it to write "
+				       "here)", path);
+		return wc_fail(WC_E_IO, "%s: not a directory", path);
+	}
+	return wc_fail(WC_E_IO, "%s: %s", path, strerror(err));
+}
+
 json_t *cli_json_file(const char *path, const char *format, uint64_t decoded, uint64_t stored)
 {
 	return json_pack("{s:s, s:s, s:I, s:I, s:f}", "file", path, "format", format, "decoded_bytes",

@@ -15,22 +15,21 @@
 #include "qvq/qvq_files.h"
 
 /* mkdir -p of the directories of rel under root (rel is a validated shown
- * name: no "..", no absolute path). */
-static int make_parents(const char *root, const char *rel)
+ * name: no "..", no absolute path), following no symbolic link that is
+ * already there (cli_mkdir_here). */
+static wc_err make_parents(const char *root, const char *rel)
 {
 	char *p;
 	if (asprintf(&p, "%s/%s", root, rel) < 0)
-		return -1;
-	for (char *s = p + strlen(root) + 1; (s = strchr(s, '/')); s++) {
+		return wc_fail(WC_E_NOMEM, "out of memory");
+	wc_err e = WC_OK;
+	for (char *s = p + strlen(root) + 1; !e && (s = strchr(s, '/')); s++) {
 		*s = 0;
-		if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-			free(p);
-			return -1;
-		}
+		e = cli_mkdir_here(p, 0777);
 		*s = '/';
 	}
 	free(p);
-	return 0;
+	return e;
 }
 
 /* Write file f of q to path through the temporary-file helper. */
@@ -99,9 +98,8 @@ int qvq_cli_unpack(const char *in, const char *out, const cli_decode_opts *o)
 	for (uint32_t f = 0; f < nf && rc == CLI_OK; f++) {
 		const char *name = wc_qvq_file_name(q, f);
 		char *path = NULL;
-		if (make_parents(out, name) != 0 || asprintf(&path, "%s/%s", out, name) < 0) {
-			fprintf(stderr, "wcodec: unpack: %s/%s: %s\n", out, name, strerror(errno));
-			rc = CLI_FAIL;
+		if ((e = make_parents(out, name)) || asprintf(&path, "%s/%s", out, name) < 0) {
+			rc = cli_error(e ? e : wc_fail(WC_E_NOMEM, "out of memory"), "unpack");
 			break;
 		}
 		rc = write_file(q, f, path, &g, &buf, &cap);

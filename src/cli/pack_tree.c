@@ -3,11 +3,13 @@
  *
  * Every X.safetensors under DIR (recursively) is packed to OUTDIR/X.wcodec,
  * every other regular file is copied with its mode and mtime, directories
- * are made, and other symlinks are made again as they are. A symlink to a
- * regular file counts as that file under the link's name, which is how the
- * Hugging Face cache's snapshot directories point into its blobs; such a
- * target inside DIR (a blob) is then not copied under its own name, which
- * would store the weights twice. A link to another X.safetensors inside
+ * are made, and other symlinks are made again as they are, among them links
+ * by relative names to files inside DIR (a Hugging Face snapshot's
+ * config.json into its blobs). A symlink named X.safetensors to a regular
+ * file counts as that file under the link's name, which is how the Hugging
+ * Face cache's snapshot directories point into its blobs; such a target
+ * inside DIR (a blob) is then not copied under its own name, which would
+ * store the weights twice. A link to another X.safetensors inside
  * DIR, by a relative name, is made again as a link to its .wcodec. Each
  * output is written to a temporary file and renamed into place, so an
  * interrupted run leaves only whole files; --update skips outputs newer
@@ -224,6 +226,18 @@ static int link_to_packed(tree_run *r, const char *in, const char *wout)
 	return made; /* not made: packed as a file instead */
 }
 
+/* Whether the link at `in` has a relative target that resolves inside DIR:
+ * made again as a link, it leads to the same file in OUTDIR. */
+static int inside_root(const tree_run *r, const char *in)
+{
+	char target[PATH_MAX], real[PATH_MAX];
+	ssize_t n = readlink(in, target, sizeof target - 1);
+	if (n <= 0 || target[0] == '/' || !realpath(in, real))
+		return 0;
+	size_t k = strlen(r->root);
+	return strncmp(real, r->root, k) == 0 && (real[k] == '/' || k == 1);
+}
+
 /* One directory entry: in/out are its paths, rel its path under DIR. */
 static wc_err entry(tree_run *r, const char *dir_in, const char *name, const char *in, const char *out,
 		    const char *rel)
@@ -232,9 +246,13 @@ static wc_err entry(tree_run *r, const char *dir_in, const char *name, const cha
 	if (lstat(in, &lst) != 0)
 		return wc_fail(WC_E_IO, "%s: %s", in, strerror(errno));
 	int link = S_ISLNK(lst.st_mode);
-	if (link && (stat(in, &st) != 0 || !S_ISREG(st.st_mode))) {
+	if (link && (stat(in, &st) != 0 || !S_ISREG(st.st_mode) ||
+		     (!cli_ends_with(name, ".safetensors") && inside_root(r, in)))) {
 		/* A link to a directory or to nothing: made again as it is (a
-		 * directory link is not followed, so a loop cannot trap the walk). */
+		 * directory link is not followed, so a loop cannot trap the walk);
+		 * and a link to a file inside DIR that is not weights (a Hugging
+		 * Face snapshot's config.json into its blobs), whose target is
+		 * copied under its own name. */
 		char target[PATH_MAX];
 		ssize_t n = readlink(in, target, sizeof target - 1);
 		if (n < 0)
@@ -250,9 +268,8 @@ static wc_err entry(tree_run *r, const char *dir_in, const char *name, const cha
 	if (!link)
 		st = lst;
 	if (S_ISDIR(st.st_mode)) {
-		if (mkdir(out, (st.st_mode & 07777) | 0700) != 0 && errno != EEXIST)
-			return wc_fail(WC_E_IO, "%s: %s", out, strerror(errno));
-		return walk(r, in, out, rel);
+		wc_err e = cli_mkdir_here(out, (st.st_mode & 07777) | 0700);
+		return e ? e : walk(r, in, out, rel);
 	}
 	if (!S_ISREG(st.st_mode)) {
 		fprintf(stderr, "wcodec pack: %s: not a regular file, directory or symlink: skipped\n", in);

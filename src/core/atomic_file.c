@@ -30,7 +30,16 @@ wc_err wc_atomic_create(wc_atomic_file *f, const char *out)
 	snprintf(f->tmp, n, "%s.tmp.XXXXXX", out);
 	f->fd = mkostemp(f->tmp, O_CLOEXEC);
 	if (f->fd < 0) {
-		wc_err e = wc_fail(WC_E_IO, "cannot create %s: %s", f->tmp, strerror(errno));
+		/* Name what the user named: OUT and, if that is what is wrong,
+		 * its directory, not the temporary's random name. */
+		int err = errno;
+		char *slash = strrchr(f->tmp, '/');
+		if (slash)
+			*slash = '\0';
+		const char *dir = !slash ? "." : slash == f->tmp ? "/" : f->tmp;
+		wc_err e = err == ENOENT || err == ENOTDIR
+				   ? wc_fail(WC_E_IO, "cannot create %s: no directory %s", out, dir)
+				   : wc_fail(WC_E_IO, "cannot create %s (in %s): %s", out, dir, strerror(err));
 		clear(f);
 		return e;
 	}

@@ -134,8 +134,26 @@ int main(int argc, char **argv)
 		       "this process may use: a cache that fills up may get the daemon killed",
 		       (unsigned long long)(o.cache_size >> 20), (unsigned long long)(mem >> 20));
 
+	/* libfuse checks its mount options here, before anything starts, so a
+	 * mistyped -o option is the first and only thing the user is told. */
+	wcfs_fs fs = { .opt = &o, .timeout = o.timeout, .readahead = o.readahead };
+	atomic_init(&fs.bdi_pending, o.kernel_readahead != 0);
+	atomic_init(&fs.reads, 0);
+	atomic_init(&fs.read_bytes, 0);
+	atomic_init(&fs.read_ns, 0);
+	atomic_init(&fs.reply_ns, 0);
+	struct fuse_session *se = fuse_session_new(&o.fuse_args, &wcfs_ll_ops, sizeof wcfs_ll_ops, &fs);
+	if (!se) {
+		/* libfuse printed which option it rejected */
+		fprintf(stderr, "wcodecfs: bad mount options (see wcodecfs --help)\n");
+		close(root_fd);
+		wcfs_options_free(&o);
+		return WCFS_EXIT_USAGE;
+	}
+
 	if (!o.foreground && wcfs_daemonize() != 0) {
 		fprintf(stderr, "wcodecfs: cannot fork: %s\n", strerror(errno));
+		fuse_session_destroy(se);
 		close(root_fd);
 		wcfs_options_free(&o);
 		return WCFS_EXIT_RUNTIME;
@@ -146,20 +164,13 @@ int main(int argc, char **argv)
 	 * (stats.h). */
 	if (wcfs_stats_block_signal() != 0)
 		wc_log(WC_LOG_WARN, "cannot block SIGUSR1: it will end the daemon");
-	wcfs_fs fs = { .opt = &o, .timeout = o.timeout, .readahead = o.readahead };
-	atomic_init(&fs.bdi_pending, o.kernel_readahead != 0);
-	atomic_init(&fs.reads, 0);
-	atomic_init(&fs.read_bytes, 0);
-	atomic_init(&fs.read_ns, 0);
-	atomic_init(&fs.reply_ns, 0);
-	struct fuse_session *se = NULL;
 	rc = WCFS_EXIT_BACKEND;
 	wc_backend_opts bo = { .threads = o.threads, .gpu = o.gpu, .gpu_memory_limit = o.gpu_memory };
 	wc_err e = wc_backend_create(o.backend, &bo, &fs.backend);
 	if (e != WC_OK) {
 		wcfs_daemon_fail(rc, "decode backend '%s': %s%s%s", o.backend, wc_strerror(e),
 				 *wc_last_detail() ? ": " : "", wc_last_detail());
-		goto out;
+		goto out_session;
 	}
 	/* One-time costs of the backend's first decode calls, paid now rather
 	 * than by the first reads (backend.h). */
@@ -187,7 +198,7 @@ int main(int argc, char **argv)
 		wcfs_daemon_fail(rc, "tile cache of %llu bytes: %s%s%s",
 				 (unsigned long long)o.cache_size, wc_strerror(e),
 				 *wc_last_detail() ? ": " : "", wc_last_detail());
-		goto out;
+		goto out_session;
 	}
 	fs.vt.pctx.cache = fs.cache;
 	wcfs_vtree_set_fd_limit(&fs.vt, fd_limit);
@@ -195,7 +206,7 @@ int main(int argc, char **argv)
 	if (!fs.vt.itable) {
 		close(root_fd);
 		wcfs_daemon_fail(WCFS_EXIT_RUNTIME, "out of memory");
-		goto out;
+		goto out_session;
 	}
 	root_fd = -1;
 
@@ -207,13 +218,6 @@ int main(int argc, char **argv)
 		       "shows it", fs.vt.mnt_name);
 
 	rc = WCFS_EXIT_MOUNT;
-	se = fuse_session_new(&o.fuse_args, &wcfs_ll_ops, sizeof wcfs_ll_ops, &fs);
-	if (!se) {
-		/* libfuse printed which option it rejected */
-		wcfs_daemon_fail(WCFS_EXIT_USAGE, "bad mount options (see wcodecfs --help)");
-		rc = WCFS_EXIT_USAGE;
-		goto out;
-	}
 	if (fuse_set_signal_handlers(se) != 0) {
 		wcfs_daemon_fail(WCFS_EXIT_RUNTIME, "cannot install signal handlers");
 		rc = WCFS_EXIT_RUNTIME;
@@ -251,7 +255,6 @@ out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
 	fuse_session_destroy(se);
-out:
 	wcfs_itable_destroy(fs.vt.itable);
 	if (fs.cache)
 		wc_cache_destroy(fs.cache);
