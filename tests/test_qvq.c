@@ -138,6 +138,21 @@ START_TEST(names_rules)
 		ck_assert_msg(wc_qvq_name_check(ok[i], strlen(ok[i])) == WC_OK, "%s", ok[i]);
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
 		ck_assert_msg(wc_qvq_name_check(bad[i], strlen(bad[i])) == WC_E_FORMAT, "%s", bad[i]);
+	/* Components of at most 255 bytes (NAME_MAX), the last one as shown. */
+	char longname[600];
+	memset(longname, 'n', 300);
+	strcpy(longname + 300, "/x.png");
+	ck_assert_int_eq(wc_qvq_name_check(longname, strlen(longname)), WC_E_FORMAT);
+	ck_assert_ptr_nonnull(strstr(wc_last_detail(), "300 bytes"));
+	memset(longname, 'n', 255);
+	strcpy(longname + 255, "/x.png"); /* 255 bytes: fine */
+	ck_assert_int_eq(wc_qvq_name_check(longname, strlen(longname)), WC_OK);
+	memset(longname, 'n', 252);
+	longname[252] = 0; /* 252 + ".ppm" shown: 256 bytes */
+	ck_assert_int_eq(wc_qvq_name_check(longname, strlen(longname)), WC_E_FORMAT);
+	ck_assert_ptr_nonnull(strstr(wc_last_detail(), "shown with .ppm"));
+	memcpy(longname + 247, ".jpeg", 6); /* 247 + ".ppm": 251 bytes */
+	ck_assert_int_eq(wc_qvq_name_check(longname, strlen(longname)), WC_OK);
 	char *p = wc_qvq_ppm_name("a/b.c/d.png");
 	ck_assert_str_eq(p, "a/b.c/d.ppm");
 	free(p);
@@ -585,6 +600,30 @@ START_TEST(malformed_rejected)
 }
 END_TEST
 
+/* An archive whose name has a component of 300 bytes (a name a file system
+ * cannot hold): the reader refuses it at open, whatever wrote it. Written
+ * as 150 components of "a/", then the slashes overwritten. */
+START_TEST(long_component_refused_at_open)
+{
+	char deep[320];
+	for (int i = 0; i < 150; i++)
+		memcpy(deep + 2 * i, "a/", 2);
+	strcpy(deep + 300, "x.png");
+	const char *const names[] = {deep, "aa.png", "ab/c.jpg", "ab/d"}; /* sorted, before and after */
+	size_t len;
+	uint8_t *v = valid_archive(&len, names, 4);
+	rehash_len = len;
+	uint8_t *at = memmem(v, len, deep, strlen(deep));
+	ck_assert_ptr_nonnull(at);
+	for (int i = 0; i < 150; i++)
+		at[2 * i + 1] = '-'; /* one component of 300 bytes, "a-a-...": still first */
+	rehash(v);
+	ck_assert_int_eq(try_open(v, len), WC_E_FORMAT);
+	ck_assert_msg(strstr(wc_last_detail(), "305 bytes"), "%s", wc_last_detail()); /* with "x.png" */
+	free(v);
+}
+END_TEST
+
 START_TEST(names_refused_by_writer)
 {
 	const char *const dotdot[] = {"../evil.png", "b.png"};
@@ -896,6 +935,7 @@ int main(void)
 	tcase_add_test(tc, parallel_slices_cover_once);
 	tcase_add_test(tc, malformed_rejected);
 	tcase_add_test(tc, names_refused_by_writer);
+	tcase_add_test(tc, long_component_refused_at_open);
 	tcase_add_test(tc, damaged_payload_is_an_error);
 	tcase_add_test(tc, gather_generic_matches_definition);
 	tcase_add_test(tc, gather_wide_rows_every_path);

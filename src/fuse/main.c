@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +143,7 @@ int main(int argc, char **argv)
 	atomic_init(&fs.read_bytes, 0);
 	atomic_init(&fs.read_ns, 0);
 	atomic_init(&fs.reply_ns, 0);
+	pthread_mutex_init(&fs.handles_lock, NULL);
 	struct fuse_session *se = fuse_session_new(&o.fuse_args, &wcfs_ll_ops, sizeof wcfs_ll_ops, &fs);
 	if (!se) {
 		/* libfuse printed which option it rejected */
@@ -245,7 +247,11 @@ int main(int argc, char **argv)
 		loop = fuse_session_loop_mt(se, cfg);
 		fuse_loop_cfg_destroy(cfg);
 	}
-	rc = loop == 0 || fuse_session_exited(se) ? WCFS_EXIT_OK : WCFS_EXIT_RUNTIME;
+	/* libfuse's signal handlers end the loop with the signal's number (and
+	 * its multithreaded loop resets the exited flag): a stop, not a failure. */
+	rc = loop == 0 || loop == SIGTERM || loop == SIGINT || loop == SIGHUP || fuse_session_exited(se)
+		     ? WCFS_EXIT_OK
+		     : WCFS_EXIT_RUNTIME;
 	wcfs_stats_thread_stop();
 	if (fs.cache)
 		wcfs_stats_log(&fs, "unmount");
@@ -255,6 +261,7 @@ out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
 	fuse_session_destroy(se);
+	wcfs_handles_free(&fs);
 	wcfs_itable_destroy(fs.vt.itable);
 	if (fs.cache)
 		wc_cache_destroy(fs.cache);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdbool.h>
@@ -17,7 +18,45 @@
 typedef struct wcfs_handle {
 	wcfs_node *node; /* referenced */
 	int fd;          /* passed-through regular file: its descriptor; else -1 */
+	/* In the file system's list of open handles (fs->handles), so those the
+	 * kernel never releases (the session ended with files open) are freed
+	 * at exit: wcfs_handles_free. */
+	struct wcfs_handle *prev, *next;
 } wcfs_handle;
+
+static void handle_link(wcfs_fs *fs, wcfs_handle *h)
+{
+	pthread_mutex_lock(&fs->handles_lock);
+	h->prev = NULL;
+	h->next = fs->handles;
+	if (h->next)
+		h->next->prev = h;
+	fs->handles = h;
+	pthread_mutex_unlock(&fs->handles_lock);
+}
+
+static void handle_unlink(wcfs_fs *fs, wcfs_handle *h)
+{
+	pthread_mutex_lock(&fs->handles_lock);
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		fs->handles = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	pthread_mutex_unlock(&fs->handles_lock);
+}
+
+void wcfs_handles_free(wcfs_fs *fs)
+{
+	for (wcfs_handle *h = fs->handles, *next; h; h = next) {
+		next = h->next;
+		if (h->fd >= 0)
+			close(h->fd);
+		free(h);
+	}
+	fs->handles = NULL;
+}
 
 static wcfs_fs *fs_of(fuse_req_t req) { return fuse_req_userdata(req); }
 static wcfs_node *node_of(fuse_req_t req, fuse_ino_t ino)
@@ -264,6 +303,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 	}
 	wcfs_node_ref(fs->vt.itable, n);
+	handle_link(fs, h);
 	fi->fh = (uint64_t)(uintptr_t)h;
 	/* Keep the page cache across opens: virtual files never change, and
 	 * passed-through ones are invalidated on a new mtime (AUTO_INVAL_DATA).
@@ -276,6 +316,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (n->vn && fs->opt->direct_io)
 		fi->direct_io = 1;
 	if (fuse_reply_open(req, fi) == -ENOENT) { /* interrupted */
+		handle_unlink(fs, h);
 		if (h->fd >= 0)
 			close(h->fd);
 		wcfs_node_unref(fs->vt.itable, n);
@@ -287,6 +328,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	(void)ino;
 	wcfs_handle *h = (wcfs_handle *)(uintptr_t)fi->fh;
+	handle_unlink(fs_of(req), h);
 	if (h->fd >= 0)
 		close(h->fd);
 	wcfs_node_unref(fs_of(req)->vt.itable, h->node);

@@ -11,6 +11,7 @@
 #ifndef WCFS_OPS_H
 #define WCFS_OPS_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "fuse/options.h"
@@ -31,9 +32,17 @@ typedef struct wcfs_fs {
 	 * tiles' waits included) and those spent writing replies (the copy
 	 * into the kernel's pages). */
 	atomic_uint_fast64_t reads, read_bytes, read_ns, reply_ns;
+	/* Open file handles (ops.c), under handles_lock. */
+	pthread_mutex_t handles_lock;
+	struct wcfs_handle *handles;
 } wcfs_fs;
 
 /* The operation table; the session's userdata is a wcfs_fs*. */
 extern const struct fuse_lowlevel_ops wcfs_ll_ops;
+
+/* Free the handles of files still open when the session ended (the kernel
+ * sends no RELEASE for them then), closing their descriptors. Call after
+ * the session loop, before the inode table is destroyed. */
+void wcfs_handles_free(wcfs_fs *fs);
 
 #endif /* WCFS_OPS_H */

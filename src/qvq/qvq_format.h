@@ -34,6 +34,7 @@
 #define WC_QVQ_MAX_META (64u << 20)      /* JSON metadata bytes */
 #define WC_QVQ_MAX_STRINGS (1u << 30)    /* string pool bytes */
 #define WC_QVQ_MAX_NAME 4096u            /* bytes of one image name */
+#define WC_QVQ_MAX_COMPONENT 255u        /* bytes of one of its components, shown (NAME_MAX) */
 #define WC_QVQ_MAX_LABELS 65536u
 #define WC_QVQ_MAX_TABLES 2u
 

@@ -53,6 +53,17 @@ wc_err wc_qvq_name_check(const char *name, size_t len)
 			return wc_fail(WC_E_FORMAT, "qvq: image name \"%s\" has a \"%.*s\" component "
 				       "(would escape or alias its directory)",
 				       quote(name, len, q), (int)clen, c);
+		/* Every component, and the last as shown (its extension made
+		 * ".ppm"), must be a name a file system takes (NAME_MAX). */
+		size_t shown = clen;
+		if (i == len) {
+			const char *dot = memrchr(c, '.', clen);
+			shown = (dot && dot != c ? (size_t)(dot - c) : clen) + 4;
+		}
+		if (clen > WC_QVQ_MAX_COMPONENT || shown > WC_QVQ_MAX_COMPONENT)
+			return wc_fail(WC_E_FORMAT, "qvq: image name \"%s\" has a component of %zu bytes%s "
+				       "(a file name takes at most %u)", quote(name, len, q), clen,
+				       shown > clen ? " shown with .ppm" : "", WC_QVQ_MAX_COMPONENT);
 		if (start == 0 && i < len &&
 		    ((clen == 10 && memcmp(c, "images.npy", 10) == 0) ||
 		     (clen == 10 && memcmp(c, "labels.txt", 10) == 0)))
