@@ -35,8 +35,15 @@ fg=$!
 wait_mounted "$M" "$TMP/log"
 
 check damaged "$M/bad.safetensors" "$O/m.safetensors" "$voff" "$dsize" || fail "damaged reads"
-# Whole-file readers see EIO, not wrong bytes.
+# Whole-file readers see EIO, not wrong bytes; once the damage is known, a
+# new open fails at once (no later reader gets a prefix of the file), and
+# the log says so once.
 if cat "$M/bad.safetensors" > /dev/null 2>&1; then fail "cat of the damaged file succeeded"; fi
+for i in 1 2 3; do
+	if (exec 5< "$M/bad.safetensors") 2>/dev/null; then fail "open $i of a file known to be damaged succeeded"; fi
+done
+[ "$(grep -c "bad.wcodec: damaged (tile $bad): later opens fail" "$TMP/log")" = 1 ] ||
+	fail "the refused opens are not logged once: $(cat "$TMP/log")"
 [ "$(sha "$M/good.safetensors")" = "$(sha "$O/m.safetensors")" ] || fail "the intact copy differs"
 # The damaged header: no lookup; the damaged index: stat, no open.
 stat "$M/badhdr.safetensors" >/dev/null 2>"$TMP/err" && fail "stat of a file with a damaged header"

@@ -233,6 +233,17 @@ START_TEST(tensor_table_checked)
 	ck_assert_int_eq(fx_open_bytes(m, ml), WC_E_FORMAT);
 	ck_assert_msg(strstr(wc_last_detail(), "ends") != NULL, "%s", wc_last_detail());
 	free(m);
+	/* A header claiming more tensors than its prefix can list (a small file
+	 * whose metadata would decompress to megabytes): refused at once. */
+	{
+		uint8_t *claim = malloc(len);
+		memcpy(claim, b, len);
+		wc_put_u32(claim + 28, (uint32_t)(h.prefix_len / 40 + 1));
+		fx_fix_check(claim, &h);
+		ck_assert_int_eq(fx_open_bytes(claim, len), WC_E_RANGE);
+		ck_assert_msg(strstr(wc_last_detail(), "cannot be listed"), "%s", wc_last_detail());
+		free(claim);
+	}
 	/* A table longer than 132 bytes a tensor: refused before it is decompressed. */
 	size_t big = (size_t)h.ntensors * WC_TT_RECORD_MAX + 1;
 	uint8_t *zeros = calloc(big, 1);

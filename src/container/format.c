@@ -112,6 +112,14 @@ wc_err wc_header_decode(const uint8_t in[WC_HEADER_BYTES], uint64_t file_size, w
 	if (h->prefix_len < 10 || h->prefix_len > WC_LIMIT_PREFIX_BYTES)
 		return wc_fail(WC_E_RANGE, "wcodec header: prefix of %llu bytes outside [10, %u]",
 			       (unsigned long long)h->prefix_len, WC_LIMIT_PREFIX_BYTES);
+	/* Every tensor is a member of the prefix's JSON header, at least
+	 * WC_PREFIX_BYTES_PER_TENSOR bytes of it: so the tensor count, which
+	 * sizes the metadata and the tensor table, is bounded by bytes that are
+	 * in the file, not by a number in its header alone. */
+	if ((uint64_t)h->ntensors * WC_PREFIX_BYTES_PER_TENSOR > h->prefix_len)
+		return wc_fail(WC_E_RANGE, "wcodec header: %u tensors cannot be listed in a %llu-byte safetensors "
+			       "header (each takes at least %u bytes)", h->ntensors, (unsigned long long)h->prefix_len,
+			       WC_PREFIX_BYTES_PER_TENSOR);
 	if (h->meta_len < 2 || h->meta_len > WC_LIMIT_META_BYTES)
 		return wc_fail(WC_E_RANGE, "wcodec header: metadata of %llu bytes outside [2, %u]",
 			       (unsigned long long)h->meta_len, WC_LIMIT_META_BYTES);

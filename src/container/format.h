@@ -32,6 +32,10 @@
 #define WC_LIMIT_NDIM 64u
 #define WC_LIMIT_VIRTUAL_SIZE (1ull << 62)
 #define WC_LIMIT_DICT_BYTES (1ull << 30)      /* the dictionary section */
+/* The shortest member a tensor can be in a safetensors header,
+ * `"":{"dtype":"U8","shape":[],"data_offsets":[0,0]}`, is 49 bytes; with
+ * its separator, at least 40 is a bound with room. */
+#define WC_PREFIX_BYTES_PER_TENSOR 40u
 
 /* Header flags (docs/FORMAT.md 1.2). A reader that does not know a flag
  * rejects the file (WC_E_UNSUPPORTED), so a file using dictionaries is

@@ -33,6 +33,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
@@ -83,6 +84,10 @@ struct wcfs_node {
 	 * does not flood the log. */
 	_Atomic uint64_t bad_tile;
 	_Atomic uint64_t bad_repeats;
+	/* A read met a damaged tile of this virtual file: later opens fail
+	 * with EIO (the source is damaged; a rewritten source gets a new node
+	 * at its next lookup), logged once (damage_logged). */
+	atomic_bool damaged, damage_logged;
 };
 
 typedef struct wcfs_itable wcfs_itable;

@@ -275,6 +275,18 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EACCES); /* devices, fifos, sockets are not served */
 		return;
 	}
+	if (n->vn && atomic_load(&n->damaged)) {
+		/* No new reader gets a prefix of a file known to be damaged
+		 * (a reader already in it gets EIO at the damage). */
+		if (!atomic_exchange(&n->damage_logged, true)) {
+			char name[PATH_MAX];
+			wcfs_vtree_source_path(n, name, sizeof name);
+			wc_log(WC_LOG_ERR, "%s: damaged (tile %llu): later opens fail with EIO until the file "
+			       "changes", name, (unsigned long long)(atomic_load(&n->bad_tile) - 1));
+		}
+		fuse_reply_err(req, EIO);
+		return;
+	}
 	wcfs_handle *h = malloc(sizeof *h);
 	if (!h) {
 		fuse_reply_err(req, ENOMEM);

@@ -161,6 +161,8 @@ static int read_failed(wcfs_node *n, size_t size, uint64_t off, wc_err e, const 
 	uint64_t key = bad ? (uint64_t)bad->sp.tile + 1 : 0;
 	uint64_t rep = atomic_exchange(&n->bad_tile, key) == key ? atomic_fetch_add(&n->bad_repeats, 1) + 1
 								: (atomic_store(&n->bad_repeats, 0), 0);
+	if (bad && (e == WC_E_CORRUPT || e == WC_E_FORMAT))
+		atomic_store(&n->damaged, true); /* later opens fail (ops.c) */
 	if (rep & (rep - 1)) {
 		/* the same tile again: logged at 1, 2, 4, 8, ... repeats */
 	} else if (bad) {
