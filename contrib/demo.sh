@@ -37,7 +37,7 @@ fail() { echo "demo.sh: FAILED: $*" >&2; exit 1; }
 
 # ---- 1. packages ----------------------------------------------------------------
 pkgs="build-essential autoconf automake libtool pkg-config autoconf-archive
-      libfuse3-dev fuse3 libzstd-dev zstd libjansson-dev check libsubunit-dev
+      libfuse3-dev fuse3 libzstd-dev zstd libjansson-dev check libsubunit-dev libsystemd-dev
       libxxhash-dev libpng-dev libjpeg-dev python3 python3-numpy python3-pil"
 step "Debian packages"
 missing=$(for p in $pkgs; do dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "ok installed" || echo "$p"; done)

@@ -1,6 +1,11 @@
 /* daemon.c - daemonize with a readiness pipe (daemon.h). */
 #include "fuse/daemon.h"
 
+#include "config.h"
+#ifdef WC_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -9,6 +14,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/wc_error.h"
@@ -97,13 +103,76 @@ static void fuse_syslog(enum fuse_log_level level, const char *fmt, va_list ap)
 	vsyslog((int)level, fmt, ap);
 }
 
+/* -o log=FILE: every message appended to it, one line each, with the time
+ * and the pid. */
+static FILE *log_file;
+
+static void file_line(const char *level, const char *msg)
+{
+	char when[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+	flockfile(log_file);
+	fprintf(log_file, "%s wcodecfs[%ld]: %s: %s\n", when, (long)getpid(), level, msg);
+	fflush(log_file);
+	funlockfile(log_file);
+}
+
+static const char *level_name(int level)
+{
+	return level <= WC_LOG_ERR ? "error" : level == WC_LOG_WARN ? "warning" : level == WC_LOG_INFO ? "info" : "debug";
+}
+
+static void file_sink(int level, const char *msg, void *ctx)
+{
+	(void)ctx;
+	file_line(level_name(level), msg);
+}
+
+static void fuse_file_log(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	char msg[1024];
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	size_t n = strlen(msg);
+	if (n && msg[n - 1] == '\n')
+		msg[n - 1] = '\0';
+	file_line(level_name((int)level), msg);
+}
+
+int wcfs_log_to_file(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	if (fd < 0)
+		return errno;
+	if (!(log_file = fdopen(fd, "a"))) {
+		int err = errno;
+		close(fd);
+		return err;
+	}
+	wc_log_set_sink(file_sink, NULL);
+	fuse_set_log_func(fuse_file_log);
+	return 0;
+}
+
+void wcfs_notify(const char *state)
+{
+#ifdef WC_SYSTEMD
+	sd_notify(0, state);
+#else
+	(void)state;
+#endif
+}
+
 void wcfs_daemon_ready(void)
 {
 	if (status_fd < 0)
 		return;
-	openlog("wcodecfs", LOG_PID, LOG_DAEMON);
-	wc_log_set_sink(syslog_sink, NULL);
-	fuse_set_log_func(fuse_syslog);
+	if (!log_file) {
+		openlog("wcodecfs", LOG_PID, LOG_DAEMON);
+		wc_log_set_sink(syslog_sink, NULL);
+		fuse_set_log_func(fuse_syslog);
+	}
 	unsigned char ok = WCFS_EXIT_OK;
 	ssize_t k = write(status_fd, &ok, 1);
 	(void)k;

@@ -25,4 +25,15 @@ int wcfs_daemonize(void);
 void wcfs_daemon_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void wcfs_daemon_ready(void);
 
+/* -o log=FILE: from now on every message (the library's and libfuse's) is
+ * appended to FILE, one line with the UTC time and the pid, instead of
+ * stderr or, once detached, syslog (a container often has no syslog
+ * socket). Returns 0 or an errno (the file cannot be opened). */
+int wcfs_log_to_file(const char *path);
+
+/* Tell systemd a state change ("READY=1", "STOPPING=1", "STATUS=..."), for
+ * a Type=notify unit (sd_notify(3)); a no-op without NOTIFY_SOCKET or in a
+ * build without libsystemd. */
+void wcfs_notify(const char *state);
+
 #endif /* WCFS_DAEMON_H */

@@ -15,19 +15,19 @@ wcodecfs_SOURCES = \
 	src/fuse/ops.c src/fuse/ops.h \
 	src/fuse/stats.c src/fuse/stats.h \
 	src/fuse/provider.h src/fuse/providers.c src/fuse/provider_wcodec.c src/fuse/provider_qvq.c
-wcodecfs_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS) $(XXHASH_CFLAGS)
-wcodecfs_LDADD = libwcodec.la $(FUSE_LIBS) $(XXHASH_LIBS)
+wcodecfs_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS) $(XXHASH_CFLAGS) $(SYSTEMD_CFLAGS)
+wcodecfs_LDADD = libwcodec.la $(FUSE_LIBS) $(XXHASH_LIBS) $(SYSTEMD_LIBS)
 
 # Mount tests (need /dev/fuse and fusermount3; they skip otherwise).
 TESTS += tests/mount_passthrough.sh tests/mount_lifecycle.sh tests/mount_wcodec.sh tests/mount_large.sh \
 	tests/mount_concurrent.sh tests/mount_corrupt.sh tests/mount_fdlimit.sh tests/mount_random_ops.sh \
-	tests/mount_rewrite.sh tests/mount_many_tensors.sh tests/mount_owner.sh
+	tests/mount_rewrite.sh tests/mount_many_tensors.sh tests/mount_owner.sh tests/mount_service.sh
 EXTRA_DIST += tests/mount_lib.sh tests/mount_passthrough.sh tests/mount_lifecycle.sh
 dist_man_MANS += docs/wcodecfs.1
 EXTRA_DIST += tests/mount_check.py tests/mount_wcodec.sh tests/mount_concurrent.sh \
 	tests/mount_corrupt.sh tests/mount_fdlimit.sh tests/mount_large.sh \
 	tests/mount_random_ops.sh tests/random_ops.py tests/mount_rewrite.sh tests/mount_many_tensors.sh \
-	tests/mount_owner.sh
+	tests/mount_owner.sh tests/mount_service.sh
 
 # Unit tests of the parts that need no mount.
 check_PROGRAMS += tests/test_fuse_parts
@@ -45,3 +45,12 @@ mount.fuse.wcodecfs: $(srcdir)/src/fuse/mount.fuse.wcodecfs.in Makefile
 	$(AM_V_GEN)sed -e 's|@bindir[@]|$(bindir)|g' $(srcdir)/src/fuse/mount.fuse.wcodecfs.in > $@ && chmod +x $@
 CLEANFILES += mount.fuse.wcodecfs
 EXTRA_DIST += src/fuse/mount.fuse.wcodecfs.in
+
+# The systemd unit template (contrib/systemd/wcodecfs@.service.in), with
+# $(bindir) filled in; installed in $(systemdunitdir) (configure
+# --with-systemdunitdir, default $(prefix)/lib/systemd/system).
+systemdunit_DATA = wcodecfs@.service
+wcodecfs@.service: $(srcdir)/contrib/systemd/wcodecfs@.service.in Makefile
+	$(AM_V_GEN)sed -e 's|@bindir[@]|$(bindir)|g' $(srcdir)/contrib/systemd/wcodecfs@.service.in > $@
+CLEANFILES += wcodecfs@.service
+EXTRA_DIST += contrib/systemd/wcodecfs@.service.in

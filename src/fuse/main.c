@@ -80,6 +80,11 @@ int main(int argc, char **argv)
 		printf("CPU:         %s\n", wc_cpu_level());
 		printf("CUDA plugin: %s%s%s\n", pe ? "none (" : plugin, pe ? wc_last_detail() : " (loads)",
 		       pe ? ")" : "");
+#ifdef WC_SYSTEMD
+		printf("systemd:     sd_notify readiness (Type=notify)\n");
+#else
+		printf("systemd:     none (built without libsystemd)\n");
+#endif
 		wcfs_options_free(&o);
 		return 0;
 	}
@@ -135,6 +140,15 @@ int main(int argc, char **argv)
 		       "this process may use: a cache that fills up may get the daemon killed",
 		       (unsigned long long)(o.cache_size >> 20), (unsigned long long)(mem >> 20));
 
+	if (o.log_file) {
+		int lerr = wcfs_log_to_file(o.log_file);
+		if (lerr) {
+			fprintf(stderr, "wcodecfs: log=%s: %s\n", o.log_file, strerror(lerr));
+			close(root_fd);
+			wcfs_options_free(&o);
+			return WCFS_EXIT_USAGE;
+		}
+	}
 	/* libfuse checks its mount options here, before anything starts, so a
 	 * mistyped -o option is the first and only thing the user is told. */
 	wcfs_fs fs = { .opt = &o, .timeout = o.timeout, .readahead = o.readahead };
@@ -229,13 +243,18 @@ int main(int argc, char **argv)
 		wcfs_daemon_fail(rc, "cannot mount on '%s' (see the message above)", o.mountpoint);
 		goto out_signals;
 	}
-	wcfs_daemon_ready(); /* detached: the log goes to syslog from here on */
+	wcfs_daemon_ready(); /* detached: the log goes to syslog (or log=FILE) from here on */
 	int serr = wcfs_stats_thread_start(&fs);
 	if (serr != 0)
 		wc_log(WC_LOG_WARN, "no statistics on SIGUSR1: %s", strerror(serr));
 	wc_log(WC_LOG_INFO, "mounted %s on %s: backend %s, cache %llu MiB, %u decode threads, "
 	       "readahead %u tiles", o.source, o.mountpoint, fs.backend->ops->name,
 	       (unsigned long long)(o.cache_size >> 20), o.threads, o.readahead);
+	{
+		char state[PATH_MAX * 2 + 64];
+		snprintf(state, sizeof state, "READY=1\nSTATUS=serving %s on %s", o.source, o.mountpoint);
+		wcfs_notify(state);
+	}
 
 	int loop;
 	if (o.singlethread) {
@@ -256,6 +275,7 @@ int main(int argc, char **argv)
 	if (fs.cache)
 		wcfs_stats_log(&fs, "unmount");
 	wc_log(WC_LOG_INFO, "unmounting %s", o.mountpoint);
+	wcfs_notify("STOPPING=1");
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);

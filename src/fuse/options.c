@@ -18,7 +18,7 @@
 /* Option values as strings: parsed and checked after fuse_opt_parse. */
 struct raw_opts {
 	char *cache_size, *threads, *backend, *gpu, *gpu_memory, *readahead, *timeout;
-	char *log_level, *kernel_readahead, *max_background, *uid, *gid, *umask;
+	char *log_level, *kernel_readahead, *max_background, *uid, *gid, *umask, *log;
 	int rw, debug, direct_io;
 };
 
@@ -39,6 +39,7 @@ static const struct fuse_opt opt_spec[] = {
 	RAW("uid=%s", uid),
 	RAW("gid=%s", gid),
 	RAW("umask=%s", umask),
+	RAW("log=%s", log),
 	{ "rw", offsetof(struct raw_opts, rw), 1 },
 	{ "direct_io", offsetof(struct raw_opts, direct_io), 1 },
 	FUSE_OPT_KEY("rw", FUSE_OPT_KEY_DISCARD),
@@ -201,6 +202,14 @@ static int check_values(wcfs_options *o, const struct raw_opts *r)
 	if (r->gid && parse_uint("gid", r->gid, 0, UINT32_MAX - 1, &o->gid) != 0)
 		return -1;
 	o->uid_given = r->uid != NULL;
+	if (r->log) {
+		if (!*r->log) {
+			fprintf(stderr, "wcodecfs: bad log= (expected a file name)\n");
+			return -1;
+		}
+		free(o->log_file);
+		o->log_file = strdup(r->log);
+	}
 	o->gid_given = r->gid != NULL;
 	if (r->umask) {
 		char *end;
@@ -338,6 +347,7 @@ out:
 	free(r->gpu_memory);
 	free(r->readahead);
 	free(r->uid);
+	free(r->log);
 	free(r->gid);
 	free(r->umask);
 	free(r->timeout);
@@ -352,6 +362,7 @@ void wcfs_options_free(wcfs_options *o)
 	free(o->source);
 	free(o->mountpoint);
 	free(o->backend);
+	free(o->log_file);
 	fuse_opt_free_args(&o->fuse_args);
 }
 
@@ -385,6 +396,10 @@ void wcfs_options_usage(const char *prog)
 	       "                      on this mount (default 64; 0: the kernel's 12)\n"
 	       "  timeout=SECONDS     kernel attribute and name cache timeout (default 1)\n"
 	       "  log_level=LEVEL     error, warning, info (default) or debug\n"
+	       "  log=FILE            append messages to FILE (default: stderr, then syslog\n"
+	       "                      once detached)\n"
+	       "  uid=N, gid=N        every entry's owner and group (allow_other implied)\n"
+	       "  umask=OOO           permission bits cleared from every entry\n"
 	       "  rw                  do not pass 'ro' to the kernel (writes still fail\n"
 	       "                      with EROFS)\n"
 	       "  direct_io           read() of decoded files skips the page cache: one copy\n"

@@ -47,6 +47,7 @@ typedef struct wcfs_options {
 	 * (writes fail with EROFS). */
 	unsigned uid, gid, umask;
 	int uid_given, gid_given;
+	char *log_file;      /* -o log=FILE: messages appended there (daemon.h) */
 	int show_help, show_version;
 	struct fuse_args fuse_args; /* what libfuse gets (argv[0] and -o options) */
 } wcfs_options;
