@@ -31,11 +31,11 @@ t["embed.f32"] = torch.randn(1000, 4096, generator=g) * 0.05
 save_file(t, "/tmp/bench_cuda_m.safetensors")
 PY
 ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
-s=$(date +%s%N); ./wcodec pack -q /tmp/bench_cuda_m.safetensors /tmp/bench_cuda_m.wcodec || exit 1; echo "pack: $(ms $s) ms"
+s=$(date +%s%N); ./wcodec pack -q -f /tmp/bench_cuda_m.safetensors /tmp/bench_cuda_m.wcodec || exit 1; echo "pack: $(ms $s) ms"
 ./wcodec verify -q -b cpu /tmp/bench_cuda_m.wcodec > /dev/null
 for b in cpu cuda; do
 	s=$(date +%s%N); ./wcodec verify -q -b $b /tmp/bench_cuda_m.wcodec > /dev/null; echo "verify -b $b: rc=$? $(ms $s) ms"
-	s=$(date +%s%N); ./wcodec unpack -q -b $b /tmp/bench_cuda_m.wcodec /tmp/bench_cuda_out.safetensors
+	s=$(date +%s%N); ./wcodec unpack -q -f -b $b /tmp/bench_cuda_m.wcodec /tmp/bench_cuda_out.safetensors
 	echo "unpack -b $b: rc=$? $(ms $s) ms"
 	cmp /tmp/bench_cuda_m.safetensors /tmp/bench_cuda_out.safetensors && echo "unpack -b $b: byte-identical"
 	rm -f /tmp/bench_cuda_out.safetensors

@@ -62,7 +62,7 @@ def main():
             name = name[: -len(".safetensors")]
         wc = os.path.join(a.work, name + ".wcodec")
         if not os.path.exists(wc) or os.path.getmtime(wc) < os.path.getmtime(a.wcodec):
-            subprocess.run([a.wcodec, "pack", "-q", f, wc], check=True)
+            subprocess.run([a.wcodec, "pack", "-q", "-f", f, wc], check=True)
         size = os.path.getsize(f)
         z = zstd_size(f, a.cache)
         info = json.loads(subprocess.run([a.wcodec, "info", "-J", wc], stdout=subprocess.PIPE, check=True).stdout)

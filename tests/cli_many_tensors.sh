@@ -26,7 +26,7 @@ assert abs(coded - d["coded_data_bytes"]) <= ntensors, (coded, d["coded_data_byt
 print("# %s tiles: %d tiles for %d tensors, %.2f%% of the entropy bound" %
       (sys.argv[2], ntiles, ntensors, 100 * d["coded_over_bound"]))
 PY
-	"$WCODEC" unpack "$T/many-$tile.wcodec" "$T/back.safetensors" || fail "unpack -t $tile"
+	"$WCODEC" unpack -f "$T/many-$tile.wcodec" "$T/back.safetensors" || fail "unpack -t $tile"
 	cmp "$T/many.safetensors" "$T/back.safetensors" || fail "the $tile file unpacks to other bytes"
 	"$WCODEC" verify -q "$T/many-$tile.wcodec" || fail "verify -t $tile"
 done

@@ -21,7 +21,7 @@ PY
 # unpack into a tree whose a/ is a link out of it
 mkdir -p "$T/out"
 ln -s "$T/victim" "$T/out/a"
-if "$WCODEC" unpack -q "$T/deep.qvq" "$T/out" 2>"$T/err"; then fail "unpack wrote through a link"; fi
+if "$WCODEC" unpack -q -f "$T/deep.qvq" "$T/out" 2>"$T/err"; then fail "unpack wrote through a link"; fi
 grep -q "symbolic link" "$T/err" || fail "no reason given: $(cat "$T/err")"
 [ -z "$(ls -A "$T/victim")" ] || fail "unpack wrote outside its output: $(ls -R "$T/victim")"
 
@@ -29,7 +29,7 @@ grep -q "symbolic link" "$T/err" || fail "no reason given: $(cat "$T/err")"
 rm "$T/out/a"
 echo keep > "$T/victim/keep.txt"
 ln -s "$T/victim/keep.txt" "$T/out/p0.ppm"
-"$WCODEC" unpack -q "$T/deep.qvq" "$T/out" || fail "unpack over a link to a file"
+"$WCODEC" unpack -q -f "$T/deep.qvq" "$T/out" || fail "unpack over a link to a file"
 [ "$(cat "$T/victim/keep.txt")" = keep ] || fail "unpack wrote through a link to a file"
 [ -f "$T/out/p0.ppm" ] && [ ! -L "$T/out/p0.ppm" ] || fail "the link was not replaced by the file"
 
@@ -38,7 +38,7 @@ ln -s "$T/victim/keep.txt" "$T/out/p0.ppm"
 mkdir -p "$T/dir/sub" "$T/pout"
 cp "$T/m.safetensors" "$T/dir/sub/m.safetensors"
 ln -s "$T/victim2" "$T/pout/sub"
-for u in "" -u; do
+for u in -f -u; do
 	if "$WCODEC" pack -q $u "$T/dir" "$T/pout" 2>"$T/err"; then fail "pack $u wrote through a link"; fi
 	grep -q "symbolic link" "$T/err" || fail "pack $u: no reason given: $(cat "$T/err")"
 	[ -z "$(ls -A "$T/victim2")" ] || fail "pack $u wrote outside its output: $(ls "$T/victim2")"

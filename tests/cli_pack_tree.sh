@@ -32,7 +32,7 @@ grep -q "^1 files reached through X.safetensors links" "$T/pack.txt" || fail "su
 for f in model-00001-of-00002 model-00002-of-00002 sub/adapter linked; do
 	[ -f "$O/$f.wcodec" ] || fail "$f.wcodec missing"
 	[ ! -L "$O/$f.wcodec" ] || fail "$f.wcodec is a link"
-	"$WCODEC" unpack -q "$O/$f.wcodec" "$T/back.safetensors" || fail "unpack $f"
+	"$WCODEC" unpack -q -f "$O/$f.wcodec" "$T/back.safetensors" || fail "unpack $f"
 	cmp "$M/$f.safetensors" "$T/back.safetensors" || fail "$f: not byte-identical"
 done
 [ ! -e "$O/model-00001-of-00002.safetensors" ] || fail "an original was copied too"
@@ -79,6 +79,9 @@ touch "$M/sub/adapter.safetensors"
 "$WCODEC" pack -u -q "$M" "$O" || fail "pack -u after touch"
 [ "$O/sub/adapter.wcodec" -nt "$M/model-00001-of-00002.safetensors" ] || fail "touched input not packed again"
 rejects "$WCODEC" pack -u "$M/config.json" "$T/x.wcodec" 2>/dev/null || fail "--update with a file accepted"
+# Into an OUTDIR that holds files: only with -u (update) or -f (overwrite).
+rejects "$WCODEC" pack -q "$M" "$O" 2>"$T/err.txt" || fail "pack into a non-empty OUTDIR without -u or -f"
+grep -q "is not empty (-f writes into it anyway)" "$T/err.txt" || fail "no reason: $(cat "$T/err.txt")"
 
 # OUTDIR inside DIR is refused; so is a malformed .safetensors, by name.
 rejects "$WCODEC" pack "$M" "$M/sub/out/deeper" 2>"$T/err.txt" || fail "OUTDIR inside DIR accepted"

@@ -55,8 +55,15 @@ grep -q "needs OUTDIR" "$T/err.txt" || fail "pack DIR without OUTDIR: $(cat "$T/
 "$WCODEC" pack -q -j 3 --tile-size 4K "$T/all.safetensors" "$T/j3.wcodec"
 cmp "$T/j1.wcodec" "$T/j3.wcodec" || fail "pack output depends on the thread count"
 
-# Overwriting an existing output works, and no temporary file is left.
-"$WCODEC" pack -q "$T/all.safetensors" "$T/all.wcodec"
+# An existing output is not overwritten unasked (as zstd does): -f does.
+cp "$T/j1.wcodec" "$T/all.wcodec"
+before=$(cksum < "$T/all.wcodec")
+"$WCODEC" pack -q "$T/all.safetensors" "$T/all.wcodec" 2>"$T/err.txt" && fail "pack overwrote an existing OUT"
+grep -q "exists (-f overwrites it)" "$T/err.txt" || fail "no reason for the refusal: $(cat "$T/err.txt")"
+[ "$(cksum < "$T/all.wcodec")" = "$before" ] || fail "the refused pack changed OUT"
+"$WCODEC" unpack -q "$T/all.wcodec" "$T/j1.wcodec" 2>"$T/err.txt" && fail "unpack overwrote an existing OUT"
+grep -q "exists (-f overwrites it)" "$T/err.txt" || fail "no reason for the refusal: $(cat "$T/err.txt")"
+"$WCODEC" pack -q -f "$T/all.safetensors" "$T/all.wcodec" || fail "pack -f"
 [ "$(leftovers "$T")" = 0 ] || fail "temporary files left behind"
 
 # info --json is JSON and agrees with the input.

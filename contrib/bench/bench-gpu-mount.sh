@@ -106,7 +106,7 @@ rm -rf "$WORK/src" "$WORK/model" "$WORK/model-src"
 mkdir -p "$WORK/src" "$WORK/mnt"
 s=$(date +%s%N)
 # shellcheck disable=SC2086 # PACK_OPTS: extra `wcodec pack` options, split on spaces
-"$WCODEC" pack -q ${PACK_OPTS:-} "$big" "$WORK/src/big.wcodec" >> "$LOG" 2>&1 || die "pack"
+"$WCODEC" pack -q -f ${PACK_OPTS:-} "$big" "$WORK/src/big.wcodec" >> "$LOG" 2>&1 || die "pack"
 pack_ms=$((($(date +%s%N) - s) / 1000000))
 size=$(stat -c %s "$big") packed=$(stat -c %s "$WORK/src/big.wcodec")
 if [ "${MODEL:-1}" != 0 ]; then
@@ -114,7 +114,7 @@ if [ "${MODEL:-1}" != 0 ]; then
 	mkdir -p "$WORK/model-src"
 	for f in "$WORK/model"/*; do
 		case $f in
-		*.safetensors) "$WCODEC" pack -q "$f" "$WORK/model-src/$(basename "$f" .safetensors).wcodec" >> "$LOG" 2>&1 || die "pack model" ;;
+		*.safetensors) "$WCODEC" pack -q -f "$f" "$WORK/model-src/$(basename "$f" .safetensors).wcodec" >> "$LOG" 2>&1 || die "pack model" ;;
 		*) cp "$f" "$WORK/model-src/" ;;
 		esac
 	done

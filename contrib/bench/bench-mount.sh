@@ -66,7 +66,7 @@ packed=0 t0=0 t1=0
 if [ $have_wc = 1 ]; then
 	echo "packing $file ..." >&2
 	t0=$(date +%s.%N)
-	"$WCODEC" pack "$file" "$work/src/$name.wcodec" >&2
+	"$WCODEC" pack -f "$file" "$work/src/$name.wcodec" >&2
 	t1=$(date +%s.%N)
 	packed=$(stat -c %s "$work/src/$name.wcodec")
 fi

@@ -100,7 +100,7 @@ EOF
 
 # 1. Quality: K sweep.
 [ "$ONLY" = throughput ] || [ "$ONLY" = pairs ] || for K in 256 4096 65536; do
-	"$WCODEC" pack-images -q "$out/p224" "$out/p224-$K.qvq" --codebook "$K" --seed 1 >"$out/pack-$K.txt"
+	"$WCODEC" pack-images -q -f "$out/p224" "$out/p224-$K.qvq" --codebook "$K" --seed 1 >"$out/pack-$K.txt"
 	psnr=$(sed -n 's/.*PSNR \([0-9.]*\) dB.*/\1/p' "$out/pack-$K.txt")
 	bpp=$(sed -n 's/.*, \([0-9.]*\) bits\/pixel.*/\1/p' "$out/pack-$K.txt")
 	secs=$(sed -n 's/.*), \([0-9.]*\) s$/\1/p' "$out/pack-$K.txt")
@@ -143,7 +143,7 @@ mkdir -p "$src"
 # PACK planes, say).
 lib=$build/.libs/libwcodec.so
 if [ ! -e "$src/crops.qvq" ] || { [ -e "$lib" ] && [ "$lib" -nt "$src/crops.qvq" ]; }; then
-	"$WCODEC" pack-images -q "$out/crops" "$src/crops.qvq" --codebook "$K" --seed 1 >"$out/pack-crops.txt"
+	"$WCODEC" pack-images -q -f "$out/crops" "$src/crops.qvq" --codebook "$K" --seed 1 >"$out/pack-crops.txt"
 fi
 n=$(find "$out/crops" -name '*.png' | wc -l)
 result crops_images "$n"
@@ -196,7 +196,7 @@ umount_quiet() { fusermount3 -u "$1" 2>/dev/null || true; }
 mount_wcodecfs() { "$WCODECFS" "$src" "$mnt" -o cache_size="$CACHE"${MOUNT_OPTS:+,$MOUNT_OPTS} 2>/dev/null; }
 trap 'umount_quiet "$mnt"' EXIT
 best() { sort -n | tail -1; }
-"$WCODEC" unpack -q "$src/crops.qvq" "$out/unpacked" >/dev/null
+"$WCODEC" unpack -q -f "$src/crops.qvq" "$out/unpacked" >/dev/null
 sync
 drop_caches() { # cold page cache, then the archive (or the ceiling's file) read back
 	sync

@@ -69,8 +69,8 @@ for f in "${files[@]}"; do
 	fi
 	read -r zs zw zc < "$key"
 	[ "$zstd_only" = 0 ] || continue
-	read -r ww wc < <(timed /dev/null "$WCODEC" pack "$f" "$work/$b.wcodec")
-	"$WCODEC" unpack "$work/$b.wcodec" "$work/$b.check" >/dev/null
+	read -r ww wc < <(timed /dev/null "$WCODEC" pack -f "$f" "$work/$b.wcodec")
+	"$WCODEC" unpack -f "$work/$b.wcodec" "$work/$b.check" >/dev/null
 	cmp "$f" "$work/$b.check" || die "$f: wcodec unpack does not give the original back"
 	rm -f "$work/$b.check"
 	"$WCODEC" info --json "$work/$b.wcodec" > "$work/$b.json"

@@ -34,6 +34,7 @@ typedef struct cli_decode_opts {
 	const char *backend; /* "auto", "cpu", "cuda" */
 	unsigned threads;    /* 0 = online CPUs */
 	int quiet;
+	int force; /* -f (unpack): overwrite an existing output */
 	/* --json (verify): each file's report is appended here (a JSON array,
 	 * cli_json_file's keys) instead of printed; NULL without --json. */
 	struct json_t *json;
@@ -69,13 +70,21 @@ int cli_json_print(struct json_t *doc);
 int cli_decode_opt(const char *cmd, int c, const char *arg, cli_decode_opts *o);
 
 /* Parse the options of a decoding command (cat, unpack, verify): -b, -j,
- * -q (if allow_quiet), --json (if allow_quiet is 2: o->json becomes an
- * empty array), -h (prints usage to stdout), -V. Requires min_args
+ * and as `extra` allows: -q (CLI_OPT_QUIET), --json (CLI_OPT_JSON: o->json
+ * becomes an empty array), -f (CLI_OPT_FORCE); -h (prints usage to stdout),
+ * -V. Requires min_args
  * to max_args operands (max_args < 0: no upper limit), which start at
  * argv[optind]. Returns -1 to go on, or the exit status to return (after
  * printing help, the version or the error). */
+enum { CLI_OPT_QUIET = 1, CLI_OPT_JSON = 2, CLI_OPT_FORCE = 4 };
 int cli_parse_decode_cmd(const char *cmd, int argc, char **argv, int min_args, int max_args,
-			 int allow_quiet, void (*usage)(FILE *), cli_decode_opts *o);
+			 unsigned extra, void (*usage)(FILE *), cli_decode_opts *o);
+
+/* An output may be written: it does not exist, or force (-f) was given, or
+ * (dir) it is an empty directory. Otherwise prints "wcodec CMD: OUT exists
+ * (-f overwrites it)" and returns CLI_FAIL; -1 to go on. As zstd(1) does,
+ * nothing is overwritten unasked. */
+int cli_check_overwrite(const char *cmd, const char *out, int dir, int force);
 
 /* The output name of `pack IN`, `unpack IN` or `pack-images DIR` without
  * OUT, or with OUT an existing directory: IN (trailing slashes dropped)

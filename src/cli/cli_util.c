@@ -171,18 +171,25 @@ int cli_decode_opt(const char *cmd, int c, const char *arg, cli_decode_opts *o)
 }
 
 int cli_parse_decode_cmd(const char *cmd, int argc, char **argv, int min_args, int max_args,
-			 int allow_quiet, void (*usage)(FILE *), cli_decode_opts *o)
+			 unsigned extra, void (*usage)(FILE *), cli_decode_opts *o)
 {
 	static const struct option opts[] = {
 		CLI_DECODE_LONGOPTS,
 		{"quiet", no_argument, NULL, 'q'},
 		{"json", no_argument, NULL, 'J'},
+		{"force", no_argument, NULL, 'f'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	int c;
-	const char *shorts = allow_quiet == 2 ? "b:j:qJhV" : allow_quiet ? "b:j:qhV" : "b:j:hV";
+	char shorts[16] = "b:j:hV";
+	if (extra & CLI_OPT_QUIET)
+		strcat(shorts, "q");
+	if (extra & CLI_OPT_JSON)
+		strcat(shorts, "J");
+	if (extra & CLI_OPT_FORCE)
+		strcat(shorts, "f");
 	while ((c = getopt_long(argc, argv, shorts, opts, NULL)) != -1) {
 		switch (c) {
 		case 'b':
@@ -191,12 +198,17 @@ int cli_parse_decode_cmd(const char *cmd, int argc, char **argv, int min_args, i
 				return CLI_USAGE;
 			break;
 		case 'q':
-			if (!allow_quiet)
+			if (!(extra & CLI_OPT_QUIET))
 				return cli_usage_error(cmd, "bad option");
 			o->quiet = 1;
 			break;
+		case 'f':
+			if (!(extra & CLI_OPT_FORCE))
+				return cli_usage_error(cmd, "bad option");
+			o->force = 1;
+			break;
 		case 'J':
-			if (allow_quiet != 2)
+			if (!(extra & CLI_OPT_JSON))
 				return cli_usage_error(cmd, "bad option");
 			if (!o->json && !(o->json = json_array()))
 				return cli_error(wc_fail(WC_E_NOMEM, "out of memory"), cmd);
@@ -213,6 +225,28 @@ int cli_parse_decode_cmd(const char *cmd, int argc, char **argv, int min_args, i
 					    : max_args == 1 ? "expected one FILE"
 					    : min_args == 1 ? "expected IN [OUT]" : "expected IN OUT");
 	return -1;
+}
+
+int cli_check_overwrite(const char *cmd, const char *out, int dir, int force)
+{
+	struct stat st;
+	if (force || lstat(out, &st) != 0)
+		return -1;
+	if (dir && S_ISDIR(st.st_mode)) {
+		DIR *d = opendir(out);
+		struct dirent *de;
+		int empty = 1;
+		while (d && empty && (de = readdir(d)))
+			empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+		if (d)
+			closedir(d);
+		if (empty)
+			return -1;
+		fprintf(stderr, "wcodec %s: %s is not empty (-f writes into it anyway)\n", cmd, out);
+		return CLI_FAIL;
+	}
+	fprintf(stderr, "wcodec %s: %s exists (-f overwrites it)\n", cmd, out);
+	return CLI_FAIL;
 }
 
 wc_err cli_mkdir_here(const char *path, unsigned mode)

@@ -9,6 +9,7 @@
 #include "cli/pack_tree.h"
 #include "config.h"
 #include "container/container.h"
+#include "core/fileio.h"
 
 static void usage(FILE *out)
 {
@@ -26,6 +27,8 @@ static void usage(FILE *out)
 		"  -j, --threads N       encoder threads (default: the usable CPUs)\n"
 		"      --no-verify       skip decoding the written file against the input\n"
 		"  -u, --update          with a directory: skip outputs newer than their inputs\n"
+		"  -f, --force           overwrite an existing OUT (with a directory: write into\n"
+		"                        a non-empty OUTDIR)\n"
 		"  -q, --quiet           no progress bar and no summary\n"
 		"  -J, --json            a JSON report on standard output (wcodec(1), JSON OUTPUT)\n"
 		"  -h, --help            this help\n"
@@ -50,12 +53,13 @@ int cmd_pack(int argc, char **argv)
 		{"threads", required_argument, NULL, 'j'},   {"no-verify", no_argument, NULL, 'n'},
 		{"quiet", no_argument, NULL, 'q'},           {"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},         {"update", no_argument, NULL, 'u'},
-		{"json", no_argument, NULL, 'J'},            {NULL, 0, NULL, 0},
+		{"json", no_argument, NULL, 'J'},            {"force", no_argument, NULL, 'f'},
+		{NULL, 0, NULL, 0},
 	};
 	wc_pack_opts po = {.verify = 1, .progress = on_progress, .temp_file = cli_tmp_watch_path};
-	int quiet = 0, update = 0, json = 0, c;
+	int quiet = 0, update = 0, json = 0, force = 0, c;
 	uint64_t v;
-	while ((c = getopt_long(argc, argv, "t:c:j:quJhV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:c:j:quJfhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 't':
 			if (wc_parse_size(optarg, WC_TILE_SIZE_MAX, &v) || v < WC_TILE_SIZE_MIN || v % 8)
@@ -78,6 +82,7 @@ int cmd_pack(int argc, char **argv)
 		case 'q': quiet = 1; break;
 		case 'u': update = 1; break;
 		case 'J': json = quiet = 1; break;
+		case 'f': force = 1; break;
 		case 'h': usage(stdout); return CLI_OK;
 		case 'V': printf("wcodec pack (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return CLI_OK;
 		default: return cli_usage_error("pack", "bad option");
@@ -89,6 +94,10 @@ int cmd_pack(int argc, char **argv)
 	if (cli_is_dir(in)) {
 		if (!out)
 			return cli_usage_error("pack", "packing directory %s needs OUTDIR", in);
+		/* Into an OUTDIR that holds files: -u updates them, -f overwrites. */
+		int st = cli_check_overwrite("pack", out, 1, force || update);
+		if (st >= 0)
+			return st;
 		cli_pack_tree_opts to = {.pack = po, .quiet = quiet, .update = update, .json = json};
 		return cli_pack_tree(in, out, &to);
 	}
@@ -101,7 +110,11 @@ int cmd_pack(int argc, char **argv)
 			return cli_error(wc_fail(WC_E_NOMEM, "out of memory"), "pack");
 		out = derived;
 	}
-	int rc = pack_one(in, out, &po, quiet, json);
+	/* OUT naming IN is its own error, before "OUT exists". */
+	wc_err same = wc_check_output_not_input(in, out);
+	int rc = same ? cli_error(same, "pack") : cli_check_overwrite("pack", out, 0, force);
+	if (rc < 0)
+		rc = pack_one(in, out, &po, quiet, json);
 	free(derived);
 	return rc;
 }

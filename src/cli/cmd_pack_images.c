@@ -32,6 +32,7 @@ static void usage(FILE *out)
 		"                        else the CPU), cpu, cuda; the archive is the same\n"
 		"      --tile-size B     decoded bytes per tile, K/M suffixes (default 1M)\n"
 		"      --iterations N    Lloyd iterations at most (default 10)\n"
+		"  -f, --force           overwrite an existing OUT.qvq\n"
 		"      --skip-unreadable leave out, with a warning, images that cannot be read\n"
 		"                        or decoded (corrupt, truncated, unsupported) instead\n"
 		"                        of stopping at the first\n"
@@ -91,15 +92,16 @@ int cmd_pack_images(int argc, char **argv)
 		{"iterations", required_argument, NULL, 'i'},
 		{"skip-unreadable", no_argument, NULL, 'U'},
 		{"quiet", no_argument, NULL, 'q'},
+		{"force", no_argument, NULL, 'f'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *cmd = "pack-images";
 	wc_qvq_pack_opts o = {0};
-	int quiet = 0, c;
+	int quiet = 0, force = 0, c;
 	uint64_t v;
 	cli_decode_opts dopt = {.backend = "auto"}; /* -b, as the decoding commands take it */
-	while ((c = getopt_long(argc, argv, "s:k:j:b:qh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:k:j:b:qfh", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': {
 			unsigned w, h;
@@ -149,6 +151,9 @@ int cmd_pack_images(int argc, char **argv)
 		case 'q':
 			quiet = 1;
 			break;
+		case 'f':
+			force = 1;
+			break;
 		case 'h':
 			usage(stdout);
 			return CLI_OK;
@@ -167,6 +172,11 @@ int cmd_pack_images(int argc, char **argv)
 		if (!(derived = cli_derive_output(in, "", ".qvq", out)))
 			return cli_usage_error(cmd, "no archive name from '%s': name OUT.qvq", in);
 		out = derived;
+	}
+	int ow = cli_check_overwrite(cmd, out, 0, force);
+	if (ow >= 0) {
+		free(derived);
+		return ow;
 	}
 	/* The GPU, when there is one, searches k-means' nearest entries. */
 	wc_backend *be = NULL;

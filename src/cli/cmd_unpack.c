@@ -18,6 +18,7 @@ static void usage(FILE *out)
 		     "that is a directory receives X.safetensors.\n"
 		     "Tiles are decoded in parallel and checked against their checksums; OUT is written\n"
 		     "to a temporary file, fsynced and renamed into place only if every tile decodes.\n\n" CLI_DECODE_HELP
+		     "  -f, --force           overwrite an existing OUT (or write into a non-empty one)\n"
 		     "  -q, --quiet           no progress bar\n"
 		     "  -h, --help            this help\n"
 		     "  -V, --version         the version\n");
@@ -101,7 +102,7 @@ fail:
 int cmd_unpack(int argc, char **argv)
 {
 	cli_decode_opts o = {.backend = "auto"};
-	int st = cli_parse_decode_cmd("unpack", argc, argv, 1, 2, 1, usage, &o);
+	int st = cli_parse_decode_cmd("unpack", argc, argv, 1, 2, CLI_OPT_QUIET | CLI_OPT_FORCE, usage, &o);
 	if (st >= 0)
 		return st;
 	const char *in = argv[optind], *out = optind + 1 < argc ? argv[optind + 1] : NULL;
@@ -121,7 +122,10 @@ int cmd_unpack(int argc, char **argv)
 			return cli_usage_error("unpack", "%s does not end in %s: name the output", in, f->suffix);
 		out = derived;
 	}
-	st = f->unpack(in, out, &o);
+	wc_err same = wc_check_output_not_input(in, out);
+	st = same ? cli_error(same, "unpack") : cli_check_overwrite("unpack", out, f->unpacks_to_dir, o.force);
+	if (st < 0)
+		st = f->unpack(in, out, &o);
 	free(derived);
 	return st;
 }

@@ -102,7 +102,7 @@ static void verify_file(void *ctx, const char *path)
 int cmd_verify(int argc, char **argv)
 {
 	cli_decode_opts o = {.backend = "auto"};
-	int st = cli_parse_decode_cmd("verify", argc, argv, 1, -1, 2, usage, &o);
+	int st = cli_parse_decode_cmd("verify", argc, argv, 1, -1, CLI_OPT_QUIET | CLI_OPT_JSON, usage, &o);
 	if (st >= 0) {
 		json_decref(o.json);
 		return st;
