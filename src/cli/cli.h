@@ -165,10 +165,11 @@ int cmd_verify(int argc, char **argv);
 int cmd_cat(int argc, char **argv);
 
 /* A progress bar on stderr, drawn only if stderr is a terminal and not quiet;
- * redrawn at most 10 times a second. */
+ * redrawn at most 10 times a second. With bytes set (after init), done and
+ * total are bytes and the bar shows the rate in MB/s. The label is copied. */
 typedef struct cli_progress {
-	const char *label;
-	int enabled;
+	char label[160];
+	int enabled, bytes;
 	double start, last;
 } cli_progress;
 void cli_progress_init(cli_progress *p, const char *label, int quiet);

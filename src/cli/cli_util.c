@@ -57,7 +57,8 @@ const char *cli_human_bytes(uint64_t n, char buf[32])
 
 void cli_progress_init(cli_progress *p, const char *label, int quiet)
 {
-	p->label = label;
+	snprintf(p->label, sizeof p->label, "%s", label);
+	p->bytes = 0;
 	p->enabled = !quiet && isatty(STDERR_FILENO);
 	p->start = wc_mono_s();
 	p->last = 0;
@@ -79,7 +80,11 @@ void cli_progress_update(cli_progress *p, uint64_t done, uint64_t total)
 		bar[i] = i < fill ? '#' : '.';
 	bar[width] = 0;
 	double elapsed = t - p->start, eta = frac > 0.01 ? elapsed * (1 - frac) / frac : 0;
-	fprintf(stderr, "\r%s %3d%% [%s] %.0fs elapsed, ~%.0fs left ", p->label, (int)(frac * 100), bar, elapsed, eta);
+	char rate[32] = "";
+	if (p->bytes && elapsed > 0)
+		snprintf(rate, sizeof rate, "%.1f MB/s, ", (double)done / elapsed / 1e6);
+	fprintf(stderr, "\r%s %3d%% [%s] %s%.0fs elapsed, ~%.0fs left ", p->label, (int)(frac * 100), bar, rate,
+		elapsed, eta);
 	fflush(stderr);
 }
 

@@ -141,6 +141,7 @@ static int pack_report(const char *in, const char *out, const wc_pack_stats *st)
 static int pack_one(const char *in, const char *out, const wc_pack_opts *po, int quiet, int json)
 {
 	cli_progress_init(&progress, "packing", quiet);
+	progress.bytes = 1;
 	wc_pack_stats st;
 	wc_err e = wc_pack_safetensors(in, out, po, &st);
 	cli_progress_done(&progress);

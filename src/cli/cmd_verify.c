@@ -67,6 +67,7 @@ int wcodec_verify(const char *path, const cli_decode_opts *o)
 	verify_ctx v = {.c = c, .path = path};
 	cli_progress prog;
 	cli_progress_init(&prog, "verifying", o->quiet);
+	prog.bytes = 1;
 	e = cli_decode_tiles(c, o, check_tile, &v, &prog);
 	cli_progress_done(&prog);
 	uint32_t n = wc_container_ntiles(c);

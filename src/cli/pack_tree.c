@@ -50,6 +50,7 @@ typedef struct tree_run {
 	file_id *targets;
 	size_t ntargets, cap;
 	json_t *files; /* --json: a report per file packed */
+	unsigned to_pack, seen; /* *.safetensors entries under DIR; of them met so far */
 } tree_run;
 
 static int cmp_id(const void *a, const void *b)
@@ -73,6 +74,8 @@ static wc_err collect_targets(tree_run *r, const char *dir)
 	for (int i = 0; i < n; i++) {
 		const char *name = ents[i]->d_name;
 		const unsigned char type = ents[i]->d_type;
+		if (cli_ends_with(name, ".safetensors") && type != DT_DIR)
+			r->to_pack++; /* the files the progress bar counts ("i/N") */
 		/* Only directories and symlinks named *.safetensors matter: a
 		 * regular file costs no lstat here (d_type says so). */
 		const bool wanted = type == DT_DIR || type == DT_UNKNOWN ||
@@ -170,13 +173,17 @@ static void on_progress(void *ctx, uint64_t done, uint64_t total)
 
 static wc_err pack_one(tree_run *r, const char *in, const char *out, const char *rel, const struct stat *st)
 {
+	r->seen++;
 	if (r->o->update && up_to_date(out, st)) {
 		r->current++;
 		return WC_OK;
 	}
 	wc_pack_opts po = r->o->pack;
 	po.progress = on_progress;
-	cli_progress_init(&file_progress, rel, r->o->quiet);
+	char label[PATH_MAX + 32];
+	snprintf(label, sizeof label, "%s (%u/%u)", rel, r->seen, r->to_pack);
+	cli_progress_init(&file_progress, label, r->o->quiet);
+	file_progress.bytes = 1;
 	wc_pack_stats ps;
 	wc_err e = wc_pack_safetensors(in, out, &po, &ps);
 	cli_progress_done(&file_progress);
