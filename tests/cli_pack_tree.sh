@@ -71,6 +71,35 @@ if [ -n "${WCODECFS:-}" ] && command -v fusermount3 >/dev/null 2>&1 && [ -c /dev
 	echo "mounted OUTDIR: the files of DIR"
 fi
 
+# unpack DIR OUTDIR: the tree as the mount shows it, as files; links kept
+# (a link to a packed file leads to its unpacked name).
+U=$T/unpacked/m
+"$WCODEC" unpack "$O" "$U" >"$T/unpack.txt" || { cat "$T/unpack.txt"; fail "unpack DIR OUTDIR"; }
+grep -q "4 unpacked.*4 copied.*4 symlinks" "$T/unpack.txt" || fail "unpack summary: $(tail -1 "$T/unpack.txt")"
+for f in model-00001-of-00002.safetensors model-00002-of-00002.safetensors sub/adapter.safetensors \
+	linked.safetensors model.safetensors.index.json config.json sub/tokenizer.model blobs/77c0de \
+	generation_config.json alias.safetensors; do
+	cmp "$M/$f" "$U/$f" || fail "unpack DIR: $f differs"
+done
+[ "$(readlink "$U/alias.safetensors")" = model-00002-of-00002.safetensors ] ||
+	fail "unpack DIR: the link to a packed file became: $(ls -l "$U/alias.safetensors")"
+[ "$(readlink "$U/generation_config.json")" = blobs/77c0de ] || fail "unpack DIR: a link to a blob not kept"
+[ "$(readlink "$U/subdir-link")" = sub ] && [ "$(readlink "$U/dangling")" = nowhere ] ||
+	fail "unpack DIR: links not kept"
+[ "$(stat -c %a "$U/config.json")" = 600 ] || fail "unpack DIR: config.json mode not kept"
+[ -d "$U/empty" ] && [ ! -e "$U/model-00001-of-00002.wcodec" ] || fail "unpack DIR: tree differs"
+[ "$(find "$U" -name '*.tmp.*' | wc -l)" = 0 ] || fail "unpack DIR: temporary files left"
+if "$WCODEC" unpack -q "$O" "$U" 2>"$T/err.txt"; then fail "unpack DIR into a non-empty OUTDIR without -f"; fi
+grep -q "not empty" "$T/err.txt" || fail "unpack DIR: no reason for refusing: $(cat "$T/err.txt")"
+"$WCODEC" unpack -q -f "$O" "$U" || fail "unpack -f DIR into a non-empty OUTDIR"
+if "$WCODEC" unpack -q "$O" 2>"$T/err.txt"; then fail "unpack DIR without OUTDIR succeeded"; fi
+grep -q "needs OUTDIR" "$T/err.txt" || fail "unpack DIR without OUTDIR: $(cat "$T/err.txt")"
+# A link already in OUTDIR is not followed: nothing is written outside.
+mkdir "$T/victim" "$T/u2"
+ln -s "$T/victim" "$T/u2/sub"
+if "$WCODEC" unpack -q -f "$O" "$T/u2" 2>"$T/err.txt"; then fail "unpack DIR followed a link in OUTDIR"; fi
+[ -z "$(ls -A "$T/victim")" ] || fail "unpack DIR wrote through a link: $(ls "$T/victim")"
+
 # --update: nothing to do the second time; a touched input is packed again.
 "$WCODEC" pack -u "$M" "$O" >"$T/again.txt" || fail "pack -u"
 grep -q "0 packed.*0 copied.*8 up to date" "$T/again.txt" || fail "update: $(cat "$T/again.txt")"

@@ -84,6 +84,15 @@ w = [t for t in d["tensors"] if t["name"] == "model.bf16.weight"][0]
 assert w["dtype"] == "BF16" and w["shape"] == [96, 160] and w["layout"] == "bf16"
 assert 1.0 < w["planes"][0]["entropy_bits"] < 4.0
 PYEOF
+# "-" is standard input for pack and standard output for unpack, as in zstd.
+"$WCODEC" pack --tile-size 4K - "$T/stdin.wcodec" <"$T/bf16.safetensors" >"$T/stdin.txt" || fail "pack - OUT"
+cmp "$T/stdin.wcodec" "$T/bf16.wcodec" || fail "pack from standard input differs from pack of the file"
+grep -q "^- -> " "$T/stdin.txt" || fail "pack - OUT does not name its input '-'"
+[ -z "$(ls -A "$T" | grep '\.stdin\.')" ] || fail "pack - OUT left its copy of standard input behind"
+"$WCODEC" unpack "$T/bf16.wcodec" - | cmp - "$T/bf16.safetensors" || fail "unpack X -: standard output differs"
+if "$WCODEC" pack - <"$T/bf16.safetensors" 2>"$T/err.txt"; then fail "pack - without OUT succeeded"; fi
+grep -q "needs OUT" "$T/err.txt" || fail "pack - without OUT: no reason given"
+
 "$WCODEC" info "$T/all.wcodec" >"$T/info.txt" || fail "info"
 grep -q "model.bf16.weight" "$T/info.txt" || fail "info lists no tensor"
 grep -q "entropy bound" "$T/info.txt" || fail "info prints no entropy bound"

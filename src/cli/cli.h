@@ -150,9 +150,16 @@ typedef struct cli_format {
 /* The format of the file at path by its magic; NULL (with a message
  * printed) if unreadable or unknown. */
 const cli_format *cli_format_of(const char *path);
+/* The table of formats, *n rows. */
+const cli_format *cli_formats(size_t *n);
+/* The format whose suffix (".wcodec", ".qvq") name ends in; NULL if none. */
+const cli_format *cli_format_named(const char *name);
 
 /* Handlers of the .wcodec format (cmd_unpack.c, cmd_info.c, cmd_verify.c). */
 int wcodec_unpack(const char *in, const char *out, const cli_decode_opts *o);
+/* `unpack DIR OUTDIR` (unpack_tree.c): mirror DIR into OUTDIR as wcodecfs
+ * shows it. Returns CLI_OK, or CLI_FAIL / CLI_USAGE after printing why. */
+int cli_unpack_tree(const char *in, const char *out, const cli_decode_opts *o);
 int wcodec_info(const char *path, int json);
 int wcodec_verify(const char *path, const cli_decode_opts *o);
 int wcodec_sizes(const char *path, uint64_t *decoded, uint64_t *stored);
@@ -163,6 +170,9 @@ int cmd_unpack(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_cat(int argc, char **argv);
+/* The original bytes of the .wcodec file `in` on standard output (cat, and
+ * unpack to "-"). */
+int cli_cat(const char *in, const cli_decode_opts *o);
 
 /* A progress bar on stderr, drawn only if stderr is a terminal and not quiet;
  * redrawn at most 10 times a second. With bytes set (after init), done and

@@ -2,7 +2,7 @@
 bin_PROGRAMS += wcodec
 wcodec_SOURCES = src/cli/main.c src/cli/cli.h src/cli/cli_util.c src/cli/formats.c \
 	src/cli/decode_tiles.c src/cli/cmd_pack.c src/cli/cmd_unpack.c src/cli/cmd_info.c \
-	src/cli/cmd_verify.c src/cli/cmd_cat.c src/cli/pack_tree.c src/cli/pack_tree.h \
+	src/cli/cmd_verify.c src/cli/cmd_cat.c src/cli/pack_tree.c src/cli/pack_tree.h src/cli/tree_util.c src/cli/tree_util.h src/cli/unpack_tree.c \
 	src/cli/cmd_pack_images.c src/cli/cmd_qvq.c src/cli/cmd_qvq.h
 wcodec_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 wcodec_LDADD = libwcodec.la $(JANSSON_LIBS)

@@ -38,14 +38,10 @@ static int put_tile(void *arg, uint32_t tile, const uint8_t *data, uint32_t size
 	return 0;
 }
 
-int cmd_cat(int argc, char **argv)
+int cli_cat(const char *in, const cli_decode_opts *o)
 {
-	cli_decode_opts o = {.backend = "auto", .quiet = 1};
-	int st = cli_parse_decode_cmd("cat", argc, argv, 1, 1, 0, usage, &o);
-	if (st >= 0)
-		return st;
 	wc_container *ct;
-	wc_err e = wc_container_open_tiles(argv[optind], &ct);
+	wc_err e = wc_container_open_tiles(in, &ct);
 	if (e)
 		return cli_error(e, "cat");
 	size_t plen;
@@ -54,11 +50,20 @@ int cmd_cat(int argc, char **argv)
 	if (fwrite(prefix, 1, plen, stdout) != plen)
 		e = wc_fail(WC_E_IO, "writing standard output: %s", strerror(errno));
 	if (!e)
-		e = cli_decode_tiles(ct, &o, put_tile, &k, NULL);
+		e = cli_decode_tiles(ct, o, put_tile, &k, NULL);
 	if (!e && k.err)
 		e = wc_fail(k.err, "%s", k.why);
 	if (!e && fflush(stdout) != 0)
 		e = wc_fail(WC_E_IO, "writing standard output: %s", strerror(errno));
 	wc_container_release(ct);
 	return e ? cli_error(e, "cat") : CLI_OK;
+}
+
+int cmd_cat(int argc, char **argv)
+{
+	cli_decode_opts o = {.backend = "auto", .quiet = 1};
+	int st = cli_parse_decode_cmd("cat", argc, argv, 1, 1, 0, usage, &o);
+	if (st >= 0)
+		return st;
+	return cli_cat(argv[optind], &o);
 }

@@ -1,7 +1,11 @@
 /* cmd_pack.c - `wcodec pack`: safetensors -> .wcodec, or a directory of them (pack_tree.c). */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -15,6 +19,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: wcodec pack [OPTIONS] IN.safetensors [OUT.wcodec | OUTDIR]\n"
+		"       wcodec pack [OPTIONS] - OUT.wcodec      (standard input)\n"
 		"       wcodec pack [OPTIONS] DIR OUTDIR\n\n"
 		"Compress a safetensors file losslessly. Tiles are encoded in parallel; OUT is\n"
 		"written to a temporary file, verified, fsynced and renamed into place. Without\n"
@@ -38,7 +43,11 @@ static void usage(FILE *out)
 
 static cli_progress progress;
 
-static int pack_one(const char *in, const char *out, const wc_pack_opts *po, int quiet, int json);
+/* Packs in to out; shown is how in is named in the report ("-" for standard
+ * input). */
+static int pack_one(const char *in, const char *shown, const char *out, const wc_pack_opts *po, int quiet,
+		    int json);
+static int pack_stdin(const char *out, const wc_pack_opts *po, int quiet, int json);
 
 static void on_progress(void *ctx, uint64_t done, uint64_t total)
 {
@@ -91,6 +100,12 @@ int cmd_pack(int argc, char **argv)
 	if (argc - optind < 1 || argc - optind > 2)
 		return cli_usage_error("pack", "expected IN.safetensors [OUT.wcodec], or DIR OUTDIR");
 	const char *in = argv[optind], *out = optind + 1 < argc ? argv[optind + 1] : NULL;
+	if (strcmp(in, "-") == 0) {
+		if (!out || cli_is_dir(out))
+			return cli_usage_error("pack", "packing standard input needs OUT.wcodec");
+		int rc = cli_check_overwrite("pack", out, 0, force);
+		return rc >= 0 ? rc : pack_stdin(out, &po, quiet, json);
+	}
 	if (cli_is_dir(in)) {
 		if (!out)
 			return cli_usage_error("pack", "packing directory %s needs OUTDIR", in);
@@ -114,8 +129,61 @@ int cmd_pack(int argc, char **argv)
 	wc_err same = wc_check_output_not_input(in, out);
 	int rc = same ? cli_error(same, "pack") : cli_check_overwrite("pack", out, 0, force);
 	if (rc < 0)
-		rc = pack_one(in, out, &po, quiet, json);
+		rc = pack_one(in, in, out, &po, quiet, json);
 	free(derived);
+	return rc;
+}
+
+/* pack - OUT: standard input is copied to a file first (the packer maps its
+ * input and reads it more than once), made beside OUT and unlinked at once,
+ * so nothing is left behind whatever happens; the packer reads it through
+ * /proc/self/fd. */
+static int pack_stdin(const char *out, const wc_pack_opts *po, int quiet, int json)
+{
+	char *tmpl = cli_derive_output(out, "", ".stdin.XXXXXX", NULL);
+	if (!tmpl)
+		return cli_error(wc_fail(WC_E_NOMEM, "out of memory"), "pack");
+	int fd = mkostemp(tmpl, O_CLOEXEC);
+	if (fd < 0) {
+		wc_err e = wc_fail(WC_E_IO, "a copy of standard input beside %s: %s", out, strerror(errno));
+		free(tmpl);
+		return cli_error(e, "pack");
+	}
+	unlink(tmpl);
+	free(tmpl);
+	wc_err e = WC_OK;
+	char buf[1 << 16];
+	for (;;) {
+		ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			e = wc_fail(WC_E_IO, "reading standard input: %s", strerror(errno));
+			break;
+		}
+		if (n == 0)
+			break;
+		for (ssize_t w = 0; w < n && !e;) {
+			ssize_t k = write(fd, buf + w, (size_t)(n - w));
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k <= 0)
+				e = wc_fail(WC_E_IO, "copying standard input: %s", strerror(errno));
+			else
+				w += k;
+		}
+		if (e)
+			break;
+	}
+	int rc;
+	if (e) {
+		rc = cli_error(e, "pack");
+	} else {
+		char path[64];
+		snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+		rc = pack_one(path, "-", out, po, quiet, json);
+	}
+	close(fd);
 	return rc;
 }
 
@@ -138,7 +206,8 @@ static int pack_report(const char *in, const char *out, const wc_pack_stats *st)
 	return rc;
 }
 
-static int pack_one(const char *in, const char *out, const wc_pack_opts *po, int quiet, int json)
+static int pack_one(const char *in, const char *shown, const char *out, const wc_pack_opts *po, int quiet,
+		    int json)
 {
 	cli_progress_init(&progress, "packing", quiet);
 	progress.bytes = 1;
@@ -148,10 +217,10 @@ static int pack_one(const char *in, const char *out, const wc_pack_opts *po, int
 	if (e)
 		return cli_error(e, "pack");
 	if (json)
-		return pack_report(in, out, &st);
+		return pack_report(shown, out, &st);
 	if (!quiet) {
 		char a[32], b[32], d[32], cd[32];
-		printf("%s -> %s: %s -> %s (ratio %.3fx, %.2f%%)%s\n", in, out, cli_human_bytes(st.input_bytes, a),
+		printf("%s -> %s: %s -> %s (ratio %.3fx, %.2f%%)%s\n", shown, out, cli_human_bytes(st.input_bytes, a),
 		       cli_human_bytes(st.output_bytes, b),
 		       cli_ratio(st.input_bytes, st.output_bytes), 100.0 * cli_ratio(st.output_bytes, st.input_bytes),
 		       po->verify ? ", verified" : "");

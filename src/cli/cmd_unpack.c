@@ -12,10 +12,13 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out, "Usage: wcodec unpack [OPTIONS] IN [OUT]\n\n"
-		     "Restore the file IN was packed from (IN.wcodec -> OUT.safetensors), byte-identical.\n"
+	fprintf(out, "Usage: wcodec unpack [OPTIONS] IN [OUT | -]\n"
+		     "       wcodec unpack [OPTIONS] DIR OUTDIR\n\n"
+		     "Restore the file IN was packed from (IN.wcodec -> OUT.safetensors), byte-identical;\n"
+		     "OUT - writes it to standard output.\n"
 		     "Without OUT, X.wcodec unpacks to X.safetensors and Y.qvq to directory Y; an OUT\n"
-		     "that is a directory receives X.safetensors.\n"
+		     "that is a directory receives X.safetensors. A directory DIR is mirrored into OUTDIR\n"
+		     "as wcodecfs shows it: containers unpacked, other files copied, symlinks kept.\n"
 		     "Tiles are decoded in parallel and checked against their checksums; OUT is written\n"
 		     "to a temporary file, fsynced and renamed into place only if every tile decodes.\n\n" CLI_DECODE_HELP
 		     "  -f, --force           overwrite an existing OUT (or write into a non-empty one)\n"
@@ -107,12 +110,25 @@ int cmd_unpack(int argc, char **argv)
 	if (st >= 0)
 		return st;
 	const char *in = argv[optind], *out = optind + 1 < argc ? argv[optind + 1] : NULL;
+	if (cli_is_dir(in)) {
+		if (!out)
+			return cli_usage_error("unpack", "unpacking directory %s needs OUTDIR", in);
+		st = cli_check_overwrite("unpack", out, 1, o.force);
+		return st >= 0 ? st : cli_unpack_tree(in, out, &o);
+	}
 	const cli_format *f = cli_format_of(in);
 	if (!f)
 		return CLI_FAIL;
 	if (!f->unpack) {
 		fprintf(stderr, "wcodec: unpack: %s files cannot be unpacked\n", f->name);
 		return CLI_FAIL;
+	}
+	/* OUT "-": standard output, as zstd -dc does (a .wcodec file). */
+	if (out && strcmp(out, "-") == 0) {
+		if (f->unpacks_to_dir)
+			return cli_usage_error("unpack", "a %s archive unpacks to a directory, not to standard output",
+					       f->name);
+		return cli_cat(in, &o);
 	}
 	/* No OUT: beside IN, as gzip and zstd do. A file's OUT that is a
 	 * directory: into it, as cp does. (A .qvq's OUT is a directory.) */

@@ -16,6 +16,20 @@ static const cli_format formats[] = {
 	{"qvq", WC_QVQ_MAGIC, 8, ".qvq", "", 1, qvq_cli_unpack, qvq_cli_info, qvq_cli_verify, qvq_cli_sizes},
 };
 
+const cli_format *cli_formats(size_t *n)
+{
+	*n = sizeof formats / sizeof formats[0];
+	return formats;
+}
+
+const cli_format *cli_format_named(const char *name)
+{
+	for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+		if (cli_ends_with(name, formats[i].suffix))
+			return &formats[i];
+	return NULL;
+}
+
 const cli_format *cli_format_of(const char *path)
 {
 	int fd;

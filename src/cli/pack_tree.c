@@ -29,6 +29,7 @@
 
 #include "cli/cli.h"
 #include "cli/pack_tree.h"
+#include "cli/tree_util.h"
 #include "container/container.h"
 #include "core/fileio.h"
 
@@ -124,45 +125,6 @@ static int up_to_date(const char *out, const struct stat *in)
 	       (st.st_mtim.tv_sec == in->st_mtim.tv_sec && st.st_mtim.tv_nsec >= in->st_mtim.tv_nsec);
 }
 
-/* Copy a regular file through a temporary file, keeping mode and mtime. */
-static wc_err copy_file(const char *in, const char *out, const struct stat *st)
-{
-	int fd;
-	wc_err e = wc_open_regular(in, &fd);
-	if (e)
-		return e;
-	cli_tmpfile t;
-	e = cli_tmp_create(&t, out);
-	if (e) {
-		close(fd);
-		return e;
-	}
-	/* st_size bytes, as stat saw them: a file that shrinks meanwhile is
-	 * an error (wc_pread_full names the early end), not a short copy. */
-	enum { COPY_BLOCK = 1 << 20 };
-	uint8_t *buf = malloc(COPY_BLOCK);
-	if (!buf)
-		e = wc_fail(WC_E_NOMEM, "out of memory");
-	for (uint64_t off = 0, size = (uint64_t)st->st_size; !e && off < size;) {
-		size_t k = size - off < COPY_BLOCK ? (size_t)(size - off) : COPY_BLOCK;
-		if (!(e = wc_pread_full(fd, buf, k, off, in)))
-			e = wc_pwrite_full(t.fd, buf, k, off, t.tmp);
-		off += k;
-	}
-	free(buf);
-	close(fd);
-	if (!e) {
-		struct timespec times[2] = {st->st_atim, st->st_mtim};
-		if (fchmod(t.fd, st->st_mode & 07777) != 0 || futimens(t.fd, times) != 0)
-			e = wc_fail(WC_E_IO, "%s: %s", t.tmp, strerror(errno));
-	}
-	if (e) {
-		cli_tmp_abort(&t);
-		return e;
-	}
-	return cli_tmp_commit(&t);
-}
-
 static cli_progress file_progress;
 
 static void on_progress(void *ctx, uint64_t done, uint64_t total)
@@ -233,18 +195,6 @@ static int link_to_packed(tree_run *r, const char *in, const char *wout)
 	return made; /* not made: packed as a file instead */
 }
 
-/* Whether the link at `in` has a relative target that resolves inside DIR:
- * made again as a link, it leads to the same file in OUTDIR. */
-static int inside_root(const tree_run *r, const char *in)
-{
-	char target[PATH_MAX], real[PATH_MAX];
-	ssize_t n = readlink(in, target, sizeof target - 1);
-	if (n <= 0 || target[0] == '/' || !realpath(in, real))
-		return 0;
-	size_t k = strlen(r->root);
-	return strncmp(real, r->root, k) == 0 && (real[k] == '/' || k == 1);
-}
-
 /* One directory entry: in/out are its paths, rel its path under DIR. */
 static wc_err entry(tree_run *r, const char *dir_in, const char *name, const char *in, const char *out,
 		    const char *rel)
@@ -254,7 +204,7 @@ static wc_err entry(tree_run *r, const char *dir_in, const char *name, const cha
 		return wc_fail(WC_E_IO, "%s: %s", in, strerror(errno));
 	int link = S_ISLNK(lst.st_mode);
 	if (link && (stat(in, &st) != 0 || !S_ISREG(st.st_mode) ||
-		     (!cli_ends_with(name, ".safetensors") && inside_root(r, in)))) {
+		     (!cli_ends_with(name, ".safetensors") && cli_link_inside(r->root, in)))) {
 		/* A link to a directory or to nothing: made again as it is (a
 		 * directory link is not followed, so a loop cannot trap the walk);
 		 * and a link to a file inside DIR that is not weights (a Hugging
@@ -265,12 +215,9 @@ static wc_err entry(tree_run *r, const char *dir_in, const char *name, const cha
 		if (n < 0)
 			return wc_fail(WC_E_IO, "%s: %s", in, strerror(errno));
 		target[n] = '\0';
-		if (unlink(out) != 0 && errno != ENOENT)
-			return wc_fail(WC_E_IO, "%s: %s", out, strerror(errno));
-		if (symlink(target, out) != 0)
-			return wc_fail(WC_E_IO, "%s: %s", out, strerror(errno));
-		r->linked++;
-		return WC_OK;
+		wc_err e = cli_relink(target, out);
+		r->linked += !e;
+		return e;
 	}
 	if (!link)
 		st = lst;
@@ -317,7 +264,7 @@ static wc_err entry(tree_run *r, const char *dir_in, const char *name, const cha
 		r->current++;
 		return WC_OK;
 	}
-	wc_err e = copy_file(in, out, &st);
+	wc_err e = cli_copy_file(in, out, &st);
 	if (!e) {
 		r->copied++;
 		r->copied_bytes += (uint64_t)st.st_size;
@@ -348,70 +295,12 @@ static wc_err walk(tree_run *r, const char *in, const char *out, const char *rel
 	return e;
 }
 
-/* mkdir -p: path and any missing parents (0777 less the umask). *made is
- * the length of the first prefix of path it made (0: none), for
- * unmake_p(). Returns 0, or -1 with errno. */
-static int mkdir_p(const char *path, size_t *made)
-{
-	*made = 0;
-	char *p = strdup(path);
-	if (!p)
-		return -1;
-	int rc = 0;
-	for (char *c = p + 1;; c++) {
-		if (*c != '/' && *c != '\0')
-			continue;
-		char keep = *c;
-		*c = '\0';
-		if (mkdir(p, 0777) == 0) {
-			if (!*made)
-				*made = strlen(p);
-		} else if (errno != EEXIST) {
-			rc = -1;
-			break;
-		}
-		*c = keep;
-		if (!keep)
-			break;
-	}
-	free(p);
-	return rc;
-}
-
-/* Remove what mkdir_p(path) made (they are empty: nothing was written). */
-static void unmake_p(const char *path, size_t made)
-{
-	char *p = made ? strdup(path) : NULL;
-	while (p && strlen(p) >= made) {
-		rmdir(p);
-		char *slash = strrchr(p, '/');
-		if (!slash)
-			break;
-		*slash = '\0';
-	}
-	free(p);
-}
-
 int cli_pack_tree(const char *in, const char *out, const cli_pack_tree_opts *o)
 {
-	struct stat st;
-	if (stat(in, &st) != 0 || !S_ISDIR(st.st_mode))
-		return cli_error(wc_fail(WC_E_IO, "%s: not a directory", in), "pack");
-	size_t made;
-	if (mkdir_p(out, &made) != 0)
-		return cli_error(wc_fail(WC_E_IO, "%s: %s", out, strerror(errno)), "pack");
-	char rin[PATH_MAX], rout[PATH_MAX];
-	if (!realpath(in, rin))
-		return cli_error(wc_fail(WC_E_IO, "%s: %s", in, strerror(errno)), "pack");
-	if (!realpath(out, rout))
-		return cli_error(wc_fail(WC_E_IO, "%s: %s", out, strerror(errno)), "pack");
-	if (stat(rout, &st) != 0 || !S_ISDIR(st.st_mode))
-		return cli_error(wc_fail(WC_E_IO, "%s: not a directory", out), "pack");
-	size_t k = strlen(rin);
-	if (strncmp(rout, rin, k) == 0 && (rout[k] == '\0' || rout[k] == '/' || k == 1)) {
-		unmake_p(out, made); /* leave DIR as it was */
-		return cli_usage_error("pack", "OUTDIR '%s' lies inside DIR '%s'", out, in);
-	}
+	char rin[PATH_MAX];
+	int rc = cli_tree_prepare("pack", in, out, rin);
+	if (rc >= 0)
+		return rc;
 
 	tree_run r = {.o = o, .root = rin, .files = o->json ? json_array() : NULL};
 	wc_err e = collect_targets(&r, in);
