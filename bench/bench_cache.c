@@ -268,7 +268,7 @@ static void rt_describe(const wc_tile_source *s, uint32_t t, wc_tile_job *j)
 }
 static void rt_nop(wc_tile_source *s) { (void)s; }
 static const wc_tile_source_ops rt_ops = {
-	rt_ntiles, rt_dsize, rt_csize, rt_read, rt_describe, rt_nop, rt_nop,
+	rt_ntiles, rt_dsize, rt_csize, rt_read, rt_describe, rt_nop, rt_nop, NULL,
 };
 
 static void real_tiles_make(real_tiles *r, uint32_t ntiles)

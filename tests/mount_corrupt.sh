@@ -64,6 +64,11 @@ kill -0 $fg || fail "daemon died"
 grep -q "^wcodecfs: error: $(cd "$S" && pwd -P)/bad.wcodec: read of .*tile $bad" "$TMP/log" ||
 	fail "no logged reason naming $S/bad.wcodec and tile $bad: $(cat "$TMP/log")"
 grep -qi "checksum\|corrupt\|hash" "$TMP/log" || fail "logged reason does not say why: $(cat "$TMP/log")"
+# Every line about the damaged tile names the file and the tensor, from the
+# first (the decode's) on: none says only "tile N of source M".
+grep -q "^wcodecfs: error: $src/bad.wcodec: tensor [^,]*, tile $bad: " "$TMP/log" ||
+	fail "the decode's error names no file and tensor: $(cat "$TMP/log")"
+grep -q "of source" "$TMP/log" && fail "a tile named by source id: $(grep "of source" "$TMP/log")"
 
 fusermount3 -u "$M" || fail "unmount"
 wait $fg || fail "daemon exit status $?"

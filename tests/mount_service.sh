@@ -74,4 +74,46 @@ grep -Eq "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z wcodecfs\[$pid\]: info: mounted
 mkdir -p "$TMP/m3"
 if "$WCODECFS" "$S" "$TMP/m3" -o log=/nonexistent/dir/x.log 2> "$TMP/err"; then fail "an unwritable log= accepted"; fi
 grep -q "log=/nonexistent/dir/x.log" "$TMP/err" || fail "no reason for the unwritable log: $(cat "$TMP/err")"
+
+# -o stats=FILE (relative: resolved before the daemon leaves the directory):
+# the counters as JSON on SIGUSR1, and again at unmount.
+(cd "$TMP" && mount_fs "$S" "$TMP/m4" -o stats=stats.json) || exit 1
+cat "$TMP/m4/hello.txt" > /dev/null
+pid=$(daemon_pid_of "$TMP/m4") || fail "no daemon for m4"
+kill -USR1 "$pid"
+i=0
+until [ -s "$TMP/stats.json" ]; do i=$((i + 1)); [ $i -lt 100 ] || fail "no stats file"; sleep 0.05; done
+"$PYTHON3" - "$TMP/stats.json" "$S" SIGUSR1 <<'PY' || fail "stats file: $(cat "$TMP/stats.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["when"] == sys.argv[3] and d["source"] == sys.argv[2], d
+for k in ("reads", "read_bytes", "cache_bytes", "cache_size", "rss_bytes", "peak_rss_bytes"):
+    assert isinstance(d[k], int) and d[k] >= 0, k
+assert d["peak_rss_bytes"] >= d["rss_bytes"] > 0
+assert {"hits", "misses", "decodes", "decode_errors", "evictions"} <= set(d["cache"])
+PY
+fusermount3 -u "$TMP/m4" || fail "unmount m4"
+i=0
+until grep -q '"when": "unmount"' "$TMP/stats.json"; do i=$((i + 1)); [ $i -lt 100 ] || fail "no stats at unmount"; sleep 0.05; done
+ls -A "$TMP" | grep -q "stats.json.tmp" && fail "a temporary stats file left"
+note "stats=FILE: JSON counters on SIGUSR1 and at unmount"
+
+# -o idle_unmount=SECONDS: not while a file is open, then once idle; the
+# daemon exits 0 as on SIGTERM.
+mkdir -p "$TMP/m5"
+MOUNTS="$MOUNTS $TMP/m5"
+"$WCODECFS" -f "$S" "$TMP/m5" -o idle_unmount=1 2> "$TMP/idle.log" &
+fg=$!
+wait_mounted "$TMP/m5" "$TMP/idle.log"
+exec 3< "$TMP/m5/hello.txt"
+sleep 3
+grep -qs " $TMP/m5 fuse" /proc/mounts || fail "idle_unmount unmounted with a file open"
+exec 3<&-
+i=0
+while grep -qs " $TMP/m5 fuse" /proc/mounts; do i=$((i + 1)); [ $i -lt 100 ] || fail "not unmounted when idle"; sleep 0.1; done
+wait $fg || fail "the daemon exited with $? after idle_unmount"
+grep -q "idle for 1 s" "$TMP/idle.log" || fail "no idle line: $(cat "$TMP/idle.log")"
+if "$WCODECFS" "$S" "$TMP/m5" -o idle_unmount=-3 2> "$TMP/err"; then fail "idle_unmount=-3 accepted"; fi
+grep -q "bad idle_unmount" "$TMP/err" || fail "no reason for a bad idle_unmount: $(cat "$TMP/err")"
+note "idle_unmount: unmounted once idle, not before"
 echo "PASS: mount_service.sh"

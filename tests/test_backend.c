@@ -561,7 +561,7 @@ static void real_retain(wc_tile_source *s) { atomic_fetch_add(&((real_source *)s
 static void real_release(wc_tile_source *s) { atomic_fetch_sub(&((real_source *)s)->refs, 1); }
 
 static const wc_tile_source_ops real_ops = {
-	real_ntiles, real_dsize, real_csize, real_read, real_describe, real_retain, real_release,
+	real_ntiles, real_dsize, real_csize, real_read, real_describe, real_retain, real_release, NULL,
 };
 
 /* Drop src's tiles, flip a bit of tile t's payload, check that a get of it

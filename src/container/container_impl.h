@@ -17,6 +17,7 @@ struct wc_container {
 	wc_tile_source src; /* first: wc_container_source() hands out &src */
 	atomic_uint refs;
 	int fd;
+	char *name; /* for messages (wc_container_set_name); the path opened by default */
 	wc_file_header h;
 	uint8_t *prefix;
 	wc_tensor_info *tensors;

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@ static void container_free(wc_container *c)
 {
 	if (c->fd >= 0)
 		close(c->fd);
+	free(c->name);
 	free(c->prefix);
 	free_tensors(c);
 	free(c->by_name);
@@ -253,6 +255,10 @@ static wc_err open_container(const char *path, int names, wc_container **out)
 	}
 	c->src.ops = &source_ops;
 	c->src.id = wc_tile_source_new_id();
+	if (!(c->name = strdup(path))) {
+		container_free(c);
+		return wc_fail(WC_E_NOMEM, "out of memory");
+	}
 	*out = c;
 	return WC_OK;
 }
@@ -478,6 +484,30 @@ static void src_describe_job(const wc_tile_source *s, uint32_t i, wc_tile_job *j
 	job->dict_entries = c->tensors[t->tensor].dict_entries;
 }
 
+static void src_name_tile(const wc_tile_source *s, uint32_t i, char *buf, size_t cap)
+{
+	const wc_container *c = of_source(s);
+	if (i >= c->h.ntiles) {
+		snprintf(buf, cap, "%s: tile %" PRIu32 " (it has %" PRIu32 ")", c->name, i, c->h.ntiles);
+		return;
+	}
+	uint32_t t = c->tiles[i].tensor;
+	if (c->tensors[t].name)
+		snprintf(buf, cap, "%s: tensor '%s', tile %" PRIu32, c->name, c->tensors[t].name, i);
+	else /* opened without names (wc_container_open_tiles) */
+		snprintf(buf, cap, "%s: tensor %" PRIu32 ", tile %" PRIu32, c->name, t, i);
+}
+
+wc_err wc_container_set_name(wc_container *c, const char *name)
+{
+	char *n = strdup(name);
+	if (!n)
+		return wc_fail(WC_E_NOMEM, "out of memory");
+	free(c->name);
+	c->name = n;
+	return WC_OK;
+}
+
 static void src_retain(wc_tile_source *s) { wc_container_retain((wc_container *)s); }
 static void src_release(wc_tile_source *s) { wc_container_release((wc_container *)s); }
 
@@ -489,6 +519,7 @@ static const wc_tile_source_ops source_ops = {
 	.describe_job = src_describe_job,
 	.retain = src_retain,
 	.release = src_release,
+	.name_tile = src_name_tile,
 };
 
 wc_tile_source *wc_container_source(wc_container *c) { return &c->src; }

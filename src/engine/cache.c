@@ -526,7 +526,9 @@ wc_err wc_cache_get(wc_cache *c, wc_tile_source *src, uint32_t tile, wc_tile_ref
 	pthread_mutex_unlock(&c->lock);
 	if (last)
 		entry_free(c, e);
-	return wc_fail(err, "tile %" PRIu32 " of source %" PRIu64 ": %s", tile, src->id, reason);
+	char name[PATH_MAX + 128];
+	wc_tile_source_name(src, src->id, tile, name, sizeof name);
+	return wc_fail(err, "%s: %s", name, reason);
 }
 
 /* Drop a reader's reference; the last one files the entry: on the consumed

@@ -66,8 +66,9 @@ void wc_tc_entry_set_failed(wc_cache *c, entry *e, wc_err err, const char *reaso
 	e->ref.data = NULL;
 	e->err = err;
 	e->reason = strdup(reason && *reason ? reason : wc_strerror(err));
-	wc_log(WC_LOG_ERR, "tile %" PRIu32 " of source %" PRIu64 ": %s: %s", e->tile, e->id,
-	       wc_strerror(err), e->reason ? e->reason : "");
+	char name[PATH_MAX + 128];
+	wc_tile_source_name(e->src, e->id, e->tile, name, sizeof name);
+	wc_log(WC_LOG_ERR, "%s: %s: %s", name, wc_strerror(err), e->reason ? e->reason : "");
 }
 
 /* Make d's payload buffer hold at least `need` bytes. It grows to twice its

@@ -9,6 +9,7 @@
 
 #include "engine/cache.h"
 
+#include <limits.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>

@@ -32,6 +32,10 @@ typedef struct wc_tile_source_ops {
 	 * reference while a decode of it is queued). */
 	void (*retain)(wc_tile_source *src);
 	void (*release)(wc_tile_source *src);
+	/* Optional: tile's name for messages, such as "PATH: tensor 'x', tile
+	 * 21", into buf (cap bytes, NUL-terminated), so a damaged tile is
+	 * reported by file and tensor. */
+	void (*name_tile)(const wc_tile_source *src, uint32_t tile, char *buf, size_t cap);
 } wc_tile_source_ops;
 
 struct wc_tile_source {
@@ -42,6 +46,11 @@ struct wc_tile_source {
 /* A new source id: unique in the process across every kind of source (the
  * cache keys entries by it), never 0, never reused. Thread-safe. */
 uint64_t wc_tile_source_new_id(void);
+
+/* Tile `tile`'s name for messages, into buf (cap bytes, NUL-terminated):
+ * the source's name_tile, or "tile N of source ID" where the source has
+ * none or src is NULL (id is then the source's id). */
+void wc_tile_source_name(const wc_tile_source *src, uint64_t id, uint32_t tile, char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -22,6 +22,7 @@
 #include "core/version.h"
 #include "engine/backend.h"
 #include "fuse/daemon.h"
+#include "fuse/idle.h"
 #include "fuse/mountinfo.h"
 #include "fuse/ops.h"
 #include "fuse/options.h"
@@ -157,6 +158,8 @@ int main(int argc, char **argv)
 	atomic_init(&fs.read_bytes, 0);
 	atomic_init(&fs.read_ns, 0);
 	atomic_init(&fs.reply_ns, 0);
+	atomic_init(&fs.last_request_s, 0);
+	atomic_init(&fs.open_handles, 0);
 	pthread_mutex_init(&fs.handles_lock, NULL);
 	struct fuse_session *se = fuse_session_new(&o.fuse_args, &wcfs_ll_ops, sizeof wcfs_ll_ops, &fs);
 	if (!se) {
@@ -247,6 +250,8 @@ int main(int argc, char **argv)
 	int serr = wcfs_stats_thread_start(&fs);
 	if (serr != 0)
 		wc_log(WC_LOG_WARN, "no statistics on SIGUSR1: %s", strerror(serr));
+	if ((serr = wcfs_idle_start(&fs)) != 0)
+		wc_log(WC_LOG_WARN, "idle_unmount: cannot watch for idleness: %s", strerror(serr));
 	wc_log(WC_LOG_INFO, "mounted %s on %s: backend %s, cache %llu MiB, %u decode threads, "
 	       "readahead %u tiles", o.source, o.mountpoint, fs.backend->ops->name,
 	       (unsigned long long)(o.cache_size >> 20), o.threads, o.readahead);
@@ -271,6 +276,7 @@ int main(int argc, char **argv)
 	rc = loop == 0 || loop == SIGTERM || loop == SIGINT || loop == SIGHUP || fuse_session_exited(se)
 		     ? WCFS_EXIT_OK
 		     : WCFS_EXIT_RUNTIME;
+	wcfs_idle_stop();
 	wcfs_stats_thread_stop();
 	if (fs.cache)
 		wcfs_stats_log(&fs, "unmount");

@@ -2,6 +2,7 @@
 #include "fuse/ops.h"
 
 #include "fuse/bdi.h"
+#include "fuse/idle.h"
 #include "fuse/read.h"
 
 #include <errno.h>
@@ -33,6 +34,7 @@ static void handle_link(wcfs_fs *fs, wcfs_handle *h)
 		h->next->prev = h;
 	fs->handles = h;
 	pthread_mutex_unlock(&fs->handles_lock);
+	atomic_fetch_add(&fs->open_handles, 1);
 }
 
 static void handle_unlink(wcfs_fs *fs, wcfs_handle *h)
@@ -45,6 +47,7 @@ static void handle_unlink(wcfs_fs *fs, wcfs_handle *h)
 	if (h->next)
 		h->next->prev = h->prev;
 	pthread_mutex_unlock(&fs->handles_lock);
+	atomic_fetch_sub(&fs->open_handles, 1);
 }
 
 void wcfs_handles_free(wcfs_fs *fs)
@@ -78,6 +81,14 @@ static void tune_once(wcfs_fs *fs)
 	else
 		wc_log(WC_LOG_DEBUG, "kernel readahead set to %llu KiB",
 		       (unsigned long long)(fs->opt->kernel_readahead >> 10));
+}
+
+/* Every request that uses the mount: it is not idle (idle.h), and the
+ * first one after INIT tunes the kernel's readahead. */
+static void on_request(wcfs_fs *fs)
+{
+	wcfs_idle_touch(fs);
+	tune_once(fs);
 }
 
 /* ---- names and attributes ------------------------------------------ */
@@ -120,7 +131,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	wcfs_fs *fs = fs_of(req);
-	tune_once(fs);
+	on_request(fs);
 	struct fuse_entry_param e = { 0 };
 	e.attr_timeout = fs->timeout;
 	e.entry_timeout = fs->timeout;
@@ -163,7 +174,7 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	wcfs_fs *fs = fs_of(req);
-	tune_once(fs);
+	on_request(fs);
 	struct stat st;
 	/* fstat of an open passed-through file: that file's attributes, even
 	 * if its name has since been removed or reused (the kernel gives the
@@ -181,6 +192,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
+	wcfs_idle_touch(fs_of(req));
 	char buf[PATH_MAX + 1];
 	int err = wcfs_vtree_readlink(node_of(req, ino), buf, sizeof buf);
 	if (err)
@@ -205,7 +217,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	wcfs_fs *fs = fs_of(req);
-	tune_once(fs);
+	on_request(fs);
 	wcfs_dirlist *l = malloc(sizeof *l);
 	if (!l) {
 		fuse_reply_err(req, ENOMEM);
@@ -218,7 +230,9 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		return;
 	}
 	fi->fh = (uint64_t)(uintptr_t)l;
+	atomic_fetch_add(&fs->open_handles, 1);
 	if (fuse_reply_open(req, fi) == -ENOENT) { /* interrupted */
+		atomic_fetch_sub(&fs->open_handles, 1);
 		wcfs_dirlist_free(l);
 		free(l);
 	}
@@ -228,6 +242,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
 	(void)ino;
+	wcfs_idle_touch(fs_of(req));
 	wcfs_dirlist *l = (wcfs_dirlist *)(uintptr_t)fi->fh;
 	char *buf = malloc(size ? size : 1);
 	if (!buf) {
@@ -253,6 +268,7 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	wcfs_dirlist *l = (wcfs_dirlist *)(uintptr_t)fi->fh;
 	wcfs_dirlist_free(l);
 	free(l);
+	atomic_fetch_sub(&fs_of(req)->open_handles, 1);
 	fuse_reply_err(req, 0);
 }
 
@@ -261,7 +277,7 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	wcfs_fs *fs = fs_of(req);
-	tune_once(fs);
+	on_request(fs);
 	wcfs_node *n = node_of(req, ino);
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
 		fuse_reply_err(req, EROFS);
@@ -352,6 +368,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	(void)ino;
+	wcfs_idle_touch(fs_of(req));
 	wcfs_handle *h = (wcfs_handle *)(uintptr_t)fi->fh;
 	if (h->fd >= 0)
 		wcfs_read_passthrough(req, h->fd, size, off);

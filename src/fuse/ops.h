@@ -32,6 +32,10 @@ typedef struct wcfs_fs {
 	 * tiles' waits included) and those spent writing replies (the copy
 	 * into the kernel's pages). */
 	atomic_uint_fast64_t reads, read_bytes, read_ns, reply_ns;
+	/* For -o idle_unmount (idle.h): CLOCK_MONOTONIC second of the last
+	 * request, and the files and directories open now. */
+	atomic_uint_fast64_t last_request_s;
+	atomic_uint open_handles;
 	/* Open file handles (ops.c), under handles_lock. */
 	pthread_mutex_t handles_lock;
 	struct wcfs_handle *handles;

@@ -18,7 +18,8 @@
 /* Option values as strings: parsed and checked after fuse_opt_parse. */
 struct raw_opts {
 	char *cache_size, *threads, *backend, *gpu, *gpu_memory, *readahead, *timeout;
-	char *log_level, *kernel_readahead, *max_background, *uid, *gid, *umask, *log;
+	char *log_level, *kernel_readahead, *max_background, *uid, *gid, *umask, *log, *stats;
+	char *idle_unmount;
 	int rw, debug, direct_io;
 };
 
@@ -40,6 +41,8 @@ static const struct fuse_opt opt_spec[] = {
 	RAW("gid=%s", gid),
 	RAW("umask=%s", umask),
 	RAW("log=%s", log),
+	RAW("stats=%s", stats),
+	RAW("idle_unmount=%s", idle_unmount),
 	{ "rw", offsetof(struct raw_opts, rw), 1 },
 	{ "direct_io", offsetof(struct raw_opts, direct_io), 1 },
 	FUSE_OPT_KEY("rw", FUSE_OPT_KEY_DISCARD),
@@ -211,6 +214,35 @@ static int check_values(wcfs_options *o, const struct raw_opts *r)
 		o->log_file = strdup(r->log);
 	}
 	o->gid_given = r->gid != NULL;
+	if (r->stats) {
+		/* absolute now: the daemon's working directory becomes / */
+		char cwd[PATH_MAX];
+		if (!*r->stats || (r->stats[0] != '/' && !getcwd(cwd, sizeof cwd))) {
+			fprintf(stderr, "wcodecfs: bad stats=%s (expected a file name)\n", r->stats);
+			return -1;
+		}
+		free(o->stats_file);
+		if (r->stats[0] == '/') {
+			o->stats_file = strdup(r->stats);
+		} else {
+			size_t n = strlen(cwd) + strlen(r->stats) + 2;
+			if ((o->stats_file = malloc(n)))
+				snprintf(o->stats_file, n, "%s/%s", cwd, r->stats);
+		}
+		if (!o->stats_file)
+			return -1;
+	}
+	if (r->idle_unmount) {
+		char *end;
+		errno = 0;
+		unsigned long t = strtoul(r->idle_unmount, &end, 10);
+		if (errno || !*r->idle_unmount || *end || r->idle_unmount[0] == '-' || t > 31536000) {
+			fprintf(stderr, "wcodecfs: bad idle_unmount=%s (expected whole seconds, 0 = never)\n",
+				r->idle_unmount);
+			return -1;
+		}
+		o->idle_unmount = (unsigned)t;
+	}
 	if (r->umask) {
 		char *end;
 		errno = 0;
@@ -348,6 +380,8 @@ out:
 	free(r->readahead);
 	free(r->uid);
 	free(r->log);
+	free(r->stats);
+	free(r->idle_unmount);
 	free(r->gid);
 	free(r->umask);
 	free(r->timeout);
@@ -363,6 +397,7 @@ void wcfs_options_free(wcfs_options *o)
 	free(o->mountpoint);
 	free(o->backend);
 	free(o->log_file);
+	free(o->stats_file);
 	fuse_opt_free_args(&o->fuse_args);
 }
 
@@ -398,6 +433,10 @@ void wcfs_options_usage(const char *prog)
 	       "  log_level=LEVEL     error, warning, info (default) or debug\n"
 	       "  log=FILE            append messages to FILE (default: stderr, then syslog\n"
 	       "                      once detached)\n"
+	       "  stats=FILE          also write the counters as JSON to FILE (replaced whole)\n"
+	       "                      on SIGUSR1 and at unmount\n"
+	       "  idle_unmount=SECS   unmount after SECS with no request and no open file\n"
+	       "                      (default 0: never)\n"
 	       "  uid=N, gid=N        every entry's owner and group (allow_other implied)\n"
 	       "  umask=OOO           permission bits cleared from every entry\n"
 	       "  rw                  do not pass 'ro' to the kernel (writes still fail\n"

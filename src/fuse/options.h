@@ -48,6 +48,10 @@ typedef struct wcfs_options {
 	unsigned uid, gid, umask;
 	int uid_given, gid_given;
 	char *log_file;      /* -o log=FILE: messages appended there (daemon.h) */
+	char *stats_file;    /* -o stats=FILE: absolute path the counters are written to as JSON
+			      * on SIGUSR1 and at unmount (stats.h); NULL = none */
+	unsigned idle_unmount; /* -o idle_unmount=SECONDS: unmount after that long with no request
+				* and no open file or directory (idle.h); 0 = never (default) */
 	int show_help, show_version;
 	struct fuse_args fuse_args; /* what libfuse gets (argv[0] and -o options) */
 } wcfs_options;

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -69,12 +70,20 @@ static wc_err ensure_open(wcodec_vnode *w, wc_container **out)
 	pthread_mutex_lock(&w->open_lock);
 	c = atomic_load_explicit(&w->c, memory_order_relaxed);
 	if (!c) {
-		char path[64];
+		char path[64], real[PATH_MAX];
 		snprintf(path, sizeof path, "/proc/self/fd/%d", w->fd);
+		/* Messages about its tiles name the file by its real path. */
+		ssize_t k = readlink(path, real, sizeof real - 1);
+		if (k <= 0)
+			k = snprintf(real, sizeof real, "%s", path);
+		real[k] = '\0';
 		e = wc_container_open_tiles(path, &c);
 		if (!e && (wc_container_virtual_size(c) != w->peek.virtual_size ||
-			   wc_container_tile_size(c) != w->peek.tile_size)) {
-			e = wc_fail(WC_E_FORMAT, "%s: the file changed since it was looked up", path);
+			   wc_container_tile_size(c) != w->peek.tile_size))
+			e = wc_fail(WC_E_FORMAT, "%s: the file changed since it was looked up", real);
+		if (!e)
+			e = wc_container_set_name(c, real);
+		if (e && c) {
 			wc_container_release(c);
 			c = NULL;
 		}

@@ -1,5 +1,5 @@
-/* stats.c - the daemon's counters in its log, at unmount and on SIGUSR1
- * (stats.h). */
+/* stats.c - the daemon's counters in its log (and -o stats=FILE), at
+ * unmount and on SIGUSR1 (stats.h). */
 #include "fuse/stats.h"
 
 #include <pthread.h>
@@ -7,8 +7,14 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include <jansson.h>
+
+#include "core/atomic_file.h"
+#include "core/fileio.h"
 #include "core/wc_error.h"
 
 /* VmRSS and VmHWM of this process in KiB, from /proc/self/status (0 where
@@ -26,6 +32,52 @@ static void rss_kib(unsigned long long *rss, unsigned long long *hwm)
 		sscanf(line, "VmHWM: %llu", hwm);
 	}
 	fclose(f);
+}
+
+/* The counters written to -o stats=FILE: one JSON object, replaced whole
+ * (wc_atomic_file), so a reader never sees half of it. Keys: wcodecfs(1),
+ * SIGNALS. */
+static void stats_write_json(const wcfs_fs *fs, const char *when, const wc_cache_stats *s,
+			     unsigned long long rss, unsigned long long hwm)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	json_t *o = json_pack("{s:s, s:I, s:s, s:s, s:s, s:I, s:I, s:f, s:f, s:I, s:I, s:I, s:I}",
+			      "when", when, "time", (json_int_t)now.tv_sec, "source", fs->opt->source,
+			      "mountpoint", fs->opt->mountpoint, "backend", fs->backend->ops->name,
+			      "reads", (json_int_t)atomic_load(&fs->reads),
+			      "read_bytes", (json_int_t)atomic_load(&fs->read_bytes),
+			      "read_ms", 1e-6 * (double)atomic_load(&fs->read_ns),
+			      "reply_ms", 1e-6 * (double)atomic_load(&fs->reply_ns),
+			      "cache_bytes", (json_int_t)s->bytes_cached, "cache_size", (json_int_t)fs->opt->cache_size,
+			      "rss_bytes", (json_int_t)(rss * 1024), "peak_rss_bytes", (json_int_t)(hwm * 1024));
+	json_t *c = json_pack("{s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "hits", (json_int_t)s->hits,
+			      "misses", (json_int_t)s->misses, "wait_ms", 1e-6 * (double)s->wait_ns,
+			      "decodes", (json_int_t)s->decodes, "decode_errors", (json_int_t)s->decode_errors,
+			      "prefetches", (json_int_t)s->prefetches, "evictions", (json_int_t)s->evictions,
+			      "batches", (json_int_t)s->batches, "batch_tiles", (json_int_t)s->batch_tiles,
+			      "caller_decodes", (json_int_t)s->caller_decodes);
+	char *text = NULL;
+	if (o && c && json_object_set_new(o, "cache", c) == 0) {
+		c = NULL;
+		text = json_dumps(o, JSON_INDENT(2));
+	}
+	json_decref(c);
+	json_decref(o);
+	wc_atomic_file f;
+	wc_err e = text ? wc_atomic_create(&f, fs->opt->stats_file) : wc_fail(WC_E_NOMEM, "out of memory");
+	if (!e) {
+		size_t n = strlen(text);
+		text[n] = '\n'; /* json_dumps' terminator, now the last line's end */
+		e = wc_pwrite_full(f.fd, text, n + 1, 0, f.tmp);
+		if (e)
+			wc_atomic_abort(&f);
+		else
+			e = wc_atomic_commit(&f);
+	}
+	if (e)
+		wc_log(WC_LOG_WARN, "stats=%s: %s", fs->opt->stats_file, wc_last_detail());
+	free(text);
 }
 
 void wcfs_stats_log(wcfs_fs *fs, const char *when)
@@ -56,6 +108,8 @@ void wcfs_stats_log(wcfs_fs *fs, const char *when)
 	       1e-6 * (double)s.decode_ns, (unsigned long long)s.buf_allocs,
 	       (unsigned long long)s.buf_frees, 1e-6 * (double)s.buf_ns,
 	       (unsigned long long)s.caller_decodes);
+	if (fs->opt->stats_file)
+		stats_write_json(fs, when, &s, rss, hwm);
 }
 
 static pthread_t stats_thread;

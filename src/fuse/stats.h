@@ -17,7 +17,9 @@
 #include "fuse/ops.h"
 
 /* Log fs's counters (WC_LOG_INFO, two lines, each starting with `when`:
- * "unmount", "SIGUSR1"). Thread-safe. */
+ * "unmount", "SIGUSR1"), and with -o stats=FILE write them to FILE as one
+ * JSON object (keys in wcodecfs(1), SIGNALS), replacing it whole; a
+ * failure to write is logged as a warning. Thread-safe. */
 void wcfs_stats_log(wcfs_fs *fs, const char *when);
 
 /* Block SIGUSR1 in the calling thread, before any other thread exists.
