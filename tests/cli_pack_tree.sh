@@ -103,6 +103,7 @@ if "$WCODEC" unpack -q -f "$O" "$T/u2" 2>"$T/err.txt"; then fail "unpack DIR fol
 # --update: nothing to do the second time; a touched input is packed again.
 "$WCODEC" pack -u "$M" "$O" >"$T/again.txt" || fail "pack -u"
 grep -q "0 packed.*0 copied.*8 up to date" "$T/again.txt" || fail "update: $(cat "$T/again.txt")"
+grep -q "ratio" "$T/again.txt" && fail "update with nothing packed shows a ratio: $(cat "$T/again.txt")"
 sleep 1
 touch "$M/sub/adapter.safetensors"
 "$WCODEC" pack -u -q "$M" "$O" || fail "pack -u after touch"

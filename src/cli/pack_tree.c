@@ -323,11 +323,12 @@ int cli_pack_tree(const char *in, const char *out, const cli_pack_tree_opts *o)
 		return rc;
 	}
 	if (!o->quiet) {
-		char a[32], b[32], c[32];
-		printf("%s -> %s: %u packed (%s -> %s, ratio %.3fx), %u copied (%s), %u up to date, %u symlinks\n",
-		       in, out, r.packed, cli_human_bytes(r.in_bytes, a), cli_human_bytes(r.out_bytes, b),
-		       cli_ratio(r.in_bytes, r.out_bytes), r.copied,
-		       cli_human_bytes(r.copied_bytes, c), r.current, r.linked);
+		char a[32], b[32], c[32], packed[128] = "";
+		if (r.packed) /* no "ratio 0.000x" when nothing was packed */
+			snprintf(packed, sizeof packed, " (%s -> %s, ratio %.3fx)", cli_human_bytes(r.in_bytes, a),
+				 cli_human_bytes(r.out_bytes, b), cli_ratio(r.in_bytes, r.out_bytes));
+		printf("%s -> %s: %u packed%s, %u copied (%s), %u up to date, %u symlinks\n", in, out, r.packed,
+		       packed, r.copied, cli_human_bytes(r.copied_bytes, c), r.current, r.linked);
 		if (r.served)
 			printf("%u files reached through X.safetensors links were packed under the links' "
 			       "names, not copied under their own\n", r.served);
