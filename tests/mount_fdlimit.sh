@@ -7,7 +7,8 @@
 # answers every lookup, every file reads back byte for byte, the daemon's
 # descriptors stay below the limit, and passing the cap is logged once.
 # Then a fresh daemon whose descriptors are all taken by open files, below
-# the cap, still answers lookups of new directories (found by name).
+# the cap, still answers lookups of new directories (found by name). And
+# 1,000 containers are listed and read, twice, under the same limit.
 . "${top_srcdir:-.}/tests/mount_lib.sh"
 
 # dirs_with_file PARENT PREFIX N TEXT: directories PARENT/PREFIX0..N-1, each
@@ -26,6 +27,7 @@ dirs_with_file() {
 # hard limit too, so it cannot raise it), logging to LOG.
 start_limited() {
 	( ulimit -n 256 && ulimit -Hn 256 && exec $drop "$WCODECFS" "$S" "$M" -f -o timeout=3600 ) 2> "$1" &
+	limited=$!
 	wait_mounted "$M" "$1"
 }
 
@@ -134,4 +136,33 @@ PY
 grep -q "no descriptor for directory" "$TMP/log2" ||
 	fail "running out was not logged: $(cat "$TMP/log2")"
 unmount_fs "$M"
+
+# 1,000 containers under the same limit: a lookup keeps no descriptor of a
+# container, and open containers keep theirs only while the budget allows
+# (the least recently used are closed and opened again when read): ls -l
+# shows every one, each reads back whole, one after another and again, and
+# the daemon exits 0 at unmount.
+mkdir "$S/many"
+i=0
+while [ $i -lt 1000 ]; do
+	ln "$deep/m.wcodec" "$S/many/c$i.wcodec" 2> /dev/null || cp "$deep/m.wcodec" "$S/many/c$i.wcodec"
+	i=$((i + 1))
+done
+start_limited "$TMP/log3"
+pid=$(daemon_pid_of "$M") || fail "no daemon pid"
+[ "$(ls -l "$M/many" 2> "$TMP/err" | grep -c '^-')" = 1000 ] || fail "ls -l of 1000 containers: $(head -3 "$TMP/err")"
+[ -s "$TMP/err" ] && fail "ls -l: $(head -3 "$TMP/err")"
+"$PYTHON3" - "$M/many" "$O/m.safetensors" <<'PY' || fail "reading 1000 containers: $(tail -3 "$TMP/log3")"
+import sys
+want = open(sys.argv[2], "rb").read()
+for rnd in range(2):
+    for i in range(1000):
+        with open("%s/c%d.safetensors" % (sys.argv[1], i), "rb") as f:
+            assert f.read() == want, (rnd, i)
+PY
+fds=$(ls "/proc/$pid/fd" | wc -l)
+note "daemon descriptors after reading 1000 containers twice: $fds"
+[ "$fds" -lt 256 ] || fail "the daemon holds $fds descriptors"
+unmount_fs "$M"
+wait "$limited" || fail "the daemon exited with $? at unmount"
 exit 0

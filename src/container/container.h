@@ -136,12 +136,15 @@ uint64_t wc_container_memory(const wc_container *c);
 /* The format version of the file (1 or 2). */
 uint32_t wc_container_version(const wc_container *c);
 
-/* The name messages about c's tiles give the file (a damaged tile: "NAME:
- * tensor 'x', tile 21: ..."); by default the path c was opened with. For
- * a container opened through /proc/self/fd, the file's real path. Not
- * thread-safe against decodes of c: set it before handing c out. Errors:
- * WC_E_NOMEM (the old name is kept). */
-wc_err wc_container_set_name(wc_container *c, const char *name);
+/* The file's name in messages about c's tiles (a damaged tile: "NAME:
+ * tensor 'x', tile 21: ..."), and the path where the file is opened again
+ * when its descriptor was closed to stay under the process's descriptor
+ * budget (core/fd_budget.h; the file's identity is checked then):
+ * reopen_path, or name if NULL. Both default to the path c was opened
+ * with; a container opened through /proc/self/fd needs others. Not
+ * thread-safe against decodes of c: set them before handing c out.
+ * Errors: WC_E_NOMEM (the old ones are kept). */
+wc_err wc_container_set_name(wc_container *c, const char *name, const char *reopen_path);
 
 /* Unique id for this open instance (never reused in the process): cache key. */
 uint64_t wc_container_id(const wc_container *c);

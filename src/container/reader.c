@@ -40,6 +40,8 @@ static void container_free(wc_container *c)
 {
 	if (c->fd >= 0)
 		close(c->fd);
+	if (c->fds.path)
+		wc_fd_slot_destroy(&c->fds);
 	free(c->name);
 	free(c->prefix);
 	free_tensors(c);
@@ -259,6 +261,13 @@ static wc_err open_container(const char *path, int names, wc_container **out)
 		container_free(c);
 		return wc_fail(WC_E_NOMEM, "out of memory");
 	}
+	/* From here on the descriptor may be closed while idle and opened
+	 * again by path (core/fd_budget.h). */
+	if ((e = wc_fd_slot_init(&c->fds, c->fd, path))) {
+		container_free(c);
+		return e;
+	}
+	c->fd = -1;
 	*out = c;
 	return WC_OK;
 }
@@ -364,7 +373,12 @@ wc_err wc_container_read_payload(const wc_container *c, uint32_t i, uint8_t *buf
 	const wc_tile_info *t = &c->tiles[i];
 	char what[32];
 	snprintf(what, sizeof what, "tile %u", i);
-	wc_err e = wc_pread_full(c->fd, buf, t->csize, t->coff, what);
+	int fd;
+	wc_err e = wc_fd_slot_acquire((wc_fd_slot *)&c->fds, &fd);
+	if (e)
+		return e;
+	e = wc_pread_full(fd, buf, t->csize, t->coff, what);
+	wc_fd_slot_release((wc_fd_slot *)&c->fds);
 	if (e)
 		return e;
 	uint64_t h = wc_xxh3_64(buf, t->csize);
@@ -498,11 +512,16 @@ static void src_name_tile(const wc_tile_source *s, uint32_t i, char *buf, size_t
 		snprintf(buf, cap, "%s: tensor %" PRIu32 ", tile %" PRIu32, c->name, t, i);
 }
 
-wc_err wc_container_set_name(wc_container *c, const char *name)
+wc_err wc_container_set_name(wc_container *c, const char *name, const char *reopen_path)
 {
 	char *n = strdup(name);
 	if (!n)
 		return wc_fail(WC_E_NOMEM, "out of memory");
+	wc_err e = wc_fd_slot_set_path(&c->fds, reopen_path ? reopen_path : name);
+	if (e) {
+		free(n);
+		return e;
+	}
 	free(c->name);
 	c->name = n;
 	return WC_OK;

@@ -19,6 +19,7 @@
 
 #include "config.h"
 #include "container/container.h"
+#include "core/fd_budget.h"
 #include "core/version.h"
 #include "engine/backend.h"
 #include "fuse/daemon.h"
@@ -135,6 +136,14 @@ int main(int argc, char **argv)
 		return WCFS_EXIT_MOUNT;
 	}
 	const uint64_t fd_limit = raise_fd_limit();
+	/* Open containers keep their descriptors while idle up to an eighth
+	 * of the limit (at least 16, at most 4096); beyond, the least recently
+	 * used are closed and opened again on their next read
+	 * (core/fd_budget.h). The inode table keeps a quarter free (vtree.c). */
+	if (fd_limit) {
+		uint64_t idle = fd_limit / 8;
+		wc_fd_budget_set_limit((unsigned)(idle < 16 ? 16 : idle > 4096 ? 4096 : idle));
+	}
 	const uint64_t mem = o.memory_limit;
 	if (mem && o.cache_size > mem / 2)
 		wc_log(WC_LOG_WARN, "cache_size=%llu MiB is more than half of the %llu MiB of memory "
@@ -220,6 +229,8 @@ int main(int argc, char **argv)
 		goto out_session;
 	}
 	fs.vt.pctx.cache = fs.cache;
+	fs.vt.pctx.source = o.source;
+	fs.vt.pctx.root_fd = root_fd; /* the inode table's root keeps it open */
 	wcfs_vtree_set_fd_limit(&fs.vt, fd_limit);
 	fs.vt.itable = wcfs_itable_create(root_fd, &root_st);
 	if (!fs.vt.itable) {

@@ -43,7 +43,18 @@
  * daemon; the cache exists before the first open() call. */
 typedef struct wcfs_provider_ctx {
 	wc_cache *cache; /* the shared decoded-tile cache */
+	const char *source; /* SOURCE's real path */
+	int root_fd;        /* SOURCE's directory, held for the daemon's life; -1 if none */
 } wcfs_provider_ctx;
+
+/* A path by which the source file behind `path` (a /proc/self/fd/N the
+ * daemon was given) can be opened again later, once N is closed, without a
+ * walk through the mount (SOURCE may lie under MOUNTPOINT, or be it):
+ * "/proc/self/fd/ROOT/REL", REL being the file's path under SOURCE now.
+ * Also its real path in `real` (for messages). Returns 0, or -1 when there
+ * is none (no root descriptor, a path outside SOURCE, too long). */
+int wcfs_provider_stable_path(const wcfs_provider_ctx *ctx, const char *path, char *buf, size_t cap,
+			      char *real, size_t real_cap);
 
 typedef enum wcfs_vkind { WCFS_VFILE = 1, WCFS_VDIR = 2 } wcfs_vkind;
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "container/container.h"
@@ -27,7 +28,11 @@
 typedef struct wcodec_vnode {
 	wcfs_vnode base; /* first member: a wcfs_vnode* points here */
 	const wcfs_provider_ctx *ctx;
-	int fd;                        /* the source, from lookup to the full open (-1 after) */
+	int fd;                        /* the source, from lookup to the full open, where it has no
+					* stable path; else -1 */
+	char *path;                    /* where it is opened (wcfs_provider_stable_path), or NULL */
+	dev_t dev;                     /* what it was at lookup */
+	ino_t ino;
 	wc_container_summary peek;     /* what the header said at lookup */
 	pthread_mutex_t open_lock;     /* one full open at a time */
 	_Atomic(wc_container *) c;     /* NULL until the full open succeeds */
@@ -52,6 +57,7 @@ static void wcodec_release(wcfs_vnode *n)
 	pthread_mutex_destroy(&w->open_lock);
 	if (w->fd >= 0)
 		close(w->fd);
+	free(w->path);
 	free(w);
 }
 
@@ -70,23 +76,39 @@ static wc_err ensure_open(wcodec_vnode *w, wc_container **out)
 	pthread_mutex_lock(&w->open_lock);
 	c = atomic_load_explicit(&w->c, memory_order_relaxed);
 	if (!c) {
+		/* The file as it was at lookup: by its stable path (the lookup
+		 * kept no descriptor), or the descriptor it kept. */
+		int fd = w->fd;
+		if (fd < 0) {
+			struct stat st;
+			fd = open(w->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+			if (fd < 0)
+				e = wc_fail(WC_E_IO, "%s: %s", w->path, strerror(errno));
+			else if (fstat(fd, &st) != 0 || st.st_dev != w->dev || st.st_ino != w->ino)
+				e = wc_fail(WC_E_FORMAT, "%s: the file changed since it was looked up", w->path);
+		}
 		char path[64], real[PATH_MAX];
-		snprintf(path, sizeof path, "/proc/self/fd/%d", w->fd);
+		snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
 		/* Messages about its tiles name the file by its real path. */
-		ssize_t k = readlink(path, real, sizeof real - 1);
+		ssize_t k = e ? 0 : readlink(path, real, sizeof real - 1);
 		if (k <= 0)
 			k = snprintf(real, sizeof real, "%s", path);
 		real[k] = '\0';
-		e = wc_container_open_tiles(path, &c);
+		if (!e)
+			e = wc_container_open_tiles(path, &c);
 		if (!e && (wc_container_virtual_size(c) != w->peek.virtual_size ||
 			   wc_container_tile_size(c) != w->peek.tile_size))
 			e = wc_fail(WC_E_FORMAT, "%s: the file changed since it was looked up", real);
+		/* Its descriptor may be closed while idle (core/fd_budget.h) and
+		 * is then opened again by the stable path. */
 		if (!e)
-			e = wc_container_set_name(c, real);
+			e = wc_container_set_name(c, real, w->path);
 		if (e && c) {
 			wc_container_release(c);
 			c = NULL;
 		}
+		if (fd >= 0 && fd != w->fd)
+			close(fd);
 		if (!e) {
 			w->prefix = wc_container_prefix(c, &w->prefix_len);
 			/* The open container's tables count against the cache
@@ -95,9 +117,9 @@ static wc_err ensure_open(wcodec_vnode *w, wc_container **out)
 			if (w->ctx->cache)
 				wc_cache_charge(w->ctx->cache, (int64_t)w->charged);
 			atomic_store_explicit(&w->c, c, memory_order_release);
-			/* The container holds its own descriptor: one per
-			 * container, as before lookups were cheap. */
-			close(w->fd);
+			/* The container holds its own descriptor. */
+			if (w->fd >= 0)
+				close(w->fd);
 			w->fd = -1;
 		}
 	}
@@ -164,6 +186,17 @@ static wc_err wcodec_open(const wcfs_provider_ctx *ctx, const char *path, wcfs_v
 		close(w->fd);
 		free(w);
 		return e;
+	}
+	/* A file only looked up (ls -l of thousands) holds no descriptor: it
+	 * is opened again by its stable path when first read. */
+	char stable[PATH_MAX + 32], real[PATH_MAX];
+	struct stat st;
+	if (wcfs_provider_stable_path(ctx, path, stable, sizeof stable, real, sizeof real) == 0 &&
+	    fstat(w->fd, &st) == 0 && (w->path = strdup(stable))) {
+		w->dev = st.st_dev;
+		w->ino = st.st_ino;
+		close(w->fd);
+		w->fd = -1;
 	}
 	pthread_mutex_init(&w->open_lock, NULL);
 	atomic_init(&w->c, NULL);
