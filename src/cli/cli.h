@@ -38,6 +38,10 @@ typedef struct cli_decode_opts {
 	/* --json (verify): each file's report is appended here (a JSON array,
 	 * cli_json_file's keys) instead of printed; NULL without --json. */
 	struct json_t *json;
+	/* (verify) A tile that the index shows to be the same as the one
+	 * before it (decode_tiles.c) is checked by its payload and not decoded
+	 * again: its sink gets data NULL. */
+	int skip_repeats;
 } cli_decode_opts;
 
 /* The keys every --json report of a file has, whatever the command (info,
@@ -54,9 +58,10 @@ struct json_t *cli_json_file(const char *path, const char *format, uint64_t deco
 wc_err cli_mkdir_here(const char *path, unsigned mode);
 
 /* verify --json: add a file's result (cli_json_file's keys, "tiles", the
+ * "decoded_tiles" (fewer where tiles repeat the one before them),
  * "damaged_tiles", "ok") to o->json; nothing without --json. */
 void cli_verify_report(const cli_decode_opts *o, const char *path, const char *format, uint64_t decoded,
-		       uint64_t stored, uint32_t tiles, uint32_t damaged);
+		       uint64_t stored, uint32_t tiles, uint32_t damaged, uint32_t decoded_tiles);
 /* Print a --json document (indented, then a newline); CLI_OK or CLI_FAIL. */
 int cli_json_print(struct json_t *doc);
 
@@ -194,11 +199,12 @@ typedef int (*cli_tile_sink)(void *ctx, uint32_t tile, const uint8_t *data, uint
 
 /* Decode every tile of c through the decode backend o->backend (engine/
  * backend.h) in batches of its preferred size, calling sink in tile order,
- * with progress over decoded bytes. Errors: the backend's creation error
- * (with a reason), WC_E_NOMEM. Damaged tiles are reported to the sink, not
- * as errors. */
+ * with progress over decoded bytes; *decoded (if not NULL) gets the number
+ * of tiles decoded (fewer than c's with o->skip_repeats). Errors: the
+ * backend's creation error (with a reason), WC_E_NOMEM. Damaged tiles are
+ * reported to the sink, not as errors. */
 wc_err cli_decode_tiles(struct wc_container *c, const cli_decode_opts *o, cli_tile_sink sink, void *ctx,
-			cli_progress *progress);
+			cli_progress *progress, uint32_t *decoded);
 
 /* "wcodec: CONTEXT: <wc_strerror(e)>: <wc_last_detail()>" on stderr; returns CLI_FAIL. */
 int cli_error(wc_err e, const char *context);

@@ -50,7 +50,7 @@ int cli_cat(const char *in, const cli_decode_opts *o)
 	if (fwrite(prefix, 1, plen, stdout) != plen)
 		e = wc_fail(WC_E_IO, "writing standard output: %s", strerror(errno));
 	if (!e)
-		e = cli_decode_tiles(ct, o, put_tile, &k, NULL);
+		e = cli_decode_tiles(ct, o, put_tile, &k, NULL, NULL);
 	if (!e && k.err)
 		e = wc_fail(k.err, "%s", k.why);
 	if (!e && fflush(stdout) != 0)

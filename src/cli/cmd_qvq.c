@@ -287,7 +287,7 @@ out:
 	wc_qvq_release(q);
 	if (e)
 		return cli_error(e, "verify");
-	cli_verify_report(o, path, "qvq", decoded, stored, nt, bad);
+	cli_verify_report(o, path, "qvq", decoded, stored, nt, bad, nt);
 	if (bad) {
 		fprintf(stderr, "%s: %u of %u tiles damaged\n", path, bad, nt);
 		return CLI_FAIL;

@@ -83,7 +83,7 @@ int wcodec_unpack(const char *in, const char *out, const cli_decode_opts *o)
 	cli_progress prog;
 	cli_progress_init(&prog, "unpacking", o->quiet);
 	prog.bytes = 1;
-	e = cli_decode_tiles(c, o, write_tile, &u, &prog);
+	e = cli_decode_tiles(c, o, write_tile, &u, &prog, NULL);
 	cli_progress_done(&prog);
 	if (!e && u.err)
 		e = wc_fail(u.err, "%s", u.why);

@@ -91,6 +91,17 @@ void wc_cache_destroy(wc_cache *cache);
  * WC_E_CORRUPT with a reason logged once per tile), WC_E_RANGE (bad index),
  * WC_E_NOMEM. Failed decodes are not cached. */
 wc_err wc_cache_get(wc_cache *cache, wc_tile_source *src, uint32_t tile, wc_tile_ref **out);
+/* wc_cache_get for a reader that holds `held` bytes of other tiles (earlier
+ * tiles of the same request) and no other reference. Its miss is decoded
+ * only when the tile fits in the budget beside the tiles charged and not
+ * yet freed, or when nothing is charged but what readers waiting like this
+ * one hold: so with such readers alone, decoded tiles and decodes in flight
+ * stay within the budget, or within one tile plus what those readers hold
+ * when tiles are larger than the budget, whatever their number (misses wait
+ * for room). A plain wc_cache_get, whose caller may hold anything, is
+ * decoded at once (a wait could wait for the caller itself). */
+wc_err wc_cache_get_holding(wc_cache *cache, wc_tile_source *src, uint32_t tile, uint64_t held,
+			    wc_tile_ref **out);
 void wc_cache_release(wc_cache *cache, wc_tile_ref *ref);
 /* Release like wc_cache_release(), with a hint: a sequential reader has read
  * this tile to its end and is unlikely to want it again (the kernel's page
@@ -120,6 +131,10 @@ void wc_cache_prefetch(wc_cache *cache, wc_tile_source *src, uint32_t first, uin
  * room at once. A negative `bytes` gives back what an earlier call charged
  * (the container was closed). Thread-safe. */
 void wc_cache_charge(wc_cache *cache, int64_t bytes);
+
+/* The bytes decoded tiles may take now: the budget less what was charged
+ * (wc_cache_charge). Thread-safe. */
+uint64_t wc_cache_room(wc_cache *cache);
 
 /* Drop every unreferenced entry of source id `id` (a file being closed):
  * decoded tiles, queued prefetches (releasing the source), and tiles being

@@ -27,8 +27,9 @@ void wc_tc_start_decode(wc_cache *c, entry *e, entry **dead)
 
 /* Take up to max_batch queued entries, readers' first, charge them to the
  * budget and mark them DECODING. Lock held. Returns how many. */
-static size_t take_batch(wc_cache *c, entry **batch, entry **dead)
+static size_t take_batch(wc_cache *c, entry **batch, entry **dead, bool *blocked)
 {
+	*blocked = false;
 	size_t nb = 0;
 	uint64_t payload = 0;
 	/* Share the queue among the dispatchers: one taking all of it would
@@ -48,6 +49,14 @@ static size_t take_batch(wc_cache *c, entry **batch, entry **dead)
 			/* A prefetch that would push out what readers hold: skip it. */
 			wc_tc_entry_discard(c, e, dead);
 			continue;
+		}
+		if (!wc_tc_room(c, e, *dead)) {
+			/* A reader's miss over budget: it waits at the queue's
+			 * head until bytes are freed (room_freed). */
+			wc_tc_list_push_head(c, e, ON_DEMAND);
+			c->room_wait = true;
+			*blocked = true;
+			break;
 		}
 		wc_tc_start_decode(c, e, dead);
 		payload += e->csize;
@@ -307,7 +316,8 @@ void *wc_tc_dispatch_main(void *arg)
 		if (!c->demand.head && !c->prefetch.head)
 			break; /* stopping, queue drained */
 		entry *dead = NULL;
-		size_t nb = take_batch(c, d->batch, &dead);
+		bool blocked;
+		size_t nb = take_batch(c, d->batch, &dead, &blocked);
 		pthread_mutex_unlock(&c->lock);
 		wc_tc_recycle_buffers(d->batch, nb, dead);
 		wc_tc_free_chain(c, dead);
@@ -322,6 +332,8 @@ void *wc_tc_dispatch_main(void *arg)
 		for (size_t i = 0; i < nb; i++)
 			d->srcs[i]->ops->release(d->srcs[i]);
 		pthread_mutex_lock(&c->lock);
+		if (!nb && blocked && c->room_wait && !c->stop)
+			pthread_cond_wait(&c->work, &c->lock); /* room_freed() */
 	}
 	pthread_mutex_unlock(&c->lock);
 	return NULL;

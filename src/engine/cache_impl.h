@@ -88,6 +88,8 @@ typedef struct entry {
 	uint64_t due;             /* prefetch queue order: when its reader should want it (ns) */
 	uint32_t refs;            /* readers holding or waiting */
 	uint64_t charge;          /* bytes counted in cache->bytes */
+	uint64_t dying;           /* discarded: its charge, in cache->dying_bytes until freed */
+	bool unbounded;           /* wanted by a plain wc_cache_get: decoded whatever the room */
 	uint32_t csize;           /* payload bytes */
 	struct entry *hnext;      /* hash chain; the free list once out of the table */
 	struct entry *prev, *next;
@@ -141,6 +143,14 @@ struct wc_cache {
 	size_t cold_keep; /* unused prefetched entries spared while the LRU has victims */
 	uint64_t cold_keep_bytes; /* ... and their bytes (with max_prefetch_bytes) */
 	uint64_t budget, bytes;
+	/* Bytes held by readers now waiting for another tile of the same read
+	 * (wc_cache_get_holding): they cannot be freed before that tile is
+	 * decoded, so they never keep its decode from starting (wc_tc_room). */
+	uint64_t waiting_held;
+	bool room_wait;    /* a demand waits for room: signal work when bytes go */
+	/* Charges of discarded entries whose buffers are not freed yet (that
+	 * happens without the lock, in wc_tc_free_chain): still memory. */
+	uint64_t dying_bytes;
 	uint64_t external; /* memory held for the cache's users outside it (wc_cache_charge) */
 	uint32_t max_prefetch, prefetch_in_flight;
 	uint64_t max_prefetch_bytes, prefetch_bytes_in_flight; /* decoded bytes of those tiles */
@@ -163,6 +173,14 @@ struct wc_cache {
 
 /* Shared between the cache's files (each defined where its name says). */
 uint64_t wc_tc_budget_of(const wc_cache *c);
+/* Whether the decode of e may start: a reader that did not say what it
+ * holds wants it (e->unbounded), or it fits in the budget beside what is
+ * charged and not yet freed, or nothing is but bytes that readers waiting
+ * for a decode hold (then one tile decodes at a time, whatever its size:
+ * memory stays within it plus what those readers hold). `dead`: entries
+ * just evicted for e, whose buffers are freed or lent to it before it
+ * decodes. Lock held. */
+bool wc_tc_room(const wc_cache *c, const entry *e, const entry *dead);
 void *wc_tc_buf_alloc(wc_cache *c, size_t bytes);
 uint8_t *wc_tc_buf_alloc_ready(wc_cache *c, size_t bytes);
 bool wc_tc_buf_fits(size_t cap, size_t n);
@@ -174,6 +192,16 @@ void wc_tc_entry_set_failed(wc_cache *c, entry *e, wc_err err, const char *reaso
 void wc_tc_fault_in_fresh(entry *e);
 void wc_tc_free_chain(wc_cache *c, entry *e);
 void wc_tc_list_push_head(wc_cache *c, entry *e, int which);
+/* On queue `which` at its tail; the prefetch queue in order of `due`. */
+void wc_tc_list_push_tail(wc_cache *c, entry *e, int which);
+void wc_tc_list_insert_by_due(wc_cache *c, entry *e, int which);
+/* The hash table of entries by (source id, tile). */
+entry *wc_tc_table_find(const wc_cache *c, uint64_t id, uint32_t tile);
+void wc_tc_table_insert(wc_cache *c, entry *e);
+/* Free an entry out of the table and off every list, without the lock. */
+void wc_tc_entry_free(wc_cache *c, entry *e);
+/* Bytes were freed: wake the dispatchers if a demand waits for room. Lock held. */
+void wc_tc_room_freed(wc_cache *c);
 void wc_tc_list_unlink(wc_cache *c, entry *e);
 void wc_tc_make_room(wc_cache *c, uint64_t need, entry **dead);
 uint64_t wc_tc_pool_max(const wc_cache *c);

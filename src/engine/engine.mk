@@ -5,7 +5,7 @@ libwcodec_la_SOURCES += \
 	src/engine/backend_cpu.c \
 	src/engine/backend_warm.c \
 	src/engine/threadpool.c \
-	src/engine/cache.c \
+	src/engine/cache.c src/engine/cache_get.c \
 	src/engine/cache_buffers.c \
 	src/engine/cache_dispatch.c \
 	src/engine/tile_source.c

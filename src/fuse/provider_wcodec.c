@@ -61,6 +61,19 @@ static void wcodec_release(wcfs_vnode *n)
 	free(w);
 }
 
+/* Tiles larger than the cache's room are decoded one at a time, each
+ * evicted before the next: memory stays bounded, reads of such files are
+ * slow. Said once. */
+static void warn_large_tiles(wc_cache *cache, const char *name, uint32_t tile_size)
+{
+	static atomic_flag said = ATOMIC_FLAG_INIT;
+	uint64_t room = wc_cache_room(cache);
+	if (tile_size > room && !atomic_flag_test_and_set(&said))
+		wc_log(WC_LOG_WARN, "%s: tiles of %u KiB are larger than the cache's room (%llu KiB): such tiles "
+		       "are decoded one at a time; a larger cache_size serves them faster (logged once)", name,
+		       tile_size >> 10, (unsigned long long)(room >> 10));
+}
+
 /* The container, opened on the first call. Errors: those of
  * wc_container_open, and WC_E_FORMAT when the file no longer matches what
  * its header said at lookup (rewritten in place: the next lookup sees new
@@ -114,8 +127,10 @@ static wc_err ensure_open(wcodec_vnode *w, wc_container **out)
 			/* The open container's tables count against the cache
 			 * budget: a file of thousands of tensors holds megabytes. */
 			w->charged = wc_container_memory(c);
-			if (w->ctx->cache)
+			if (w->ctx->cache) {
 				wc_cache_charge(w->ctx->cache, (int64_t)w->charged);
+				warn_large_tiles(w->ctx->cache, real, w->peek.tile_size);
+			}
 			atomic_store_explicit(&w->c, c, memory_order_release);
 			/* The container holds its own descriptor. */
 			if (w->fd >= 0)

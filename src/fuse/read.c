@@ -176,6 +176,25 @@ static int read_failed(wcfs_node *n, size_t size, uint64_t off, wc_err e, const 
 	return wc_err_to_errno(e);
 }
 
+/* Copy the bytes of the held tile segments before segment `upto` into
+ * their places in `copy` (the reply's bytes from `off`), make them memory
+ * segments, and release their tiles. */
+static void copy_held(wcfs_fs *fs, read_plan *p, size_t upto, uint8_t *copy, uint64_t off)
+{
+	for (size_t j = 0; j < upto; j++) {
+		read_seg *h = &p->seg[j];
+		if (h->sp.kind != WCFS_SPAN_TILE || !h->ref)
+			continue;
+		uint8_t *dst = copy + (h->sp.off + h->in - off);
+		memcpy(dst, h->ref->data + h->sp.tile_off + h->in, h->take);
+		wc_cache_release(fs->cache, h->ref);
+		h->ref = NULL;
+		h->sp.kind = WCFS_SPAN_MEM;
+		h->sp.mem = dst;
+		h->in = 0;
+	}
+}
+
 void wcfs_read_virtual(fuse_req_t req, wcfs_fs *fs, wcfs_node *n, size_t size, off_t off_)
 {
 	const wcfs_vnode *vn = n->vn;
@@ -209,17 +228,37 @@ void wcfs_read_virtual(fuse_req_t req, wcfs_fs *fs, wcfs_node *n, size_t size, o
 		}
 	wcfs_runs_flush(fs, &runs);
 
+	/* Tiles held for this reply so far: they cannot go until it is
+	 * written, so they must not keep its later tiles from decoding
+	 * (wc_cache_get_holding). Where holding them and the next would pass
+	 * the cache's budget (tiles larger than it), their bytes of the reply
+	 * are copied out and the tiles let go first: a copy of at most one
+	 * request instead of a second tile in memory. */
+	uint64_t held = 0;
+	uint8_t *copy = NULL;
 	for (size_t i = 0; !err && i < p.n; i++) {
 		read_seg *s = &p.seg[i];
 		if (s->sp.kind != WCFS_SPAN_TILE)
 			continue;
+		if (held && held + s->sp.len > wc_cache_room(fs->cache)) {
+			if (!copy && !(copy = malloc(size))) {
+				err = ENOMEM;
+				break;
+			}
+			copy_held(fs, &p, i, copy, off);
+			held = 0;
+		}
 		wc_clear_detail();
-		if ((e = wc_cache_get(fs->cache, s->sp.src, s->sp.tile, &s->ref))) {
+		if ((e = wc_cache_get_holding(fs->cache, s->sp.src, s->sp.tile, held, &s->ref))) {
 			s->ref = NULL;
 			err = read_failed(n, size, off, e, s);
-		} else if ((uint64_t)s->sp.tile_off + s->in + s->take > s->ref->size) {
-			e = wc_fail(WC_E_FORMAT, "span past the end of tile %u (%u bytes)", s->sp.tile, s->ref->size);
-			err = read_failed(n, size, off, e, NULL);
+		} else {
+			held += s->ref->size;
+			if ((uint64_t)s->sp.tile_off + s->in + s->take > s->ref->size) {
+				e = wc_fail(WC_E_FORMAT, "span past the end of tile %u (%u bytes)", s->sp.tile,
+					    s->ref->size);
+				err = read_failed(n, size, off, e, NULL);
+			}
 		}
 	}
 
@@ -262,4 +301,5 @@ void wcfs_read_virtual(fuse_req_t req, wcfs_fs *fs, wcfs_node *n, size_t size, o
 	}
 	if (p.seg != p.stack)
 		free(p.seg);
+	free(copy);
 }
