@@ -1,6 +1,6 @@
 #!/bin/sh
 # Memory whatever a file claims: a 1.2 MB container whose one tensor claims
-# 1 TiB in 64 MiB tiles (tests/craft_claim), mounted with cache_size=1M and
+# 1 TiB in 64 MiB tiles (tests/craft_bad claim), mounted with cache_size=1M and
 # 16 decode threads, read by 32 concurrent random readers: every read gives
 # the tensor's zeros, the daemon's peak RSS stays within one tile + 64 MiB
 # (misses wait for room; a read across two tiles copies out the first), the
@@ -9,7 +9,7 @@
 # the run still found).
 . "${top_srcdir:-.}/tests/mount_lib.sh"
 
-CRAFT=${top_builddir:-.}/tests/craft_claim
+CRAFT=${top_builddir:-.}/tests/craft_bad
 S=$TMP/src
 M=$TMP/mnt
 mkdir -p "$S"
@@ -23,7 +23,7 @@ with open(sys.argv[1], "wb") as f:
     f.truncate(8 + len(h) + n)
 PY
 pack "$TMP/z.safetensors" "$TMP/z.wcodec" 64M
-"$CRAFT" "$TMP/z.wcodec" "$S/claim.wcodec" 16384 || fail "craft_claim"
+"$CRAFT" claim "$TMP/z.wcodec" "$S/claim.wcodec" 16384 || fail "craft_bad claim"
 note "claim.wcodec: $(wc -c < "$S/claim.wcodec") bytes claiming $((16384 * 64)) MiB"
 
 mkdir -p "$M"

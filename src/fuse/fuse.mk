@@ -23,13 +23,17 @@ wcodecfs_LDADD = libwcodec.la $(FUSE_LIBS) $(XXHASH_LIBS) $(SYSTEMD_LIBS) $(JANS
 TESTS += tests/mount_passthrough.sh tests/mount_lifecycle.sh tests/mount_wcodec.sh tests/mount_large.sh \
 	tests/mount_concurrent.sh tests/mount_corrupt.sh tests/mount_fdlimit.sh tests/mount_random_ops.sh \
 	tests/mount_rewrite.sh tests/mount_many_tensors.sh tests/mount_owner.sh tests/mount_service.sh \
-	tests/mount_claim.sh
+	tests/mount_claim.sh tests/bad_files.sh
 EXTRA_DIST += tests/mount_lib.sh tests/mount_passthrough.sh tests/mount_lifecycle.sh
 dist_man_MANS += docs/wcodecfs.1
 EXTRA_DIST += tests/mount_check.py tests/mount_wcodec.sh tests/mount_concurrent.sh \
 	tests/mount_corrupt.sh tests/mount_fdlimit.sh tests/mount_large.sh \
 	tests/mount_random_ops.sh tests/random_ops.py tests/mount_rewrite.sh tests/mount_many_tensors.sh \
-	tests/mount_owner.sh tests/mount_service.sh tests/mount_claim.sh
+	tests/mount_owner.sh tests/mount_service.sh tests/mount_claim.sh tests/bad_files.sh \
+	tests/data/bad/EXPECT tests/data/bad/good-tiny.wcodec tests/data/bad/claim-1gib.wcodec \
+	tests/data/bad/meta-bomb-json.wcodec tests/data/bad/meta-bomb-table.wcodec \
+	tests/data/bad/ntensors-huge.wcodec tests/data/bad/index-past-end.wcodec \
+	tests/data/bad/payload-damaged.wcodec
 
 # Unit tests of the parts that need no mount.
 check_PROGRAMS += tests/test_fuse_parts
@@ -57,8 +61,8 @@ wcodecfs@.service: $(srcdir)/contrib/systemd/wcodecfs@.service.in Makefile
 CLEANFILES += wcodecfs@.service
 EXTRA_DIST += contrib/systemd/wcodecfs@.service.in
 
-# A small container claiming a huge tensor (tests/mount_claim.sh).
-check_PROGRAMS += tests/craft_claim
-tests_craft_claim_SOURCES = tests/craft_claim.c
-tests_craft_claim_CFLAGS = $(TEST_CFLAGS) $(ZSTD_CFLAGS)
-tests_craft_claim_LDADD = $(TEST_LIBS)
+# Hostile containers made from good ones (tests/mount_claim.sh, tests/data/bad).
+check_PROGRAMS += tests/craft_bad
+tests_craft_bad_SOURCES = tests/craft_bad.c
+tests_craft_bad_CFLAGS = $(TEST_CFLAGS) $(ZSTD_CFLAGS)
+tests_craft_bad_LDADD = $(TEST_LIBS)

@@ -211,7 +211,10 @@ int wcfs_vtree_open_failed(const char *real, const wcfs_provider *p, wc_err e)
 	name_fd_paths(wc_last_detail(), real, detail, sizeof detail);
 	wc_log(WC_LOG_ERR, "%s: cannot open as %s: %s%s%s", real, p ? p->name : "?", wc_strerror(e),
 	       *detail ? ": " : "", detail);
-	return wc_err_to_errno(e);
+	/* A file past a limit (WC_E_RANGE) is as unreadable as a malformed
+	 * one: EIO, not EOVERFLOW, which would speak of the reader's types. */
+	int err = wc_err_to_errno(e);
+	return err == EOPNOTSUPP || err == ENOMEM || err == ENOENT ? err : EIO;
 }
 
 /* Whether descriptor fd holds the entry st describes (same st_dev, st_ino). */

@@ -96,8 +96,8 @@ void wcfs_vtree_source_path(const wcfs_node *n, char *buf, size_t cap);
 /* Log that provider p could not open (or prepare) the source named `real`
  * with error e: "REAL: cannot open as NAME: ERROR: DETAIL", the detail's
  * /proc/self/fd/N names (what providers open sources by) replaced by real.
- * Returns the errno to answer: EOPNOTSUPP (WC_E_UNSUPPORTED), ENOMEM, else
- * EIO. */
+ * Returns the errno to answer: EOPNOTSUPP (WC_E_UNSUPPORTED), ENOMEM,
+ * ENOENT (gone), else EIO (malformed, damaged, past a limit). */
 int wcfs_vtree_open_failed(const char *real, const wcfs_provider *p, wc_err e);
 
 #endif /* WCFS_VTREE_H */
