@@ -4,6 +4,8 @@
  * value), a missing separator, a non-object, an array member that is not
  * an array, a callback's error passed through. */
 #include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check_run.h"
@@ -89,12 +91,53 @@ START_TEST(malformed_documents_are_refused)
 }
 END_TEST
 
+/* One member value of WC_JSON_VALUE_MAX bytes or more is refused before
+ * it is built into a tree (a "{}," bomb in one member); one just under it,
+ * and many members adding up to more, are taken. */
+static char *doc_with_value(size_t value_bytes, size_t members)
+{
+	char *d = malloc(value_bytes * members + 64 * members + 16);
+	ck_assert_ptr_nonnull(d);
+	size_t at = 0;
+	d[at++] = '{';
+	for (size_t m = 0; m < members; m++) {
+		at += (size_t)sprintf(d + at, "%s\"k%zu\":[", m ? "," : "", m);
+		size_t end = at + value_bytes - 2;
+		while (at + 3 < end) {
+			memcpy(d + at, "{},", 3);
+			at += 3;
+		}
+		memcpy(d + at, "{}", 2);
+		at += 2;
+		d[at++] = ']';
+	}
+	d[at++] = '}';
+	d[at] = 0;
+	return d;
+}
+
+START_TEST(a_value_longer_than_the_limit_is_refused)
+{
+	seen s = {0};
+	char *big = doc_with_value(WC_JSON_VALUE_MAX + 1024, 1);
+	ck_assert_int_eq(wc_json_walk_object(big, strlen(big), "bomb", on_member, NULL, NULL, &s), WC_E_RANGE);
+	ck_assert_msg(strstr(wc_last_detail(), "longer than"), "%s", wc_last_detail());
+	free(big);
+	memset(&s, 0, sizeof s);
+	char *many = doc_with_value(WC_JSON_VALUE_MAX / 2, 3);
+	ck_assert_int_eq(wc_json_walk_object(many, strlen(many), "many", on_member, NULL, NULL, &s), WC_OK);
+	ck_assert_str_eq(s.keys, "k0,k1,k2,");
+	free(many);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("json_walk");
 	TCase *tc = tcase_create("json_walk");
 	tcase_add_test(tc, members_and_elements_in_order);
 	tcase_add_test(tc, malformed_documents_are_refused);
+	tcase_add_test(tc, a_value_longer_than_the_limit_is_refused);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }

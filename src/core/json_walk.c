@@ -26,11 +26,19 @@ static wc_err bad_json(const walk *w, const char *why)
 	return wc_fail(WC_E_FORMAT, "%s is not valid JSON: %s at byte %zu", w->what, why, w->pos);
 }
 
-/* The next value at w->pos; *out NULL on error (reason recorded). */
+/* The next value at w->pos; *out NULL on error (reason recorded). Its text
+ * may take WC_JSON_VALUE_MAX bytes at most: jansson's tree of a value takes
+ * up to some 30 times its text, and one member of a hostile document could
+ * otherwise be the whole document. */
 static wc_err next_value(walk *w, json_t **out)
 {
 	json_error_t jerr;
-	*out = json_loadb(w->text + w->pos, w->len - w->pos, VALUE_FLAGS, &jerr);
+	size_t rest = w->len - w->pos;
+	*out = json_loadb(w->text + w->pos, rest < WC_JSON_VALUE_MAX ? rest : WC_JSON_VALUE_MAX, VALUE_FLAGS,
+			  &jerr);
+	if (!*out && rest > WC_JSON_VALUE_MAX && jerr.position >= (int)(WC_JSON_VALUE_MAX - 1))
+		return wc_fail(WC_E_RANGE, "%s: a value at byte %zu is longer than %u bytes", w->what, w->pos,
+			       WC_JSON_VALUE_MAX);
 	if (!*out) {
 		w->pos += (size_t)(jerr.position > 0 ? jerr.position : 0);
 		return bad_json(w, jerr.text);
@@ -87,6 +95,11 @@ static wc_err keep_key(walk *w, const char *key)
 
 static wc_err walk_array(walk *w, const char *key, wc_json_element_fn element_fn, void *ctx)
 {
+	skip_ws(w);
+	if (w->len - w->pos >= 4 && memcmp(w->text + w->pos, "null", 4) == 0) {
+		w->pos += 4; /* no elements */
+		return WC_OK;
+	}
 	if (expect(w, '['))
 		return wc_fail(WC_E_FORMAT, "%s: \"%s\" is not an array", w->what, key);
 	skip_ws(w);

@@ -20,6 +20,10 @@
 
 #include "core/wc_error.h"
 
+/* The longest text of one member value or array element the walker
+ * parses (its tree is held at once): 4 MiB. */
+#define WC_JSON_VALUE_MAX (4u << 20)
+
 /* Called with each member's key (NUL-terminated UTF-8) and value (freed
  * after the call; json_incref to keep it). Return WC_OK to go on. */
 typedef wc_err (*wc_json_member_fn)(void *ctx, const char *key, json_t *value);
@@ -28,11 +32,13 @@ typedef wc_err (*wc_json_element_fn)(void *ctx, size_t index, json_t *value);
 
 /* Walk the JSON object in text[0..len): member_fn for each member, except
  * that the member named array_key (if array_key is not NULL) must be an
- * array, whose elements go to element_fn one at a time. `what` names the
+ * array (or null: no elements), whose elements go to element_fn one at a
+ * time. `what` names the
  * document in reasons ("safetensors: header"). Errors: WC_E_FORMAT ("<what>
  * is not valid JSON: <reason> at byte N", "<what>: the JSON is not an object",
  * "<what>: duplicate key \"K\"", "<what>: \"K\" is not an array"),
- * WC_E_NOMEM, and whatever a callback returns (its reason kept). */
+ * WC_E_RANGE (a value longer than WC_JSON_VALUE_MAX), WC_E_NOMEM, and
+ * whatever a callback returns (its reason kept). */
 wc_err wc_json_walk_object(const char *text, size_t len, const char *what, wc_json_member_fn member_fn,
 			   const char *array_key, wc_json_element_fn element_fn, void *ctx);
 

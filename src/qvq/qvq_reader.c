@@ -19,6 +19,7 @@
 #include "codec/tile_codec.h"
 #include "core/fileio.h"
 #include "core/hash.h"
+#include "core/json_walk.h"
 #include "qvq/qvq.h"
 #include "qvq/qvq_internal.h"
 #include "qvq/qvq_names.h"
@@ -44,42 +45,45 @@ static wc_err read_section(wc_qvq *q, const char *what, uint64_t off, uint64_t l
 	return WC_OK;
 }
 
+/* Members of the metadata other than "labels": none is used (a later
+ * version's are ignored). */
+static wc_err meta_member(void *ctx, const char *key, json_t *value)
+{
+	(void)ctx;
+	(void)key;
+	(void)value;
+	return WC_OK;
+}
+
+/* One label: a one-line string; at most WC_QVQ_MAX_LABELS of them. */
+static wc_err meta_label(void *ctx, size_t i, json_t *s)
+{
+	wc_qvq *q = ctx;
+	if (i >= WC_QVQ_MAX_LABELS)
+		return wc_fail(WC_E_FORMAT, "qvq: metadata \"labels\" holds more than %u strings", WC_QVQ_MAX_LABELS);
+	const char *v = json_string_value(s);
+	if (!v || strlen(v) != json_string_length(s) || strchr(v, '\n'))
+		return wc_fail(WC_E_FORMAT, "qvq: label %zu is not a one-line string", i);
+	if ((i & (i - 1)) == 0) { /* 0, 1, 2, 4, ...: room for twice as many */
+		char **l = realloc(q->labels, (i ? 2 * i : 1) * sizeof *l);
+		if (!l)
+			return wc_fail(WC_E_NOMEM, "qvq: no memory");
+		q->labels = l;
+	}
+	if (!(q->labels[i] = strdup(v)))
+		return wc_fail(WC_E_NOMEM, "qvq: no memory");
+	q->nlabels = (uint32_t)i + 1;
+	return WC_OK;
+}
+
+/* The metadata (JSON, json_walk.h: one value at a time, each at most
+ * WC_JSON_VALUE_MAX bytes, so a hostile file cannot make the reader build
+ * a tree of many times its size): "labels", an array of one-line strings
+ * or null. */
 static wc_err parse_metadata(wc_qvq *q)
 {
-	json_error_t jerr;
-	json_t *root = json_loadb(q->meta, q->h.meta_len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!root)
-		return wc_fail(WC_E_FORMAT, "qvq: metadata JSON: %s (line %d)", jerr.text,
-			       jerr.line);
-	wc_err e = WC_OK;
-	if (!json_is_object(root)) {
-		e = wc_fail(WC_E_FORMAT, "qvq: metadata is not a JSON object");
-		goto out;
-	}
-	json_t *labels = json_object_get(root, "labels");
-	if (labels && !json_is_null(labels)) {
-		if (!json_is_array(labels) || json_array_size(labels) > WC_QVQ_MAX_LABELS) {
-			e = wc_fail(WC_E_FORMAT, "qvq: metadata \"labels\" is not an array of at "
-				    "most %u strings", WC_QVQ_MAX_LABELS);
-			goto out;
-		}
-		size_t n = json_array_size(labels);
-		q->labels = calloc(n ? n : 1, sizeof *q->labels);
-		if (!q->labels) { e = wc_fail(WC_E_NOMEM, "qvq: no memory"); goto out; }
-		for (size_t i = 0; i < n; i++) {
-			json_t *s = json_array_get(labels, i);
-			const char *v = json_string_value(s);
-			if (!v || strlen(v) != json_string_length(s) || strchr(v, '\n')) {
-				e = wc_fail(WC_E_FORMAT, "qvq: label %zu is not a one-line string", i);
-				goto out;
-			}
-			if (!(q->labels[i] = strdup(v))) { e = wc_fail(WC_E_NOMEM, "qvq: no memory"); goto out; }
-			q->nlabels = (uint32_t)i + 1;
-		}
-	}
-out:
-	json_decref(root);
-	return e;
+	return wc_json_walk_object((const char *)q->meta, q->h.meta_len, "qvq: metadata", meta_member, "labels",
+				   meta_label, q);
 }
 
 static wc_err parse_images(wc_qvq *q, const uint8_t *rec, const uint8_t *pool)
