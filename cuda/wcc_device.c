@@ -213,11 +213,6 @@ size_t wcc_ctx_device_bytes(const wcc_ctx *ctx)
 	return n;
 }
 
-int wcc_ctx_gpu(const wcc_ctx *ctx)
-{
-	return ctx->gpu;
-}
-
 void wcc_ctx_set_timing(wcc_ctx *ctx, int on)
 {
 	pthread_mutex_lock(&ctx->mu);

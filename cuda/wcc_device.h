@@ -69,9 +69,6 @@ size_t wcc_ctx_device_bytes(const wcc_ctx *ctx);
  * poisons the CUDA context, every later call also returns WC_E_BACKEND). */
 wc_err wcc_decode(wcc_ctx *ctx, wc_tile_job *jobs, size_t n, uint8_t *const *dev_out);
 
-/* Device ordinal of the context. */
-int wcc_ctx_gpu(const wcc_ctx *ctx);
-
 /* Benchmarks: with timing on, every lane records CUDA events around its two
  * kernel launches and wcc_ctx_kernel_ms() returns the sum of those kernel
  * times (milliseconds) over lanes completed since timing was switched on. */

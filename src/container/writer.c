@@ -67,20 +67,24 @@ void wc_pk_fail(packer *pk, wc_err e)
 	atomic_store(&pk->failed, 1);
 }
 
-/* Run fn(pk, worker) on pk->threads threads (the caller's included). */
+typedef struct pk_loop {
+	packer *pk;
+	void *(*fn)(void *);
+} pk_loop;
+
+static void pk_loop_one(void *ctx, size_t i)
+{
+	(void)i;
+	pk_loop *l = ctx;
+	l->fn(l->pk);
+}
+
+/* Run fn(pk) pk->threads times at once on the packer's pool, the caller
+ * taking the first (threadpool.h), so progress is reported. */
 void wc_pk_run(packer *pk, void *(*fn)(void *))
 {
-	unsigned n = pk->threads;
-	pthread_t *tids = calloc(n, sizeof *tids);
-	unsigned started = 0;
-	if (tids)
-		for (; started + 1 < n; started++)
-			if (pthread_create(&tids[started], NULL, fn, pk) != 0)
-				break;
-	fn(pk);
-	for (unsigned i = 0; i < started; i++)
-		pthread_join(tids[i], NULL);
-	free(tids);
+	pk_loop l = {pk, fn};
+	wc_threadpool_run(pk->pool, pk_loop_one, &l, pk->threads);
 }
 
 /* ---- pass 2: encoding through the reorder window -------------------- */
@@ -123,27 +127,25 @@ static void *encode_worker(void *arg)
 	}
 }
 
-static void *encode_thread_main(void *arg)
-{
-	return encode_worker(arg);
-}
+/* Pass 2 on the packer's pool: iteration 0, on the caller's thread (it
+ * takes its loop's first iteration, threadpool.h), is the writer, which
+ * consumes tiles in order, appends payloads and fills the index; the
+ * others are encoders, pk->threads of them, each taking the next tile
+ * within the reorder window. */
+typedef struct pass2 {
+	packer *pk;
+	int fd;
+	const char *path;
+	uint64_t off, prefix_len;
+	wc_tile_info *index;
+	wc_err err;
+} pass2;
 
-/* The writer: consume tiles in order, append payloads, fill the index. */
-static wc_err write_payloads(packer *pk, int fd, const char *path, uint64_t off, wc_tile_info *index,
-			     uint64_t prefix_len)
+static void write_tiles(pass2 *w)
 {
-	unsigned nworkers = pk->threads;
-	pthread_t *tids = calloc(nworkers, sizeof *tids);
-	if (!tids)
-		return wc_fail(WC_E_NOMEM, "out of memory");
-	unsigned started = 0;
-	for (; started < nworkers; started++)
-		if (pthread_create(&tids[started], NULL, encode_thread_main, pk) != 0)
-			break;
+	packer *pk = w->pk;
 	wc_err e = WC_OK;
-	if (started == 0)
-		e = wc_fail(WC_E_NOMEM, "cannot start encoder threads");
-	uint64_t done = 0;
+	uint64_t done = 0, off = w->off;
 	for (uint32_t i = 0; !e && i < pk->ntiles; i++) {
 		slot *s = &pk->slots[i % pk->window];
 		pthread_mutex_lock(&pk->lock);
@@ -157,9 +159,9 @@ static wc_err write_payloads(packer *pk, int fd, const char *path, uint64_t off,
 		} else if (s->len > UINT32_MAX) {
 			e = wc_fail(WC_E_RANGE, "tile %u: payload too large", i);
 		} else {
-			e = wc_pwrite_full(fd, s->buf, s->len, off, path);
-			wc_tile_info *x = &index[i];
-			x->voff = prefix_len + t->st->begin + tp->offset;
+			e = wc_pwrite_full(w->fd, s->buf, s->len, off, w->path);
+			wc_tile_info *x = &w->index[i];
+			x->voff = w->prefix_len + t->st->begin + tp->offset;
 			x->coff = off;
 			x->csize = (uint32_t)s->len;
 			x->dsize = tp->dsize;
@@ -182,14 +184,29 @@ static wc_err write_payloads(packer *pk, int fd, const char *path, uint64_t off,
 		pthread_cond_broadcast(&pk->cond);
 		pthread_mutex_unlock(&pk->lock);
 	}
+	/* the encoders still waiting for room in the window stop */
 	pthread_mutex_lock(&pk->lock);
 	pk->abort = 1;
 	pthread_cond_broadcast(&pk->cond);
 	pthread_mutex_unlock(&pk->lock);
-	for (unsigned k = 0; k < started; k++)
-		pthread_join(tids[k], NULL);
-	free(tids);
-	return e;
+	w->err = e;
+}
+
+static void pass2_one(void *ctx, size_t i)
+{
+	pass2 *w = ctx;
+	if (i == 0)
+		write_tiles(w);
+	else
+		encode_worker(w->pk);
+}
+
+static wc_err write_payloads(packer *pk, int fd, const char *path, uint64_t off, wc_tile_info *index,
+			     uint64_t prefix_len)
+{
+	pass2 w = {pk, fd, path, off, prefix_len, index, WC_OK};
+	wc_threadpool_run(pk->pool, pass2_one, &w, (size_t)pk->threads + 1);
+	return w.err;
 }
 
 /* ---- metadata: the tensor table (docs/FORMAT.md 1.3.1) ------------- */
@@ -462,6 +479,15 @@ wc_err wc_pack_safetensors(const char *in_path, const char *out_path, const wc_p
 	pthread_cond_init(&pk.cond, NULL);
 	for (int i = 0; i < 64; i++)
 		pthread_mutex_init(&pk.hist_lock[i], NULL);
+	/* pk.threads workers: the encoders beside the writer (pass 2), and
+	 * all but one of the analysis and verification workers. */
+	if ((e = wc_threadpool_create(pk.threads, &pk.pool))) {
+		pthread_cond_destroy(&pk.cond);
+		pthread_mutex_destroy(&pk.lock);
+		for (int i = 0; i < 64; i++)
+			pthread_mutex_destroy(&pk.hist_lock[i]);
+		return e;
+	}
 
 	wc_atomic_file out = {.fd = -1};
 	int in_fd = -1;
@@ -520,6 +546,7 @@ out:
 	free(pk.tiles);
 	free(pk.tables);
 	wc_st_free(pk.st);
+	wc_threadpool_destroy(pk.pool);
 	pthread_mutex_destroy(&pk.lock);
 	pthread_cond_destroy(&pk.cond);
 	for (int i = 0; i < 64; i++)

@@ -13,6 +13,7 @@
 #include "codec/tile_codec.h"
 #include "container/container.h"
 #include "container/safetensors.h"
+#include "engine/threadpool.h"
 
 typedef struct tensor_plan {
 	const wc_st_tensor *st;
@@ -63,6 +64,7 @@ typedef struct packer {
 	const wc_pack_opts *opts;
 	uint32_t tile_size, chunk;
 	unsigned threads;
+	wc_threadpool *pool;   /* threads workers, for every parallel pass */
 	const uint8_t *in;
 	uint64_t in_size;
 	wc_st_header *st;
@@ -100,7 +102,8 @@ void wc_pk_report(packer *pk, uint64_t pass_bytes);
 /* Record the first failure (its reason from wc_last_detail()) and make
  * every worker stop. */
 void wc_pk_fail(packer *pk, wc_err e);
-/* Run fn(pk) on pk->threads threads, the caller's among them, and join. */
+/* Run fn(pk) pk->threads times at once on pk->pool, the caller's thread
+ * among them, and return when all have. */
 void wc_pk_run(packer *pk, void *(*fn)(void *));
 
 /* Analysis (writer_analyse.c). Cut the tensors into units and tiles
