@@ -58,10 +58,11 @@ while read -r name outcome reason; do
 	refused | damaged)
 		if cat "$v" > /dev/null 2> "$TMP/err"; then fail "$name: read through the mount"; fi
 		grep -q "Input/output error" "$TMP/err" || fail "$name: not EIO: $(cat "$TMP/err")" ;;
-	ok)
-		"$WCODEC" unpack -q "$S/$name" "$TMP/want" || fail "$name: unpack"
-		cmp "$v" "$TMP/want" || fail "$name: the mount differs from unpack"
-		rm -f "$TMP/want" ;;
+	ok) # the size, and the first 4 MiB (a claim of a gigabyte is not read whole)
+		want=$("$WCODEC" info --json "$S/$name" | "$PYTHON3" -c 'import json,sys; print(json.load(sys.stdin)["virtual_size"])')
+		[ "$(stat -c %s "$v")" = "$want" ] || fail "$name: the mount shows $(stat -c %s "$v") bytes, not $want"
+		{ "$WCODEC" cat "$S/$name" || true; } | head -c 4194304 > "$TMP/want"
+		head -c 4194304 "$v" | cmp - "$TMP/want" || fail "$name: the mount differs from wcodec cat" ;;
 	esac
 	kill -0 $fg || fail "the daemon died at $name: $(tail -3 "$TMP/log")"
 done < "$D/EXPECT"
