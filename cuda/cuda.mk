@@ -36,9 +36,16 @@ CLEANFILES += $(CUDA_KERNEL_LOS) $(CUDA_KERNEL_LOS:.lo=.o) cuda/.libs/wcc_kernel
 	cuda/.libs/vq_decode.o cuda/.libs/vq_nearest.o
 
 pkglib_LTLIBRARIES += cuda/wcodec-cuda.la
+# The plugin links libwcodec.so and reaches it through the public API only;
+# the few internal helpers it uses (stateless: CPU count, positioned
+# reads, hashing, the thread pool) are compiled in,
+# hidden, so it loads beside libwcodec.so alone (Python) as well as into a
+# program that holds the library's code itself.
 cuda_wcodec_cuda_la_SOURCES = cuda/plugin.c cuda/direct.c cuda/loader.c cuda/wcc_device.c \
 	cuda/wcc_lane.c cuda/wcc_copy.c cuda/wcc_impl.h \
-	cuda/wcc_device.h cuda/wcc_kernels.h cuda/wcodec_cuda.h
+	cuda/wcc_device.h cuda/wcc_kernels.h cuda/wcodec_cuda.h \
+	src/core/limits.c src/core/fileio.c src/core/hash.c src/core/hash_avx2.c src/core/cpu.c \
+	src/engine/threadpool.c
 cuda_wcodec_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 cuda_wcodec_cuda_la_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS) -fvisibility=hidden
 cuda_wcodec_cuda_la_LDFLAGS = -module -avoid-version -shared -export-symbols-regex '^wcodec_cuda_' \

@@ -5,7 +5,7 @@ wcodec_SOURCES = src/cli/main.c src/cli/cli.h src/cli/cli_util.c src/cli/formats
 	src/cli/cmd_verify.c src/cli/cmd_cat.c src/cli/pack_tree.c src/cli/pack_tree.h src/cli/tree_util.c src/cli/tree_util.h src/cli/unpack_tree.c \
 	src/cli/cmd_pack_images.c src/cli/cmd_qvq.c src/cli/cmd_qvq.h
 wcodec_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
-wcodec_LDADD = libwcodec.la $(JANSSON_LIBS)
+wcodec_LDADD = $(WCODEC_INTERNAL)
 dist_man_MANS += docs/wcodec.1
 
 TESTS += tests/cli_roundtrip.sh tests/cli_malformed.sh tests/cli_verify.sh tests/cli_help.sh \

@@ -1,5 +1,5 @@
 # src/codec: the lossless codec (byte planes, 32-lane rANS, tile payloads).
-libwcodec_la_SOURCES += \
+libwcodec_impl_la_SOURCES += \
 	src/codec/bitpack.c \
 	src/codec/codec_scratch.c \
 	src/codec/dict.c \

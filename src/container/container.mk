@@ -1,5 +1,5 @@
 # src/container: the safetensors parser and the .wcodec reader and writer.
-libwcodec_la_SOURCES += src/container/safetensors.c src/container/format.c \
+libwcodec_impl_la_SOURCES += src/container/safetensors.c src/container/format.c \
 	src/container/reader.c src/container/metadata.c src/container/metadata_json.c \
 	src/container/writer.c \
 	src/container/writer_analyse.c src/container/writer_verify.c

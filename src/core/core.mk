@@ -1,5 +1,5 @@
 # Core: the one error type and logging.
-libwcodec_la_SOURCES += src/core/atomic_file.c src/core/error.c src/core/size.c src/core/version.c src/core/fileio.c src/core/hash.c src/core/hash_avx2.c src/core/cpu.c src/core/limits.c src/core/fd_budget.c \
+libwcodec_impl_la_SOURCES += src/core/atomic_file.c src/core/error.c src/core/size.c src/core/version.c src/core/fileio.c src/core/hash.c src/core/hash_avx2.c src/core/cpu.c src/core/limits.c src/core/fd_budget.c \
 	src/core/json_walk.c
 # Public headers install under $(pkgincludedir) in the directories the
 # sources include them by ("core/wc_error.h"); wcodec.pc adds that -I.

@@ -1,6 +1,6 @@
 # src/engine: decode backends (CPU thread pool, CUDA plugin loader) and the
 # decoded-tile cache. Appends to the variables in Makefile.am.
-libwcodec_la_SOURCES += \
+libwcodec_impl_la_SOURCES += \
 	src/engine/backend.c \
 	src/engine/backend_cpu.c \
 	src/engine/backend_warm.c \

@@ -17,7 +17,7 @@ wcodecfs_SOURCES = \
 	src/fuse/idle.c src/fuse/idle.h \
 	src/fuse/provider.h src/fuse/providers.c src/fuse/provider_wcodec.c src/fuse/provider_qvq.c
 wcodecfs_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS) $(XXHASH_CFLAGS) $(SYSTEMD_CFLAGS) $(JANSSON_CFLAGS)
-wcodecfs_LDADD = libwcodec.la $(FUSE_LIBS) $(XXHASH_LIBS) $(SYSTEMD_LIBS) $(JANSSON_LIBS)
+wcodecfs_LDADD = $(WCODEC_INTERNAL) $(FUSE_LIBS) $(SYSTEMD_LIBS)
 
 # Mount tests (need /dev/fuse and fusermount3; they skip otherwise).
 TESTS += tests/mount_passthrough.sh tests/mount_lifecycle.sh tests/mount_wcodec.sh tests/mount_large.sh \

@@ -1,6 +1,6 @@
 # src/loader: checkpoints (.wcodec or safetensors) read straight into a
 # caller's memory; the library half of the Python package (python/).
-libwcodec_la_SOURCES += src/loader/tensor_file.c src/loader/load_host.c
+libwcodec_impl_la_SOURCES += src/loader/tensor_file.c src/loader/load_host.c
 loaderincdir = $(pkgincludedir)/loader
 loaderinc_HEADERS = src/loader/loader.h
 

@@ -2,7 +2,7 @@
 # CPU decode of WC_JOB_VQ (registered with the engine), the files an archive
 # shows. Its slices of the other layers live there: src/fuse/provider_qvq.c,
 # src/cli/cmd_qvq.c, cuda/vq_*.cu.
-libwcodec_la_SOURCES += \
+libwcodec_impl_la_SOURCES += \
 	src/qvq/kmeans.c \
 	src/qvq/qvq_decode.c \
 	src/qvq/qvq_files.c \

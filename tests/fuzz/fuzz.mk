@@ -12,7 +12,7 @@ check_PROGRAMS += $(FUZZ_TARGETS)
 noinst_HEADERS += tests/fuzz/fuzz_target.h tests/wcodec_resign.h
 FUZZ_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
 FUZZ_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS) $(ZSTD_CFLAGS) $(JANSSON_CFLAGS)
-FUZZ_LIBS = libwcodec.la $(XXHASH_LIBS) $(ZSTD_LIBS) $(JANSSON_LIBS)
+FUZZ_LIBS = $(WCODEC_INTERNAL)
 
 tests_fuzz_fuzz_tile_SOURCES = tests/fuzz/fuzz_tile.c tests/fuzz/fuzz_main.c
 tests_fuzz_fuzz_tile_CPPFLAGS = $(FUZZ_CPPFLAGS)
