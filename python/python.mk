@@ -5,7 +5,7 @@
 # WCODEC_PLUGIN_DIR instead.
 WCODEC_PY = python/wcodec/__init__.py python/wcodec/_lib.py python/wcodec/_file.py \
 	python/wcodec/_safe_open.py python/wcodec/numpy.py python/wcodec/torch.py \
-	python/wcodec/transformers.py
+	python/wcodec/transformers.py python/wcodec/images.py python/wcodec/torch_images.py
 EXTRA_DIST += $(WCODEC_PY)
 
 if HAVE_PYTHON
@@ -21,5 +21,6 @@ endif
 
 # make check: the package against the safetensors layout (GPU parts skip
 # without a GPU).
-TESTS += tests/python_loader.sh
-EXTRA_DIST += tests/python_loader.sh tests/python_env.sh tests/test_python.py
+TESTS += tests/python_loader.sh tests/python_images.sh
+EXTRA_DIST += tests/python_loader.sh tests/python_env.sh tests/test_python.py tests/python_images.sh \
+	tests/test_python_images.py

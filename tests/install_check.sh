@@ -26,7 +26,7 @@ CXX=${CXX:-c++}
 if command -v "$CXX" > /dev/null 2>&1; then
 	{
 		for h in core/wc_error.h codec/rans.h codec/planes.h codec/tile_codec.h \
-			container/container.h engine/tile_source.h engine/backend.h loader/loader.h; do
+			container/container.h engine/tile_source.h engine/backend.h loader/loader.h loader/images.h; do
 			echo "#include \"$h\""
 		done
 		cat <<'CC'

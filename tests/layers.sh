@@ -33,7 +33,7 @@ check 'src/engine/*.[ch]' core codec engine
 check 'src/container/*.[ch]' core codec engine container
 check 'src/images/*.[ch]' core images
 check 'src/qvq/*.[ch]' core codec engine images qvq
-check 'src/loader/*.[ch]' core codec engine container loader
+check 'src/loader/*.[ch]' core codec engine container images qvq loader
 check 'src/fuse/*.[ch]' core codec engine container images qvq loader fuse
 check 'src/cli/*.[ch]' core codec engine container images qvq loader cli
 # The CUDA plugin is a decode backend: the planes' pipeline and the loaders

@@ -18,8 +18,9 @@ import torch as _torch
 
 from . import _safe_open
 from ._file import TensorFile, open_checkpoint_dir
+from .torch_images import QVQDataset, QVQLoader, load_images
 
-__all__ = ["load_file", "safe_open", "load_checkpoint", "load"]
+__all__ = ["load_file", "safe_open", "load_checkpoint", "load", "load_images", "QVQDataset", "QVQLoader"]
 
 _DTYPES = {
     "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16", "F16": "float16",

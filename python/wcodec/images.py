@@ -1,0 +1,155 @@
+"""wcodec.images: the images of a .qvq archive (an image set packed by
+`wcodec pack-images`) as numpy arrays, through libwcodec (src/loader/images.h).
+
+    from wcodec.images import ImageSet
+    s = ImageSet("train.qvq")                    # backend "cpu", "cuda" or "auto"
+    arrays = s.read([0, 5, 7])                   # list of HxWx3 uint8 arrays
+    s.labels[5], s.label_names[s.labels[5]]
+
+Only the tiles the named images lie in are read and decoded, each once per
+call; every payload and decoded tile is checked against its XXH3-64, and a
+damaged tile raises WcodecError (code "CORRUPT", the message naming the
+archive, the tile and its first image). Pixels are exactly those of
+`wcodec unpack` and of the mount's image files. The torch API
+(wcodec.torch.load_images, QVQDataset, QVQLoader) is built on this.
+"""
+import ctypes
+import threading
+
+import numpy as _np
+
+from ._lib import check, lib
+
+__all__ = ["ImageSet"]
+
+
+class _ImageInfo(ctypes.Structure):
+    """wc_image_info (src/loader/images.h)."""
+    _fields_ = [("width", ctypes.c_uint32), ("height", ctypes.c_uint32), ("channels", ctypes.c_uint32),
+                ("label", ctypes.c_int32), ("tile", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+                ("tile_off", ctypes.c_uint64)]
+
+
+_typed = False
+_typed_lock = threading.Lock()
+
+
+def _api():
+    """libwcodec with the image-set functions typed."""
+    global _typed
+    L = lib()
+    with _typed_lock:
+        if not _typed:
+            c = ctypes
+            vp = c.c_void_p
+            L.wc_image_set_open.restype = c.c_int
+            L.wc_image_set_open.argtypes = [c.c_char_p, c.c_char_p, c.c_uint, c.POINTER(vp)]
+            L.wc_image_set_close.restype = None
+            L.wc_image_set_close.argtypes = [vp]
+            L.wc_image_set_count.restype = c.c_uint32
+            L.wc_image_set_count.argtypes = [vp]
+            L.wc_image_set_backend.restype = c.c_char_p
+            L.wc_image_set_backend.argtypes = [vp]
+            L.wc_image_set_info.restype = c.c_int
+            L.wc_image_set_info.argtypes = [vp, c.c_uint32, c.POINTER(_ImageInfo)]
+            L.wc_image_set_name.restype = c.c_char_p
+            L.wc_image_set_name.argtypes = [vp, c.c_uint32]
+            L.wc_image_set_nlabels.restype = c.c_uint32
+            L.wc_image_set_nlabels.argtypes = [vp]
+            L.wc_image_set_label.restype = c.c_char_p
+            L.wc_image_set_label.argtypes = [vp, c.c_uint32]
+            L.wc_image_set_decode.restype = c.c_int
+            L.wc_image_set_decode.argtypes = [vp, c.POINTER(c.c_uint32), c.c_size_t, c.POINTER(vp)]
+            _typed = True
+    return L
+
+
+class ImageSet:
+    """An open .qvq archive.
+
+    path: the archive. backend: "cpu" (every usable core), "cuda" (the GPU
+    decodes; pixels come back to host memory) or "auto" (CUDA where usable).
+    threads: CPU decode threads, 0 for every usable CPU.
+
+    Attributes: len(s) images; sizes, an int64 array [N, 2] of (height,
+    width); labels, an int64 array [N] (-1: none); label_names (list of
+    str); names (list of str, each image's path as packed); backend (the
+    backend in use). Thread-safe: several threads may read at once.
+    Errors: WcodecError (opening: "IO", "FORMAT", "CORRUPT", "RANGE", ...;
+    "BACKEND" for backend="cuda" without a usable GPU)."""
+
+    def __init__(self, path, backend="cpu", threads=0):
+        self.path = str(path)
+        L = _api()
+        h = ctypes.c_void_p()
+        check(L.wc_image_set_open(self.path.encode(), backend.encode(), int(threads), ctypes.byref(h)))
+        self._h = h
+        self._L = L
+        self.backend = L.wc_image_set_backend(h).decode()
+        n = L.wc_image_set_count(h)
+        self.sizes = _np.zeros((n, 2), dtype=_np.int64)
+        self.labels = _np.zeros(n, dtype=_np.int64)
+        self.channels = 3
+        info = _ImageInfo()
+        for i in range(n):
+            check(L.wc_image_set_info(h, i, ctypes.byref(info)))
+            self.sizes[i] = (info.height, info.width)
+            self.labels[i] = info.label
+            self.channels = info.channels
+        self.names = [L.wc_image_set_name(h, i).decode("utf-8", "replace") for i in range(n)]
+        self.label_names = [L.wc_image_set_label(h, i).decode("utf-8", "replace")
+                            for i in range(L.wc_image_set_nlabels(h))]
+
+    def __len__(self):
+        return len(self.labels)
+
+    def close(self):
+        """Release the archive and its decode backend (also on garbage collection)."""
+        if getattr(self, "_h", None):
+            self._L.wc_image_set_close(self._h)
+            self._h = None
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _indices(self, indices):
+        idx = _np.arange(len(self), dtype=_np.int64) if indices is None else _np.asarray(indices)
+        idx = idx.astype(_np.int64).reshape(-1)
+        if idx.size and (idx.min() < -len(self) or idx.max() >= len(self)):
+            raise IndexError(f"image index out of range for {len(self)} images")
+        return _np.where(idx < 0, idx + len(self), idx).astype(_np.uint32)
+
+    def read_into(self, indices, buffers):
+        """Decode images `indices` into `buffers` (writable C-contiguous uint8
+        objects of the buffer protocol or ctypes addresses (int), each of
+        height * width * 3 bytes, HWC). The GIL is released while decoding."""
+        idx = self._indices(indices)
+        if len(buffers) != len(idx):
+            raise ValueError(f"{len(idx)} images but {len(buffers)} buffers")
+        ptrs = (ctypes.c_void_p * max(len(idx), 1))()
+        for k, (i, b) in enumerate(zip(idx, buffers)):
+            need = int(self.sizes[i][0] * self.sizes[i][1] * self.channels)
+            if isinstance(b, int):
+                ptrs[k] = b
+                continue
+            a = _np.frombuffer(b, dtype=_np.uint8) if not isinstance(b, _np.ndarray) else b
+            if a.nbytes < need or not a.flags.c_contiguous or not a.flags.writeable:
+                raise ValueError(f"buffer {k} is not a writable contiguous {need}-byte buffer")
+            ptrs[k] = a.ctypes.data
+        arr = idx.ctypes.data_as(ctypes.POINTER(ctypes.c_uint32))
+        check(self._L.wc_image_set_decode(self._h, arr, len(idx), ptrs))
+
+    def read(self, indices=None):
+        """Images `indices` (default: all) as a list of uint8 arrays of shape
+        (height, width, 3)."""
+        idx = self._indices(indices)
+        out = [_np.empty((int(self.sizes[i][0]), int(self.sizes[i][1]), self.channels), dtype=_np.uint8)
+               for i in idx]
+        self.read_into(idx, out)
+        return out

@@ -1,0 +1,251 @@
+"""Image batches from .qvq archives as torch tensors (re-exported by
+wcodec.torch): load_images, QVQDataset (torch.utils.data conventions) and
+QVQLoader (batches with shuffling, sharding by rank and the next batch read
+while the current one trains). Built on wcodec.images.ImageSet.
+"""
+import queue
+import threading
+
+import numpy as _np
+import torch as _torch
+
+from .images import ImageSet
+
+__all__ = ["load_images", "QVQDataset", "QVQLoader"]
+
+_sets = {}
+_sets_lock = threading.Lock()
+
+
+def _device(device):
+    if isinstance(device, int):
+        return _torch.device("cuda", device)
+    return _torch.device(device)
+
+
+def _image_set(path, backend):
+    """One open ImageSet per (archive, backend), shared (it is thread-safe):
+    a decode backend, a GPU context above all, is costly to start."""
+    key = (str(path), backend)
+    with _sets_lock:
+        s = _sets.get(key)
+        if s is None:
+            s = _sets[key] = ImageSet(path, backend=backend)
+        return s
+
+
+def _decode_host(s, idx, pad, pin):
+    """Images idx of s in host memory: one uint8 tensor [N, H, W, C] when
+    they share a size (or pad: the largest, zero-filled at the bottom and
+    right), else a list of [H, W, C] tensors. pin: page-locked memory."""
+    sizes = s.sizes[idx]
+    same = len(idx) == 0 or bool((sizes == sizes[0]).all())
+    c = s.channels
+    if same or pad:
+        h = int(sizes[:, 0].max()) if len(idx) else 0
+        w = int(sizes[:, 1].max()) if len(idx) else 0
+        out = _torch.zeros((len(idx), h, w, c), dtype=_torch.uint8, pin_memory=pin)
+        if same:
+            base, step = out.data_ptr(), h * w * c
+            s.read_into(idx, [base + k * step for k in range(len(idx))])
+        else:
+            for k, a in enumerate(s.read(idx)):
+                out[k, :a.shape[0], :a.shape[1], :] = _torch.from_numpy(a)
+        return out
+    return [_torch.from_numpy(a) for a in s.read(idx)]
+
+
+def _finish(images, dev, layout, dtype, mean, std):
+    """Move to dev, lay out ("NCHW"/"NHWC", or "CHW"/"HWC" for one image),
+    convert (float dtypes: scaled to [0, 1], then (x - mean) / std)."""
+    if isinstance(images, list):
+        return [_finish(t.unsqueeze(0), dev, "N" + layout.lstrip("N"), dtype, mean, std)[0] for t in images]
+    t = images.to(dev, non_blocking=True)
+    channels_first = layout.lstrip("N") == "CHW"
+    if channels_first:
+        t = t.permute(0, 3, 1, 2)
+    if dtype != _torch.uint8:
+        if not dtype.is_floating_point:
+            raise TypeError(f"dtype {dtype}: uint8 or a floating-point dtype")
+        t = t.to(dtype).div_(255.0)
+        shape = (1, -1, 1, 1) if channels_first else (1, 1, 1, -1)
+        if mean is not None:
+            t = t.sub_(_torch.as_tensor(mean, dtype=dtype, device=dev).reshape(shape))
+        if std is not None:
+            t = t.div_(_torch.as_tensor(std, dtype=dtype, device=dev).reshape(shape))
+    return t.contiguous()
+
+
+def _check_layout(layout, batch=True):
+    ok = ("NCHW", "NHWC") if batch else ("CHW", "HWC")
+    if layout not in ok:
+        raise ValueError(f"layout {layout!r}: one of {ok}")
+
+
+def load_images(path, indices=None, device="cuda", layout="NCHW", dtype=_torch.uint8, mean=None, std=None,
+                pad=False, backend=None):
+    """Images of the .qvq archive `path` as tensors: (images, labels).
+
+    indices: image numbers (archive order: sorted by name; default all).
+    device: "cpu", "cuda", "cuda:N", N or a torch.device. On a GPU the
+    images are decoded by the GPU (backend "auto": the CPU where the CUDA
+    plugin or a GPU is missing) into page-locked host memory and copied to
+    the device; on "cpu" on every core. backend overrides ("cpu", "cuda",
+    "auto"). Only the tiles the images lie in are read and decoded.
+    layout: "NCHW" or "NHWC". dtype: torch.uint8 (the pixels), or a
+    floating-point dtype: pixels / 255, then (x - mean) / std with mean and
+    std sequences of 3 (per channel), applied on the device.
+    Images of one size give one tensor [N, 3, H, W] (NCHW); of several
+    sizes a list of [3, H, W] tensors, or with pad=True one tensor of the
+    largest size, zero-filled at the bottom and right.
+    labels: an int64 tensor [N] on the device, -1 for an image without one.
+    Errors: WcodecError (code "CORRUPT" for a damaged tile, naming it;
+    "IO", "FORMAT" for a bad archive), IndexError, ValueError, TypeError."""
+    _check_layout(layout)
+    dev = _device(device)
+    s = _image_set(path, backend or ("cpu" if dev.type == "cpu" else "auto"))
+    idx = s._indices(indices)
+    host = _decode_host(s, idx, pad, pin=dev.type == "cuda")
+    labels = _torch.as_tensor(s.labels[idx], dtype=_torch.int64).to(dev)
+    return _finish(host, dev, layout, dtype, mean, std), labels
+
+
+class QVQDataset(_torch.utils.data.Dataset):
+    """A .qvq archive as a map-style dataset: dataset[i] is (image, label),
+    image a CPU tensor [3, H, W] (layout "CHW", or [H, W, 3] with "HWC") of
+    dtype uint8 or float (as load_images), label an int (-1: none).
+
+    Attributes: labels (int64 tensor [N]), label_names, names (each image's
+    path as packed), sizes (int64 tensor [N, 2] of height, width), path.
+    Works with torch.utils.data.DataLoader (each worker opens the archive
+    itself); QVQLoader reads whole batches with one call instead."""
+
+    def __init__(self, path, layout="CHW", dtype=_torch.uint8, mean=None, std=None, backend="cpu"):
+        _check_layout(layout, batch=False)
+        self.path = str(path)
+        self.layout, self.dtype, self.mean, self.std, self.backend = layout, dtype, mean, std, backend
+        s = _image_set(self.path, backend)
+        self.labels = _torch.as_tensor(s.labels, dtype=_torch.int64)
+        self.sizes = _torch.as_tensor(s.sizes, dtype=_torch.int64)
+        self.label_names = list(s.label_names)
+        self.names = list(s.names)
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __getitem__(self, i):
+        if not -len(self) <= int(i) < len(self):
+            raise IndexError(f"image {i} of {len(self)}")
+        s = _image_set(self.path, self.backend)
+        host = _decode_host(s, s._indices([int(i)]), False, pin=False)
+        img = _finish(host, _torch.device("cpu"), "N" + self.layout, self.dtype, self.mean, self.std)[0]
+        return img, int(self.labels[int(i)])
+
+
+class QVQLoader:
+    """Batches of (images, labels) from a .qvq archive (a path or a
+    QVQDataset), as load_images returns them, for a training loop:
+
+        loader = QVQLoader("train.qvq", batch_size=256, shuffle=True, seed=0,
+                           rank=rank, world_size=world_size, device="cuda",
+                           dtype=torch.float32, mean=(0.485, 0.456, 0.406),
+                           std=(0.229, 0.224, 0.225))
+        for epoch in range(epochs):
+            for images, labels in loader: ...
+
+    shuffle: a new order each epoch, torch.randperm seeded with seed + epoch,
+    the same on every rank; the epoch advances at the end of each pass over
+    the loader, or is set with set_epoch(e). Sharding: rank r of world_size
+    takes positions r, r + world_size, ... of the epoch's order, so every
+    image is in exactly one rank's batches each epoch (ranks' counts differ
+    by at most one image; use drop_last for equal batch counts).
+    drop_last: a last batch smaller than batch_size is left out.
+    prefetch: batches read and decoded ahead on a background thread while
+    the current one is used (0: none). Other arguments as load_images."""
+
+    def __init__(self, data, batch_size, shuffle=False, seed=0, drop_last=False, rank=0, world_size=1,
+                 device="cuda", layout="NCHW", dtype=_torch.uint8, mean=None, std=None, pad=False,
+                 prefetch=2, backend=None):
+        _check_layout(layout)
+        if batch_size < 1 or world_size < 1 or not 0 <= rank < world_size:
+            raise ValueError("batch_size >= 1 and 0 <= rank < world_size are needed")
+        self.path = data.path if isinstance(data, QVQDataset) else str(data)
+        self.dev = _device(device)
+        self.set = _image_set(self.path, backend or ("cpu" if self.dev.type == "cpu" else "auto"))
+        self.batch_size, self.shuffle, self.seed, self.drop_last = batch_size, shuffle, seed, drop_last
+        self.rank, self.world_size, self.prefetch = rank, world_size, prefetch
+        self.layout, self.dtype, self.mean, self.std, self.pad = layout, dtype, mean, std, pad
+        self.epoch = 0
+
+    def set_epoch(self, epoch):
+        """Use epoch's order for the next pass (as DistributedSampler.set_epoch)."""
+        self.epoch = int(epoch)
+
+    def indices(self, epoch=None):
+        """This rank's image numbers for an epoch (default: the next pass's), in order."""
+        n = len(self.set)
+        e = self.epoch if epoch is None else epoch
+        if self.shuffle:
+            g = _torch.Generator()
+            g.manual_seed(self.seed + e)
+            order = _torch.randperm(n, generator=g).numpy()
+        else:
+            order = _np.arange(n)
+        mine = order[self.rank::self.world_size]
+        if self.drop_last:
+            mine = mine[:len(mine) - len(mine) % self.batch_size]
+        return mine
+
+    def __len__(self):
+        m = len(self.indices())
+        return m // self.batch_size if self.drop_last else -(-m // self.batch_size)
+
+    def _batches(self, idx):
+        for b in range(0, len(idx), self.batch_size):
+            yield idx[b:b + self.batch_size]
+
+    def _host(self, batch):
+        pin = self.dev.type == "cuda"
+        return _decode_host(self.set, batch.astype(_np.uint32), self.pad, pin), batch
+
+    def __iter__(self):
+        idx = self.indices()
+        self.epoch += 1
+        if self.prefetch <= 0:
+            for batch in self._batches(idx):
+                yield self._deliver(*self._host(batch))
+            return
+        q = queue.Queue(maxsize=self.prefetch)
+        stop = threading.Event()
+
+        def produce():
+            try:
+                for batch in self._batches(idx):
+                    if stop.is_set():
+                        return
+                    q.put(self._host(batch))
+                q.put(None)
+            except BaseException as e:  # handed to the consumer, raised there
+                q.put(e)
+
+        t = threading.Thread(target=produce, name="wcodec-qvq-prefetch", daemon=True)
+        t.start()
+        try:
+            while True:
+                item = q.get()
+                if item is None:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield self._deliver(*item)
+        finally:
+            stop.set()
+            while t.is_alive():  # unblock a producer waiting on a full queue
+                try:
+                    q.get_nowait()
+                except queue.Empty:
+                    t.join(0.01)
+
+    def _deliver(self, host, batch):
+        labels = _torch.as_tensor(self.set.labels[batch], dtype=_torch.int64).to(self.dev)
+        return _finish(host, self.dev, self.layout, self.dtype, self.mean, self.std), labels

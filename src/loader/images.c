@@ -1,0 +1,251 @@
+/* images.c - the images of a .qvq archive into caller memory (images.h). */
+#include "loader/images.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "qvq/qvq.h"
+
+/* Decoded bytes and tiles a batch may take (one tile at least). */
+#define BATCH_BYTES (64u << 20)
+#define BATCH_TILES 1024u
+
+struct wc_image_set {
+	wc_qvq *q;
+	wc_backend *be;
+	char *path;
+};
+
+wc_err wc_image_set_open(const char *path, const char *backend, unsigned threads, wc_image_set **out)
+{
+	*out = NULL;
+	wc_image_set *s = calloc(1, sizeof *s);
+	if (!s || !(s->path = strdup(path))) {
+		free(s);
+		return wc_fail(WC_E_NOMEM, "out of memory");
+	}
+	wc_err e = wc_qvq_open(path, &s->q);
+	if (!e) {
+		wc_backend_opts bo = {.threads = threads};
+		e = wc_backend_create(backend ? backend : "auto", &bo, &s->be);
+	}
+	if (e) {
+		wc_image_set_close(s);
+		return e;
+	}
+	*out = s;
+	return WC_OK;
+}
+
+void wc_image_set_close(wc_image_set *s)
+{
+	if (!s)
+		return;
+	if (s->be)
+		wc_backend_destroy(s->be);
+	if (s->q)
+		wc_qvq_release(s->q);
+	free(s->path);
+	free(s);
+}
+
+uint32_t wc_image_set_count(const wc_image_set *s) { return wc_qvq_nimages(s->q); }
+uint32_t wc_image_set_ntiles(const wc_image_set *s) { return wc_qvq_ntiles(s->q); }
+const char *wc_image_set_backend(const wc_image_set *s) { return s->be->ops->name; }
+
+wc_err wc_image_set_info(const wc_image_set *s, uint32_t i, wc_image_info *out)
+{
+	if (i >= wc_qvq_nimages(s->q))
+		return wc_fail(WC_E_RANGE, "%s: image %u of %u", s->path, i, wc_qvq_nimages(s->q));
+	const wc_qvq_image *im = wc_qvq_image_at(s->q, i);
+	*out = (wc_image_info){
+		.width = im->width,
+		.height = im->height,
+		.channels = wc_qvq_header_of(s->q)->channels,
+		.label = im->label == WC_QVQ_NO_LABEL ? -1 : (int32_t)im->label,
+		.tile = im->tile,
+		.tile_off = im->tile_off,
+	};
+	return WC_OK;
+}
+
+const char *wc_image_set_name(const wc_image_set *s, uint32_t i)
+{
+	return i < wc_qvq_nimages(s->q) ? wc_qvq_image_at(s->q, i)->name : NULL;
+}
+
+uint32_t wc_image_set_nlabels(const wc_image_set *s)
+{
+	uint32_t n;
+	wc_qvq_labels(s->q, &n);
+	return n;
+}
+
+const char *wc_image_set_label(const wc_image_set *s, uint32_t l)
+{
+	uint32_t n;
+	const char *const *names = wc_qvq_labels(s->q, &n);
+	return l < n ? names[l] : NULL;
+}
+
+uint64_t wc_image_set_tile_bytes(const wc_image_set *s, uint32_t t)
+{
+	return t < wc_qvq_ntiles(s->q) ? wc_qvq_tile_at(s->q, t)->dsize : 0;
+}
+
+/* A requested image: its tile, the image, and the caller's slot it fills. */
+typedef struct want {
+	uint32_t tile, img;
+	size_t k;
+} want;
+
+static int by_tile(const void *a, const void *b)
+{
+	const want *x = a, *y = b;
+	if (x->tile != y->tile)
+		return x->tile < y->tile ? -1 : 1;
+	return x->k < y->k ? -1 : x->k > y->k;
+}
+
+/* One call's state: the wants sorted by tile, a batch's buffers (the
+ * backend's: page-locked where it is CUDA), allocated once for the largest
+ * batch. */
+typedef struct decode_call {
+	wc_image_set *s;
+	uint8_t *const *dst;
+	want *w;
+	uint8_t *payloads, *outs;
+	size_t pcap, ocap;
+	wc_tile_job *jobs;
+	uint32_t *tiles;
+	uint64_t *out_off; /* per job: where its tile's bytes start in outs */
+} decode_call;
+
+static wc_err tile_failed(const decode_call *d, uint32_t tile, wc_err e, const char *why)
+{
+	const wc_qvq_tile *t = wc_qvq_tile_at(d->s->q, tile);
+	char reason[400];
+	snprintf(reason, sizeof reason, "%s", why);
+	return wc_fail(e, "%s: tile %u (its first image: %s): %s", d->s->path, tile,
+		       wc_qvq_image_at(d->s->q, t->first_image)->name, reason);
+}
+
+/* Decode the distinct tiles d->tiles[0..nt) in one backend batch and copy
+ * the wants [wi, wend), which lie in them, into their slots. */
+static wc_err decode_batch(decode_call *d, size_t nt, size_t wi, size_t wend)
+{
+	wc_qvq *q = d->s->q;
+	size_t poff = 0, ooff = 0;
+	for (size_t j = 0; j < nt; j++) {
+		const wc_qvq_tile *t = wc_qvq_tile_at(q, d->tiles[j]);
+		wc_err e = wc_qvq_read_payload(q, d->tiles[j], d->payloads + poff);
+		if (e)
+			return tile_failed(d, d->tiles[j], e, wc_last_detail());
+		wc_tile_job *job = &d->jobs[j];
+		memset(job, 0, sizeof *job);
+		wc_qvq_describe_job(q, d->tiles[j], job);
+		job->payload = d->payloads + poff;
+		job->payload_size = t->csize;
+		job->out = d->outs + ooff;
+		job->out_size = t->dsize;
+		d->out_off[j] = ooff;
+		poff += t->csize;
+		ooff += t->dsize;
+	}
+	wc_err e = wc_backend_decode(d->s->be, d->jobs, nt);
+	if (e)
+		return e;
+	for (size_t j = 0; j < nt; j++)
+		if (d->jobs[j].status)
+			return tile_failed(d, d->tiles[j], d->jobs[j].status, d->jobs[j].detail);
+	size_t j = 0;
+	for (size_t k = wi; k < wend; k++) {
+		while (d->tiles[j] != d->w[k].tile)
+			j++; /* both ascending; every wanted tile is in the batch */
+		const wc_qvq_image *im = wc_qvq_image_at(q, d->w[k].img);
+		size_t bytes = (size_t)im->width * im->height * wc_qvq_header_of(q)->channels;
+		memcpy(d->dst[d->w[k].k], d->outs + d->out_off[j] + im->tile_off, bytes);
+	}
+	return WC_OK;
+}
+
+/* The batches: runs of distinct tiles of at most BATCH_BYTES decoded bytes
+ * (one tile at least). For each, how many tiles and wants, and its payload
+ * and decoded bytes; with `run` set, decode it. */
+static wc_err batches(decode_call *d, size_t n, bool run, size_t *max_tiles, size_t *max_p, size_t *max_o)
+{
+	wc_qvq *q = d->s->q;
+	for (size_t wi = 0; wi < n;) {
+		size_t nt = 0, pb = 0, ob = 0, wend = wi;
+		while (wend < n) {
+			uint32_t tile = d->w[wend].tile;
+			const wc_qvq_tile *t = wc_qvq_tile_at(q, tile);
+			if (nt && (ob + t->dsize > BATCH_BYTES || nt == BATCH_TILES))
+				break;
+			if (run)
+				d->tiles[nt] = tile;
+			nt++;
+			pb += t->csize;
+			ob += t->dsize;
+			while (wend < n && d->w[wend].tile == tile)
+				wend++;
+		}
+		if (!run) {
+			*max_tiles = nt > *max_tiles ? nt : *max_tiles;
+			*max_p = pb > *max_p ? pb : *max_p;
+			*max_o = ob > *max_o ? ob : *max_o;
+		} else {
+			wc_err e = decode_batch(d, nt, wi, wend);
+			if (e)
+				return e;
+		}
+		wi = wend;
+	}
+	return WC_OK;
+}
+
+wc_err wc_image_set_decode(wc_image_set *s, const uint32_t *idx, size_t n, uint8_t *const *dst)
+{
+	if (n == 0)
+		return WC_OK;
+	const uint32_t count = wc_qvq_nimages(s->q);
+	decode_call d = {.s = s, .dst = dst, .w = malloc(n * sizeof *d.w)};
+	if (!d.w)
+		return wc_fail(WC_E_NOMEM, "out of memory for %zu images", n);
+	wc_err e = WC_OK;
+	for (size_t k = 0; k < n && !e; k++) {
+		if (idx[k] >= count)
+			e = wc_fail(WC_E_RANGE, "%s: image %u of %u", s->path, idx[k], count);
+		else
+			d.w[k] = (want){wc_qvq_image_at(s->q, idx[k])->tile, idx[k], k};
+	}
+	size_t max_tiles = 0, max_p = 0, max_o = 0;
+	if (!e) {
+		qsort(d.w, n, sizeof *d.w, by_tile);
+		batches(&d, n, false, &max_tiles, &max_p, &max_o);
+		d.jobs = calloc(max_tiles, sizeof *d.jobs);
+		d.tiles = calloc(max_tiles, sizeof *d.tiles);
+		d.out_off = calloc(max_tiles, sizeof *d.out_off);
+		d.payloads = wc_backend_buf_alloc(s->be, max_p ? max_p : 1);
+		d.outs = wc_backend_buf_alloc(s->be, max_o ? max_o : 1);
+		d.pcap = max_p ? max_p : 1;
+		d.ocap = max_o ? max_o : 1;
+		if (!d.jobs || !d.tiles || !d.out_off || !d.payloads || !d.outs)
+			e = wc_fail(WC_E_NOMEM, "out of memory for a batch of %zu tiles (%zu bytes)", max_tiles,
+				    max_p + max_o);
+	}
+	if (!e)
+		e = batches(&d, n, true, NULL, NULL, NULL);
+	if (d.payloads)
+		wc_backend_buf_free(s->be, d.payloads, d.pcap);
+	if (d.outs)
+		wc_backend_buf_free(s->be, d.outs, d.ocap);
+	free(d.jobs);
+	free(d.tiles);
+	free(d.out_off);
+	free(d.w);
+	return e;
+}

@@ -1,0 +1,78 @@
+/*
+ * images.h - the images of a .qvq archive (docs/FORMAT.md section 6) read
+ * into a caller's memory: the library half of wcodec.torch.load_images and
+ * wcodec.torch.QVQDataset (python/wcodec/images.py).
+ *
+ * An archive holds N RGB images (uint8, 3 channels, row-major: height x
+ * width x 3 bytes each, "HWC"), grouped into tiles; a tile decodes to the
+ * pixels of its images back to back. Reading image i decodes its tile (and
+ * only the tiles the requested images lie in, each once per call); every
+ * payload is checked against its XXH3-64 before decoding and every decoded
+ * tile after, so a damaged tile is an error, never wrong pixels.
+ *
+ * Decoding runs on a decode backend (engine/backend.h): "cpu" (every core
+ * the process may use), "cuda" (the GPU gathers the codebook patches; the
+ * pixels come back to host memory), or "auto" (CUDA where usable).
+ */
+#ifndef WC_LOADER_IMAGES_H
+#define WC_LOADER_IMAGES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/wc_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct wc_image_set wc_image_set;
+
+/* One image. */
+typedef struct wc_image_info {
+	uint32_t width;    /* pixels */
+	uint32_t height;   /* pixels */
+	uint32_t channels; /* bytes per pixel: 3 (RGB) */
+	int32_t label;     /* index into the label names, -1 for none */
+	uint32_t tile;     /* the tile holding its pixels */
+	uint32_t reserved; /* 0 */
+	uint64_t tile_off; /* offset of its first byte in that tile's decoded bytes */
+} wc_image_info;
+
+/* Open the archive at path (validated as wc_qvq_open does: every section's
+ * bounds and checksum, names, tables) with a decode backend ("auto", "cpu",
+ * "cuda"; threads: CPU decode threads, 0 for every usable CPU). Errors:
+ * those of opening the archive (WC_E_IO, WC_E_FORMAT, WC_E_CORRUPT,
+ * WC_E_UNSUPPORTED, WC_E_RANGE), of creating the backend (WC_E_BACKEND for
+ * "cuda" without a usable GPU), WC_E_NOMEM; each with a reason. */
+wc_err wc_image_set_open(const char *path, const char *backend, unsigned threads, wc_image_set **out);
+void wc_image_set_close(wc_image_set *s);
+
+/* Images and tiles of the archive; the backend's name ("cpu", "cuda"). */
+uint32_t wc_image_set_count(const wc_image_set *s);
+uint32_t wc_image_set_ntiles(const wc_image_set *s);
+const char *wc_image_set_backend(const wc_image_set *s);
+
+/* Image i's geometry, label and place. Errors: WC_E_RANGE (i >= count). */
+wc_err wc_image_set_info(const wc_image_set *s, uint32_t i, wc_image_info *out);
+/* Image i's relative path as packed (NUL-terminated UTF-8), NULL if out of range. */
+const char *wc_image_set_name(const wc_image_set *s, uint32_t i);
+/* The label names: nlabels of them; name l, NULL if out of range. */
+uint32_t wc_image_set_nlabels(const wc_image_set *s);
+const char *wc_image_set_label(const wc_image_set *s, uint32_t l);
+/* Decoded bytes of tile t (0 if out of range). */
+uint64_t wc_image_set_tile_bytes(const wc_image_set *s, uint32_t t);
+
+/* Decode images idx[0..n) into dst[k] (host memory, width * height * 3
+ * bytes each, HWC). Each tile they lie in is read, checked and decoded
+ * once, in batches of at most 64 MiB of decoded bytes. Errors: WC_E_RANGE
+ * (an index >= count), WC_E_IO, WC_E_CORRUPT (a damaged tile: the reason
+ * names the archive, the tile and its first image), WC_E_BACKEND,
+ * WC_E_NOMEM. Safe to call from several threads on one set. */
+wc_err wc_image_set_decode(wc_image_set *s, const uint32_t *idx, size_t n, uint8_t *const *dst);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WC_LOADER_IMAGES_H */
