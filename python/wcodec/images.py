@@ -59,7 +59,7 @@ def _api():
             L.wc_image_set_label.restype = c.c_char_p
             L.wc_image_set_label.argtypes = [vp, c.c_uint32]
             L.wc_image_set_decode.restype = c.c_int
-            L.wc_image_set_decode.argtypes = [vp, c.POINTER(c.c_uint32), c.c_size_t, c.POINTER(vp)]
+            L.wc_image_set_decode.argtypes = [vp, c.POINTER(c.c_uint32), c.c_size_t, c.c_int, c.POINTER(vp)]
             _typed = True
     return L
 
@@ -125,10 +125,13 @@ class ImageSet:
             raise IndexError(f"image index out of range for {len(self)} images")
         return _np.where(idx < 0, idx + len(self), idx).astype(_np.uint32)
 
-    def read_into(self, indices, buffers):
+    def read_into(self, indices, buffers, layout="HWC"):
         """Decode images `indices` into `buffers` (writable C-contiguous uint8
-        objects of the buffer protocol or ctypes addresses (int), each of
-        height * width * 3 bytes, HWC). The GIL is released while decoding."""
+        numpy arrays, or addresses (int) of memory the caller keeps alive),
+        each of height * width * 3 bytes, laid out "HWC" (rows of RGB
+        pixels) or "CHW" (three planes). The GIL is released while decoding."""
+        if layout not in ("HWC", "CHW"):
+            raise ValueError(f"layout {layout!r}: 'HWC' or 'CHW'")
         idx = self._indices(indices)
         if len(buffers) != len(idx):
             raise ValueError(f"{len(idx)} images but {len(buffers)} buffers")
@@ -138,18 +141,19 @@ class ImageSet:
             if isinstance(b, int):
                 ptrs[k] = b
                 continue
-            a = _np.frombuffer(b, dtype=_np.uint8) if not isinstance(b, _np.ndarray) else b
+            a = b if isinstance(b, _np.ndarray) else _np.asarray(memoryview(b)).view(_np.uint8)
             if a.nbytes < need or not a.flags.c_contiguous or not a.flags.writeable:
                 raise ValueError(f"buffer {k} is not a writable contiguous {need}-byte buffer")
             ptrs[k] = a.ctypes.data
         arr = idx.ctypes.data_as(ctypes.POINTER(ctypes.c_uint32))
-        check(self._L.wc_image_set_decode(self._h, arr, len(idx), ptrs))
+        check(self._L.wc_image_set_decode(self._h, arr, len(idx), 0 if layout == "HWC" else 1, ptrs))
 
-    def read(self, indices=None):
+    def read(self, indices=None, layout="HWC"):
         """Images `indices` (default: all) as a list of uint8 arrays of shape
-        (height, width, 3)."""
+        (height, width, 3), or (3, height, width) with layout "CHW"."""
         idx = self._indices(indices)
-        out = [_np.empty((int(self.sizes[i][0]), int(self.sizes[i][1]), self.channels), dtype=_np.uint8)
-               for i in idx]
-        self.read_into(idx, out)
+        c = self.channels
+        out = [_np.empty((int(self.sizes[i][0]), int(self.sizes[i][1]), c) if layout == "HWC"
+                         else (c, int(self.sizes[i][0]), int(self.sizes[i][1])), dtype=_np.uint8) for i in idx]
+        self.read_into(idx, out, layout)
         return out

@@ -34,46 +34,50 @@ def _image_set(path, backend):
         return s
 
 
-def _decode_host(s, idx, pad, pin):
-    """Images idx of s in host memory: one uint8 tensor [N, H, W, C] when
-    they share a size (or pad: the largest, zero-filled at the bottom and
-    right), else a list of [H, W, C] tensors. pin: page-locked memory."""
+def _decode_host(s, idx, pad, pin, chw):
+    """Images idx of s in host memory, decoded straight into place: one
+    uint8 tensor [N, C, H, W] (chw) or [N, H, W, C] when they share a size
+    (or pad: the largest, zero-filled at the bottom and right), else a list
+    of [C, H, W] or [H, W, C] tensors. pin: page-locked memory."""
     sizes = s.sizes[idx]
     same = len(idx) == 0 or bool((sizes == sizes[0]).all())
     c = s.channels
+    lay = "CHW" if chw else "HWC"
     if same or pad:
         h = int(sizes[:, 0].max()) if len(idx) else 0
         w = int(sizes[:, 1].max()) if len(idx) else 0
-        out = _torch.zeros((len(idx), h, w, c), dtype=_torch.uint8, pin_memory=pin)
+        shape = (len(idx), c, h, w) if chw else (len(idx), h, w, c)
         if same:
+            out = _torch.empty(shape, dtype=_torch.uint8, pin_memory=pin)
             base, step = out.data_ptr(), h * w * c
-            s.read_into(idx, [base + k * step for k in range(len(idx))])
+            s.read_into(idx, [base + k * step for k in range(len(idx))], lay)
         else:
-            for k, a in enumerate(s.read(idx)):
-                out[k, :a.shape[0], :a.shape[1], :] = _torch.from_numpy(a)
+            out = _torch.zeros(shape, dtype=_torch.uint8, pin_memory=pin)
+            for k, a in enumerate(s.read(idx, lay)):
+                if chw:
+                    out[k, :, :a.shape[1], :a.shape[2]] = _torch.from_numpy(a)
+                else:
+                    out[k, :a.shape[0], :a.shape[1], :] = _torch.from_numpy(a)
         return out
-    return [_torch.from_numpy(a) for a in s.read(idx)]
+    return [_torch.from_numpy(a) for a in s.read(idx, lay)]
 
 
-def _finish(images, dev, layout, dtype, mean, std):
-    """Move to dev, lay out ("NCHW"/"NHWC", or "CHW"/"HWC" for one image),
-    convert (float dtypes: scaled to [0, 1], then (x - mean) / std)."""
+def _finish(images, dev, dtype, mean, std, chw):
+    """Move to dev and convert (float dtypes: pixels / 255, then (x - mean)
+    / std, in two passes on the device)."""
     if isinstance(images, list):
-        return [_finish(t.unsqueeze(0), dev, "N" + layout.lstrip("N"), dtype, mean, std)[0] for t in images]
+        return [_finish(t.unsqueeze(0), dev, dtype, mean, std, chw)[0] for t in images]
     t = images.to(dev, non_blocking=True)
-    channels_first = layout.lstrip("N") == "CHW"
-    if channels_first:
-        t = t.permute(0, 3, 1, 2)
-    if dtype != _torch.uint8:
-        if not dtype.is_floating_point:
-            raise TypeError(f"dtype {dtype}: uint8 or a floating-point dtype")
-        t = t.to(dtype).div_(255.0)
-        shape = (1, -1, 1, 1) if channels_first else (1, 1, 1, -1)
-        if mean is not None:
-            t = t.sub_(_torch.as_tensor(mean, dtype=dtype, device=dev).reshape(shape))
-        if std is not None:
-            t = t.div_(_torch.as_tensor(std, dtype=dtype, device=dev).reshape(shape))
-    return t.contiguous()
+    if dtype == _torch.uint8:
+        return t
+    if not dtype.is_floating_point:
+        raise TypeError(f"dtype {dtype}: uint8 or a floating-point dtype")
+    shape = (1, -1, 1, 1) if chw else (1, 1, 1, -1)
+    m = _torch.as_tensor(mean if mean is not None else 0.0, dtype=_torch.float64)
+    sd = _torch.as_tensor(std if std is not None else 1.0, dtype=_torch.float64)
+    scale = (1.0 / (255.0 * sd)).to(dtype).to(dev).reshape(shape)
+    bias = (-m / sd).to(dtype).to(dev).reshape(shape)
+    return t.to(dtype).mul_(scale).add_(bias)
 
 
 def _check_layout(layout, batch=True):
@@ -105,9 +109,9 @@ def load_images(path, indices=None, device="cuda", layout="NCHW", dtype=_torch.u
     dev = _device(device)
     s = _image_set(path, backend or ("cpu" if dev.type == "cpu" else "auto"))
     idx = s._indices(indices)
-    host = _decode_host(s, idx, pad, pin=dev.type == "cuda")
+    host = _decode_host(s, idx, pad, dev.type == "cuda", layout == "NCHW")
     labels = _torch.as_tensor(s.labels[idx], dtype=_torch.int64).to(dev)
-    return _finish(host, dev, layout, dtype, mean, std), labels
+    return _finish(host, dev, dtype, mean, std, layout == "NCHW"), labels
 
 
 class QVQDataset(_torch.utils.data.Dataset):
@@ -137,8 +141,9 @@ class QVQDataset(_torch.utils.data.Dataset):
         if not -len(self) <= int(i) < len(self):
             raise IndexError(f"image {i} of {len(self)}")
         s = _image_set(self.path, self.backend)
-        host = _decode_host(s, s._indices([int(i)]), False, pin=False)
-        img = _finish(host, _torch.device("cpu"), "N" + self.layout, self.dtype, self.mean, self.std)[0]
+        chw = self.layout == "CHW"
+        host = _decode_host(s, s._indices([int(i)]), False, False, chw)
+        img = _finish(host, _torch.device("cpu"), self.dtype, self.mean, self.std, chw)[0]
         return img, int(self.labels[int(i)])
 
 
@@ -206,7 +211,7 @@ class QVQLoader:
 
     def _host(self, batch):
         pin = self.dev.type == "cuda"
-        return _decode_host(self.set, batch.astype(_np.uint32), self.pad, pin), batch
+        return _decode_host(self.set, batch.astype(_np.uint32), self.pad, pin, self.layout == "NCHW"), batch
 
     def __iter__(self):
         idx = self.indices()
@@ -248,4 +253,4 @@ class QVQLoader:
 
     def _deliver(self, host, batch):
         labels = _torch.as_tensor(self.set.labels[batch], dtype=_torch.int64).to(self.dev)
-        return _finish(host, self.dev, self.layout, self.dtype, self.mean, self.std), labels
+        return _finish(host, self.dev, self.dtype, self.mean, self.std, self.layout == "NCHW"), labels

@@ -115,6 +115,7 @@ static int by_tile(const void *a, const void *b)
  * batch. */
 typedef struct decode_call {
 	wc_image_set *s;
+	wc_image_layout layout;
 	uint8_t *const *dst;
 	want *w;
 	uint8_t *payloads, *outs;
@@ -131,6 +132,27 @@ static wc_err tile_failed(const decode_call *d, uint32_t tile, wc_err e, const c
 	snprintf(reason, sizeof reason, "%s", why);
 	return wc_fail(e, "%s: tile %u (its first image: %s): %s", d->s->path, tile,
 		       wc_qvq_image_at(d->s->q, t->first_image)->name, reason);
+}
+
+/* An image's npix pixels of `channels` bytes from src (HWC, as decoded) to
+ * dst in `layout`. */
+static void place(uint8_t *restrict dst, const uint8_t *restrict src, size_t npix, unsigned channels,
+		  wc_image_layout layout)
+{
+	if (layout == WC_IMAGE_HWC) {
+		memcpy(dst, src, npix * channels);
+	} else if (channels == 3) { /* the usual case, kept simple for the vectorizer */
+		uint8_t *r = dst, *g = dst + npix, *b = dst + 2 * npix;
+		for (size_t p = 0; p < npix; p++) {
+			r[p] = src[3 * p];
+			g[p] = src[3 * p + 1];
+			b[p] = src[3 * p + 2];
+		}
+	} else {
+		for (unsigned c = 0; c < channels; c++)
+			for (size_t p = 0; p < npix; p++)
+				dst[c * npix + p] = src[p * channels + c];
+	}
 }
 
 /* Decode the distinct tiles d->tiles[0..nt) in one backend batch and copy
@@ -166,8 +188,8 @@ static wc_err decode_batch(decode_call *d, size_t nt, size_t wi, size_t wend)
 		while (d->tiles[j] != d->w[k].tile)
 			j++; /* both ascending; every wanted tile is in the batch */
 		const wc_qvq_image *im = wc_qvq_image_at(q, d->w[k].img);
-		size_t bytes = (size_t)im->width * im->height * wc_qvq_header_of(q)->channels;
-		memcpy(d->dst[d->w[k].k], d->outs + d->out_off[j] + im->tile_off, bytes);
+		place(d->dst[d->w[k].k], d->outs + d->out_off[j] + im->tile_off, (size_t)im->width * im->height,
+		      wc_qvq_header_of(q)->channels, d->layout);
 	}
 	return WC_OK;
 }
@@ -207,12 +229,15 @@ static wc_err batches(decode_call *d, size_t n, bool run, size_t *max_tiles, siz
 	return WC_OK;
 }
 
-wc_err wc_image_set_decode(wc_image_set *s, const uint32_t *idx, size_t n, uint8_t *const *dst)
+wc_err wc_image_set_decode(wc_image_set *s, const uint32_t *idx, size_t n, wc_image_layout layout,
+			   uint8_t *const *dst)
 {
 	if (n == 0)
 		return WC_OK;
+	if (layout != WC_IMAGE_HWC && layout != WC_IMAGE_CHW)
+		return wc_fail(WC_E_INVAL, "image layout %d", (int)layout);
 	const uint32_t count = wc_qvq_nimages(s->q);
-	decode_call d = {.s = s, .dst = dst, .w = malloc(n * sizeof *d.w)};
+	decode_call d = {.s = s, .layout = layout, .dst = dst, .w = malloc(n * sizeof *d.w)};
 	if (!d.w)
 		return wc_fail(WC_E_NOMEM, "out of memory for %zu images", n);
 	wc_err e = WC_OK;

@@ -63,13 +63,19 @@ const char *wc_image_set_label(const wc_image_set *s, uint32_t l);
 /* Decoded bytes of tile t (0 if out of range). */
 uint64_t wc_image_set_tile_bytes(const wc_image_set *s, uint32_t t);
 
+/* How wc_image_set_decode lays an image out: HWC (row-major pixels of 3
+ * bytes, as decoded) or CHW (three planes of width * height bytes, as
+ * torch's NCHW batches want them). */
+typedef enum wc_image_layout { WC_IMAGE_HWC = 0, WC_IMAGE_CHW = 1 } wc_image_layout;
+
 /* Decode images idx[0..n) into dst[k] (host memory, width * height * 3
- * bytes each, HWC). Each tile they lie in is read, checked and decoded
- * once, in batches of at most 64 MiB of decoded bytes. Errors: WC_E_RANGE
+ * bytes each, laid out as `layout` says). Each tile they lie in is read,
+ * checked and decoded once, in batches of at most 64 MiB of decoded bytes. Errors: WC_E_RANGE
  * (an index >= count), WC_E_IO, WC_E_CORRUPT (a damaged tile: the reason
  * names the archive, the tile and its first image), WC_E_BACKEND,
  * WC_E_NOMEM. Safe to call from several threads on one set. */
-wc_err wc_image_set_decode(wc_image_set *s, const uint32_t *idx, size_t n, uint8_t *const *dst);
+wc_err wc_image_set_decode(wc_image_set *s, const uint32_t *idx, size_t n, wc_image_layout layout,
+			   uint8_t *const *dst);
 
 #ifdef __cplusplus
 }
