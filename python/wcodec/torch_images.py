@@ -3,7 +3,10 @@ wcodec.torch): load_images, QVQDataset (torch.utils.data conventions) and
 QVQLoader (batches with shuffling, sharding by rank and the next batch read
 while the current one trains). Built on wcodec.images.ImageSet.
 """
-import queue
+import collections as _collections
+import concurrent.futures as _futures
+import itertools as _itertools
+import os as _os
 import threading
 
 import numpy as _np
@@ -165,12 +168,13 @@ class QVQLoader:
     image is in exactly one rank's batches each epoch (ranks' counts differ
     by at most one image; use drop_last for equal batch counts).
     drop_last: a last batch smaller than batch_size is left out.
-    prefetch: batches read and decoded ahead on a background thread while
-    the current one is used (0: none). Other arguments as load_images."""
+    prefetch: batches read and decoded ahead while the current one is used
+    (0: none), by `workers` threads (default: up to 4), each into its own
+    page-locked buffer. Other arguments as load_images."""
 
     def __init__(self, data, batch_size, shuffle=False, seed=0, drop_last=False, rank=0, world_size=1,
                  device="cuda", layout="NCHW", dtype=_torch.uint8, mean=None, std=None, pad=False,
-                 prefetch=2, backend=None):
+                 prefetch=4, workers=None, backend=None):
         _check_layout(layout)
         if batch_size < 1 or world_size < 1 or not 0 <= rank < world_size:
             raise ValueError("batch_size >= 1 and 0 <= rank < world_size are needed")
@@ -179,6 +183,7 @@ class QVQLoader:
         self.set = _image_set(self.path, backend or ("cpu" if self.dev.type == "cpu" else "auto"))
         self.batch_size, self.shuffle, self.seed, self.drop_last = batch_size, shuffle, seed, drop_last
         self.rank, self.world_size, self.prefetch = rank, world_size, prefetch
+        self.workers = workers or max(1, min(4, prefetch, _os.cpu_count() or 1))
         self.layout, self.dtype, self.mean, self.std, self.pad = layout, dtype, mean, std, pad
         self.epoch = 0
 
@@ -206,8 +211,7 @@ class QVQLoader:
         return m // self.batch_size if self.drop_last else -(-m // self.batch_size)
 
     def _batches(self, idx):
-        for b in range(0, len(idx), self.batch_size):
-            yield idx[b:b + self.batch_size]
+        return (idx[b:b + self.batch_size] for b in range(0, len(idx), self.batch_size))
 
     def _host(self, batch):
         pin = self.dev.type == "cuda"
@@ -216,40 +220,27 @@ class QVQLoader:
     def __iter__(self):
         idx = self.indices()
         self.epoch += 1
+        batches = self._batches(idx)
         if self.prefetch <= 0:
-            for batch in self._batches(idx):
+            for batch in batches:
                 yield self._deliver(*self._host(batch))
             return
-        q = queue.Queue(maxsize=self.prefetch)
-        stop = threading.Event()
-
-        def produce():
+        # Batches decoded ahead by `workers` threads (the library releases
+        # the GIL and is thread-safe), each into its own buffer, delivered
+        # in order; at most `prefetch` of them wait.
+        with _futures.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="wcodec-qvq") as ex:
+            pending = _collections.deque(ex.submit(self._host, b) for b in _itertools.islice(batches,
+                                                                                             self.prefetch))
             try:
-                for batch in self._batches(idx):
-                    if stop.is_set():
-                        return
-                    q.put(self._host(batch))
-                q.put(None)
-            except BaseException as e:  # handed to the consumer, raised there
-                q.put(e)
-
-        t = threading.Thread(target=produce, name="wcodec-qvq-prefetch", daemon=True)
-        t.start()
-        try:
-            while True:
-                item = q.get()
-                if item is None:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                yield self._deliver(*item)
-        finally:
-            stop.set()
-            while t.is_alive():  # unblock a producer waiting on a full queue
-                try:
-                    q.get_nowait()
-                except queue.Empty:
-                    t.join(0.01)
+                while pending:
+                    host, batch = pending.popleft().result()
+                    nxt = next(batches, None)
+                    if nxt is not None:
+                        pending.append(ex.submit(self._host, nxt))
+                    yield self._deliver(host, batch)
+            finally:
+                for f in pending:
+                    f.cancel()
 
     def _deliver(self, host, batch):
         labels = _torch.as_tensor(self.set.labels[batch], dtype=_torch.int64).to(self.dev)
