@@ -1,6 +1,7 @@
 /* images.c - the images of a .qvq archive into caller memory (images.h). */
 #include "loader/images.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,11 +14,73 @@
 #define BATCH_BYTES (64u << 20)
 #define BATCH_TILES 1024u
 
+/* A batch's buffer (payloads, then decoded tiles), kept for the next call:
+ * mapping and faulting in tens of MiB per batch cost more than decoding
+ * them (page clearing and faults were half the time). */
+typedef struct batch_buf {
+	uint8_t *p;
+	size_t cap;
+	struct batch_buf *next;
+} batch_buf;
+
+/* Buffers kept at most (one per thread decoding at once, typically). */
+#define KEEP_BUFS 4
+
 struct wc_image_set {
 	wc_qvq *q;
 	wc_backend *be;
 	char *path;
+	pthread_mutex_t lock; /* the free buffers */
+	batch_buf *free;
+	unsigned nfree;
 };
+
+/* A buffer of at least `need` bytes: a kept one that fits, else a new one
+ * (the backend's memory: page-locked for CUDA). NULL if out of memory. */
+static batch_buf *buf_take(wc_image_set *s, size_t need)
+{
+	pthread_mutex_lock(&s->lock);
+	batch_buf **pp = &s->free, *b = NULL;
+	for (; *pp; pp = &(*pp)->next)
+		if ((*pp)->cap >= need) {
+			b = *pp;
+			*pp = b->next;
+			s->nfree--;
+			break;
+		}
+	pthread_mutex_unlock(&s->lock);
+	if (b)
+		return b;
+	if (!(b = malloc(sizeof *b)))
+		return NULL;
+	b->cap = need;
+	if (!(b->p = wc_backend_buf_alloc(s->be, need))) {
+		free(b);
+		return NULL;
+	}
+	return b;
+}
+
+static void buf_free(wc_image_set *s, batch_buf *b)
+{
+	wc_backend_buf_free(s->be, b->p, b->cap);
+	free(b);
+}
+
+/* Keep b for a later call, or free it beyond KEEP_BUFS. */
+static void buf_give(wc_image_set *s, batch_buf *b)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->nfree < KEEP_BUFS) {
+		b->next = s->free;
+		s->free = b;
+		s->nfree++;
+		b = NULL;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (b)
+		buf_free(s, b);
+}
 
 wc_err wc_image_set_open(const char *path, const char *backend, unsigned threads, wc_image_set **out)
 {
@@ -27,6 +90,7 @@ wc_err wc_image_set_open(const char *path, const char *backend, unsigned threads
 		free(s);
 		return wc_fail(WC_E_NOMEM, "out of memory");
 	}
+	pthread_mutex_init(&s->lock, NULL);
 	wc_err e = wc_qvq_open(path, &s->q);
 	if (!e) {
 		wc_backend_opts bo = {.threads = threads};
@@ -44,6 +108,12 @@ void wc_image_set_close(wc_image_set *s)
 {
 	if (!s)
 		return;
+	while (s->free) {
+		batch_buf *b = s->free;
+		s->free = b->next;
+		buf_free(s, b);
+	}
+	pthread_mutex_destroy(&s->lock);
 	if (s->be)
 		wc_backend_destroy(s->be);
 	if (s->q)
@@ -118,8 +188,8 @@ typedef struct decode_call {
 	wc_image_layout layout;
 	uint8_t *const *dst;
 	want *w;
-	uint8_t *payloads, *outs;
-	size_t pcap, ocap;
+	uint8_t *payloads, *outs; /* in buf */
+	batch_buf *buf;
 	wc_tile_job *jobs;
 	uint32_t *tiles;
 	uint64_t *out_off; /* per job: where its tile's bytes start in outs */
@@ -254,20 +324,20 @@ wc_err wc_image_set_decode(wc_image_set *s, const uint32_t *idx, size_t n, wc_im
 		d.jobs = calloc(max_tiles, sizeof *d.jobs);
 		d.tiles = calloc(max_tiles, sizeof *d.tiles);
 		d.out_off = calloc(max_tiles, sizeof *d.out_off);
-		d.payloads = wc_backend_buf_alloc(s->be, max_p ? max_p : 1);
-		d.outs = wc_backend_buf_alloc(s->be, max_o ? max_o : 1);
-		d.pcap = max_p ? max_p : 1;
-		d.ocap = max_o ? max_o : 1;
-		if (!d.jobs || !d.tiles || !d.out_off || !d.payloads || !d.outs)
+		/* decoded tiles first: 64-byte aligned for the backend */
+		size_t ob = (max_o + 63) & ~(size_t)63;
+		if ((d.buf = buf_take(s, ob + max_p + 1))) {
+			d.outs = d.buf->p;
+			d.payloads = d.buf->p + ob;
+		}
+		if (!d.jobs || !d.tiles || !d.out_off || !d.buf)
 			e = wc_fail(WC_E_NOMEM, "out of memory for a batch of %zu tiles (%zu bytes)", max_tiles,
 				    max_p + max_o);
 	}
 	if (!e)
 		e = batches(&d, n, true, NULL, NULL, NULL);
-	if (d.payloads)
-		wc_backend_buf_free(s->be, d.payloads, d.pcap);
-	if (d.outs)
-		wc_backend_buf_free(s->be, d.outs, d.ocap);
+	if (d.buf)
+		buf_give(s, d.buf);
 	free(d.jobs);
 	free(d.tiles);
 	free(d.out_off);
