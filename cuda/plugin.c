@@ -50,6 +50,17 @@ EXPORT wc_err wcodec_cuda_vq_nearest(int gpu, const uint8_t *codebook, uint32_t 
 	return wcc_vq_nearest(gpu, codebook, k, dim, points, n, out);
 }
 
+/* .qvq images straight into device memory (wcodec_cuda.h), found by name
+ * (wc_backend_symbol) by libwcodec's image reader. */
+EXPORT wc_err wcodec_cuda_vq_place(wc_backend *be, wc_tile_job *jobs, size_t n, const void *dsts, size_t ndst,
+				   void *stream)
+{
+	if (!be || be->ops->decode != cuda_decode)
+		return wc_fail(WC_E_INVAL, "cuda: wcodec_cuda_vq_place needs the CUDA backend");
+	return wcc_vq_place(((cuda_backend *)be)->vq, jobs, n, (const struct wc_qvq_image_dst *)dsts, ndst,
+			    stream);
+}
+
 static void cuda_host_free(void *p, size_t bytes)
 {
 	(void)bytes;

@@ -352,6 +352,165 @@ out:
 	return ret;
 }
 
+/* ---- images straight into device memory (wcodec_cuda_vq_place) ---------------- */
+
+/* A free staging slot (waiting for one); slot_give returns it. */
+static vq_slot *slot_take(wcc_vq *vq)
+{
+	pthread_mutex_lock(&vq->mu);
+	vq_slot *s = NULL;
+	while (!s) {
+		for (unsigned q = 0; q < VQ_SLOTS && !s; q++)
+			if (!vq->slots[q].busy)
+				s = &vq->slots[q];
+		if (!s)
+			pthread_cond_wait(&vq->slot_free, &vq->mu);
+	}
+	s->busy = 1;
+	pthread_mutex_unlock(&vq->mu);
+	return s;
+}
+
+static void slot_give(wcc_vq *vq, vq_slot *s)
+{
+	pthread_mutex_lock(&vq->mu);
+	s->busy = 0;
+	pthread_cond_signal(&vq->slot_free);
+	pthread_mutex_unlock(&vq->mu);
+}
+
+extern "C" wc_err wcc_vq_place(wcc_vq *vq, wc_tile_job *jobs, size_t n, const wc_qvq_image_dst *dsts, size_t ndst,
+			       void *stream)
+{
+	for (size_t a = 0; a < n; a++)
+		if (jobs[a].kind != WC_JOB_VQ || !job_ok_for_gpu(&jobs[a]))
+			return wc_fail(WC_E_INVAL, "cuda vq: job %zu is not an image tile this path decodes", a);
+	for (size_t d = 0; d < ndst; d++)
+		if (dsts[d].job >= n || dsts[d].image >= wc_qvq_job_of(&jobs[dsts[d].job])->nimages ||
+		    !dsts[d].device_dst)
+			return wc_fail(WC_E_INVAL, "cuda vq: image destination %zu names no image of the jobs", d);
+	wc_tile_job *shadow = (wc_tile_job *)calloc(n ? n : 1, sizeof *shadow);
+	uint8_t **dev_idx = (uint8_t **)calloc(n ? n : 1, sizeof *dev_idx);
+	const uint8_t **dcb = (const uint8_t **)calloc(n ? n : 1, sizeof *dcb);
+	wcc_vq_image *desc = (wcc_vq_image *)calloc(ndst ? ndst : 1, sizeof *desc);
+	if (!shadow || !dev_idx || !dcb || !desc) {
+		free(shadow);
+		free(dev_idx);
+		free(dcb);
+		free(desc);
+		return wc_fail(WC_E_NOMEM, "cuda vq: no memory");
+	}
+	size_t idx_total = 0;
+	for (size_t a = 0; a < n; a++)
+		idx_total += A16((size_t)wc_qvq_job_of(&jobs[a])->nindices * wc_qvq_job_of(&jobs[a])->index_bytes);
+	size_t desc_bytes = A16(ndst * sizeof *desc), status_bytes = A16(n * 4);
+	vq_slot *s = slot_take(vq);
+	cudaError_t ce = cudaSetDevice(vq->gpu);
+	if (ce == cudaSuccess && grow_slot(s, idx_total + desc_bytes + status_bytes, status_bytes))
+		ce = cudaErrorMemoryAllocation;
+	uint8_t *d_idx = s->d_buf;
+	wcc_vq_image *d_desc = (wcc_vq_image *)(d_idx + idx_total);
+	uint32_t *d_status = (uint32_t *)((uint8_t *)d_desc + desc_bytes);
+	uint32_t *h_status = (uint32_t *)s->h_buf;
+	wc_err ret = WC_OK;
+
+	/* Step 1: every job's index array, by the plane pipeline, into the slot. */
+	size_t io = 0;
+	for (size_t a = 0; a < n && ce == cudaSuccess; a++) {
+		const wc_tile_job *j = &jobs[a];
+		shadow[a] = *j;
+		shadow[a].kind = WC_JOB_PLANES;
+		shadow[a].out = NULL;
+		shadow[a].out_size = wc_qvq_job_of(j)->nindices * wc_qvq_job_of(j)->index_bytes;
+		shadow[a].dhash = 0; /* device outputs are not hashed: the streams' own checks hold */
+		dev_idx[a] = d_idx + io;
+		io += A16(shadow[a].out_size);
+	}
+	wc_err e = ce == cudaSuccess && n ? wcc_decode(vq->ctx, shadow, n, dev_idx) : WC_OK;
+	if (ce != cudaSuccess || e) {
+		ret = ce != cudaSuccess ? wc_fail(WC_E_BACKEND, "cuda vq: %s", cudaGetErrorString(ce)) : e;
+		goto out;
+	}
+	for (size_t a = 0; a < n; a++) {
+		jobs[a].status = shadow[a].status;
+		if (shadow[a].status)
+			memcpy(jobs[a].detail, shadow[a].detail, sizeof jobs[a].detail);
+	}
+
+	/* Step 2: the gather of the images asked for, into their places. */
+	{
+		size_t nd = 0;
+		uint32_t max_patches = 0;
+		pthread_mutex_lock(&vq->mu);
+		for (size_t a = 0; a < n && ce == cudaSuccess; a++)
+			if (jobs[a].status == WC_OK && !(dcb[a] = device_codebook(vq, &jobs[a], s->stream, &ce)) &&
+			    ce == cudaSuccess)
+				ce = cudaErrorMemoryAllocation; /* the device codebook cache is full */
+		pthread_mutex_unlock(&vq->mu);
+		for (size_t d = 0; d < ndst && ce == cudaSuccess; d++) {
+			const wc_tile_job *j = &jobs[dsts[d].job];
+			if (j->status != WC_OK)
+				continue;
+			const wc_qvq_job *q = wc_qvq_job_of(j);
+			uint64_t po = 0;
+			for (uint32_t i = 0; i < dsts[d].image; i++)
+				po += wc_qvq_patches(q->dims[2 * i], q->dims[2 * i + 1], q->patch_w, q->patch_h);
+			uint32_t w = q->dims[2 * dsts[d].image], h = q->dims[2 * dsts[d].image + 1];
+			uint64_t np = wc_qvq_patches(w, h, q->patch_w, q->patch_h);
+			wcc_vq_image *di = &desc[nd++];
+			memset(di, 0, sizeof *di);
+			di->idx = dev_idx[dsts[d].job] + po * q->index_bytes;
+			di->out = (uint8_t *)dsts[d].device_dst;
+			di->codebook = dcb[dsts[d].job];
+			di->entries = q->entries;
+			di->w = w;
+			di->h = h;
+			di->ph = q->patch_h;
+			di->pw = q->patch_w;
+			di->index_bytes = q->index_bytes;
+			di->chw = dsts[d].chw ? 1 : 0;
+			di->job = dsts[d].job;
+			if (np > max_patches)
+				max_patches = (uint32_t)np;
+		}
+		cudaEvent_t after = NULL;
+		if (ce == cudaSuccess && stream) { /* after what the caller queued on its stream */
+			ce = cudaEventCreateWithFlags(&after, cudaEventDisableTiming);
+			if (ce == cudaSuccess)
+				ce = cudaEventRecord(after, (cudaStream_t)stream);
+			if (ce == cudaSuccess)
+				ce = cudaStreamWaitEvent(s->stream, after, 0);
+		}
+		if (ce == cudaSuccess && nd)
+			ce = cudaMemcpyAsync(d_desc, desc, nd * sizeof *desc, cudaMemcpyHostToDevice, s->stream);
+		if (ce == cudaSuccess)
+			ce = cudaMemsetAsync(d_status, 0, n * 4, s->stream);
+		if (ce == cudaSuccess && nd)
+			ce = (cudaError_t)wcc_vq_launch_gather(d_desc, (uint32_t)nd, max_patches, d_status, s->stream);
+		if (ce == cudaSuccess)
+			ce = cudaMemcpyAsync(h_status, d_status, n * 4, cudaMemcpyDeviceToHost, s->stream);
+		if (ce == cudaSuccess)
+			ce = cudaStreamSynchronize(s->stream);
+		if (after)
+			cudaEventDestroy(after);
+	}
+	if (ce != cudaSuccess) {
+		ret = wc_fail(WC_E_BACKEND, "cuda vq: %s", cudaGetErrorString(ce));
+		goto out;
+	}
+	for (size_t a = 0; a < n; a++)
+		if (jobs[a].status == WC_OK && h_status[a])
+			wc_job_fail(&jobs[a], WC_E_CORRUPT, "an index past the codebook's %u entries",
+				    wc_qvq_job_of(&jobs[a])->entries);
+out:
+	slot_give(vq, s);
+	free(shadow);
+	free(dev_idx);
+	free(dcb);
+	free(desc);
+	return ret;
+}
+
 extern "C" wc_err wcc_vq_decode_mixed(wcc_vq *vq, wc_tile_job *jobs, size_t n)
 {
 	size_t m = 0;

@@ -5,7 +5,7 @@
  * The kernel is a pure copy: each thread takes one patch of one image,
  * reads its index (1 or 2 bytes, little-endian), and copies the codebook
  * entry's pixels that fall inside the image to their places in the
- * row-major RGB output; docs/FORMAT.md 6.5 is the definition and
+ * row-major RGB output (or in three channel planes, chw); docs/FORMAT.md 6.5 is the definition and
  * wc_qvq_gather() (src/qvq/qvq_decode.c) the CPU reference, so both produce
  * the same bytes by construction.
  */
@@ -24,7 +24,7 @@ __global__ void vq_gather_kernel(const wcc_vq_image *__restrict__ imgs, uint32_t
 	const uint32_t ph = im.ph, pw = im.pw;
 	const uint32_t gw = (im.w + pw - 1) / pw, gh = (im.h + ph - 1) / ph;
 	const uint32_t np = gw * gh;
-	const size_t stride = (size_t)im.w * 3u;
+	const size_t stride = (size_t)im.w * 3u, plane = (size_t)im.w * im.h;
 	for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < np; p += gridDim.x * blockDim.x) {
 		uint32_t k = im.index_bytes == 1 ? (uint32_t)__ldg(im.idx + p)
 						 : (uint32_t)__ldg(im.idx + 2 * p) |
@@ -36,6 +36,15 @@ __global__ void vq_gather_kernel(const wcc_vq_image *__restrict__ imgs, uint32_t
 		const uint32_t gy = p / gw, gx = p - gy * gw;
 		const uint8_t *e = im.codebook + (size_t)k * ph * pw * 3u;
 		const uint32_t y0 = gy * ph, x0 = gx * pw;
+		if (im.chw) { /* three planes: pixel (y, x) channel c at c * w * h + y * w + x */
+			for (uint32_t dy = 0; dy < ph && y0 + dy < im.h; dy++)
+				for (uint32_t dx = 0; dx < pw && x0 + dx < im.w; dx++) {
+					const uint8_t *s = e + (dy * pw + dx) * 3u;
+					uint8_t *o = im.out + (size_t)(y0 + dy) * im.w + (x0 + dx);
+					o[0] = __ldg(s); o[plane] = __ldg(s + 1); o[2 * plane] = __ldg(s + 2);
+				}
+			continue;
+		}
 		if (ph == 2 && pw == 2) {
 			/* the common shape: two rows of two RGB pixels */
 			uint8_t *r0 = im.out + (size_t)y0 * stride + (size_t)x0 * 3u;

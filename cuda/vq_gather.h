@@ -35,7 +35,8 @@ typedef struct wcc_vq_image {
 	const uint8_t *codebook; /* entries * ph * pw * 3 bytes */
 	uint32_t entries;
 	uint32_t w, h;
-	uint8_t ph, pw, index_bytes, pad;
+	uint8_t ph, pw, index_bytes;
+	uint8_t chw;             /* 1: out is three planes of w * h bytes; 0: RGB rows */
 	uint32_t job;            /* index into the status array */
 	uint32_t pad2;
 } wcc_vq_image;
@@ -62,6 +63,17 @@ void wcc_vq_destroy(wcc_vq *vq);
 
 /* Whether any of jobs[0..n) is a WC_JOB_VQ job. */
 int wcc_vq_any(const wc_tile_job *jobs, size_t n);
+
+/* Decode the WC_JOB_VQ jobs[0..n) (host payloads, their chash checked by
+ * the caller) and write the images dsts[0..ndst) name straight into device
+ * memory (wcodec_cuda_vq_place, cuda/wcodec_cuda.h). Sets every job's
+ * status: WC_E_CORRUPT where its index stream failed its checks or an
+ * index is past the codebook. `stream`: the caller's cudaStream_t or NULL;
+ * the work is ordered after what it holds, and the call returns once the
+ * images are written. Returns WC_OK, WC_E_BACKEND or WC_E_NOMEM. */
+struct wc_qvq_image_dst;
+wc_err wcc_vq_place(wcc_vq *vq, wc_tile_job *jobs, size_t n, const struct wc_qvq_image_dst *dsts, size_t ndst,
+		    void *stream);
 
 /* Decode every WC_JOB_VQ job of jobs[0..n) (host payloads and outputs) and
  * set its status; other jobs are not touched. Returns WC_OK if every job was

@@ -134,6 +134,22 @@ typedef wc_err (*wcodec_cuda_vq_nearest_fn)(int gpu, const uint8_t *codebook, ui
 wc_err wcodec_cuda_vq_nearest(int gpu, const uint8_t *codebook, uint32_t k, uint32_t dim, const uint8_t *points,
 			      uint64_t n, uint16_t *out);
 
+/* .qvq images decoded on the GPU straight into device memory, for
+ * libwcodec's image reader (wc_image_set_decode_device, loader/images.h),
+ * which finds it with wc_backend_symbol: decode the image tiles jobs[0..n)
+ * (WC_JOB_VQ jobs, src/qvq/qvq_job.h, payloads in host memory with their
+ * chash checked) on be's GPU and write the images named by dsts[0..ndst)
+ * (wc_qvq_image_dst records: job, image within it, device address, CHW or
+ * HWC) where they say; only a status per job comes back. Integrity: each
+ * rANS stream's checks on the device and every index against the codebook
+ * (the decoded bytes are not hashed, as for wcodec_cuda_load). Sets every
+ * job's status (WC_E_CORRUPT for a failed check). stream: a cudaStream_t
+ * or NULL; the work follows what it holds, and the call returns once the
+ * images are written. Errors: WC_E_INVAL (be not this plugin's backend),
+ * WC_E_BACKEND, WC_E_NOMEM. */
+wc_err wcodec_cuda_vq_place(wc_backend *be, wc_tile_job *jobs, size_t n, const void *dsts, size_t ndst,
+			    void *stream);
+
 #ifdef __cplusplus
 }
 #endif

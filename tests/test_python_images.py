@@ -110,6 +110,10 @@ class Images(Base):
             self.assertIn(s.names[0], str(cm.exception))
             # the last image lies in another tile: it reads right
             self.assertTrue(np.array_equal(s.read([17])[0], self.ref[17]))
+        # the CPU backend cannot write into device memory: said, not done
+        with self.assertRaises(wcodec.WcodecError) as cm:
+            self.set.read_into_device([0], [1 << 40])
+        self.assertEqual(cm.exception.code, "UNSUPPORTED")
 
 
 @unittest.skipIf(torch is None, "torch is not installed")
@@ -195,14 +199,40 @@ class TorchImages(Base):
     @unittest.skipUnless(GPU, "no usable GPU")
     def test_gpu_gives_cpu_pixels(self):
         idx = self.same_size()
-        cpu, lc = wpt.load_images(self.qvq, idx, device="cpu")
-        gpu, lg = wpt.load_images(self.qvq, idx, device="cuda", backend="cuda")
-        self.assertEqual(gpu.device.type, "cuda")
-        self.assertTrue(torch.equal(gpu.cpu(), cpu))
-        self.assertTrue(torch.equal(lg.cpu(), lc))
-        ld = wpt.QVQLoader(self.qvq, batch_size=4, device="cuda", dtype=torch.float16, pad=True)
+        for layout in ("NCHW", "NHWC"):
+            cpu, lc = wpt.load_images(self.qvq, idx, device="cpu", layout=layout)
+            gpu, lg = wpt.load_images(self.qvq, idx, device="cuda", backend="cuda", layout=layout)
+            self.assertEqual(gpu.device.type, "cuda")
+            self.assertTrue(torch.equal(gpu.cpu(), cpu), layout)
+            self.assertTrue(torch.equal(lg.cpu(), lc))
+        # several sizes: a list, or padded; in any order with repeats
+        lst, _ = wpt.load_images(self.qvq, [17, 0, 15, 0], device="cuda", backend="cuda")
+        for t, i in zip(lst, [17, 0, 15, 0]):
+            self.assertTrue(torch.equal(t.cpu(), torch.from_numpy(self.ref[i]).permute(2, 0, 1)))
+        pg, _ = wpt.load_images(self.qvq, None, device="cuda", backend="cuda", pad=True)
+        pc, _ = wpt.load_images(self.qvq, None, device="cpu", pad=True)
+        self.assertTrue(torch.equal(pg.cpu(), pc))
+        ld = wpt.QVQLoader(self.qvq, batch_size=4, device="cuda", dtype=torch.float16, pad=True,
+                           backend="cuda")
+        n = 0
         for imgs, _ in ld:
             self.assertEqual((imgs.device.type, imgs.dtype), ("cuda", torch.float16))
+            n += len(imgs)
+        self.assertEqual(n, 18)
+
+    @unittest.skipUnless(GPU, "no usable GPU")
+    def test_gpu_damaged_tile_raises(self):
+        bad = os.path.join(self.dir, "bad_gpu.qvq")
+        with open(self.qvq, "rb") as f:
+            b = bytearray(f.read())
+        b[192 + 3] ^= 0x10
+        with open(bad, "wb") as f:
+            f.write(b)
+        with self.assertRaises(wcodec.WcodecError) as cm:
+            wpt.load_images(bad, [0], device="cuda", backend="cuda")
+        self.assertEqual(cm.exception.code, "CORRUPT")
+        last, _ = wpt.load_images(bad, [17], device="cuda", backend="cuda")
+        self.assertTrue(torch.equal(last.cpu()[0], torch.from_numpy(self.ref[17]).permute(2, 0, 1)))
 
 
 if __name__ == "__main__":

@@ -60,6 +60,9 @@ def _api():
             L.wc_image_set_label.argtypes = [vp, c.c_uint32]
             L.wc_image_set_decode.restype = c.c_int
             L.wc_image_set_decode.argtypes = [vp, c.POINTER(c.c_uint32), c.c_size_t, c.c_int, c.POINTER(vp)]
+            L.wc_image_set_decode_device.restype = c.c_int
+            L.wc_image_set_decode_device.argtypes = [vp, c.POINTER(c.c_uint32), c.c_size_t, c.c_int,
+                                                     c.POINTER(vp), vp]
             _typed = True
     return L
 
@@ -147,6 +150,25 @@ class ImageSet:
             ptrs[k] = a.ctypes.data
         arr = idx.ctypes.data_as(ctypes.POINTER(ctypes.c_uint32))
         check(self._L.wc_image_set_decode(self._h, arr, len(idx), 0 if layout == "HWC" else 1, ptrs))
+
+    def read_into_device(self, indices, addresses, layout="HWC", stream=None):
+        """Decode images `indices` on the GPU straight into device memory:
+        addresses (ints) of height * width * 3 bytes each, on the GPU the
+        backend uses (backend "cuda"), laid out "HWC" or "CHW"; stream: a
+        cudaStream_t (int) the writes follow, None for the default stream.
+        Returns once the images are written. Payloads are checked against
+        their XXH3-64 on the host, the rANS streams and every index on the
+        device. Errors: WcodecError ("UNSUPPORTED" unless the backend is
+        "cuda"; "CORRUPT" for a damaged tile)."""
+        if layout not in ("HWC", "CHW"):
+            raise ValueError(f"layout {layout!r}: 'HWC' or 'CHW'")
+        idx = self._indices(indices)
+        if len(addresses) != len(idx):
+            raise ValueError(f"{len(idx)} images but {len(addresses)} addresses")
+        ptrs = (ctypes.c_void_p * max(len(idx), 1))(*[int(a) for a in addresses])
+        arr = idx.ctypes.data_as(ctypes.POINTER(ctypes.c_uint32))
+        check(self._L.wc_image_set_decode_device(self._h, arr, len(idx), 0 if layout == "HWC" else 1, ptrs,
+                                                 stream))
 
     def read(self, indices=None, layout="HWC"):
         """Images `indices` (default: all) as a list of uint8 arrays of shape

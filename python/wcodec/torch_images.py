@@ -65,6 +65,50 @@ def _decode_host(s, idx, pad, pin, chw):
     return [_torch.from_numpy(a) for a in s.read(idx, lay)]
 
 
+def _decode_device(s, idx, pad, dev, chw):
+    """Images idx of s decoded by the GPU straight into a new uint8 tensor
+    on dev (the backend is "cuda"), as _decode_host lays them out."""
+    sizes = s.sizes[idx]
+    same = len(idx) == 0 or bool((sizes == sizes[0]).all())
+    c = s.channels
+    lay = "CHW" if chw else "HWC"
+    stream = _torch.cuda.current_stream(dev).cuda_stream
+    if same or pad:
+        h = int(sizes[:, 0].max()) if len(idx) else 0
+        w = int(sizes[:, 1].max()) if len(idx) else 0
+        shape = (len(idx), c, h, w) if chw else (len(idx), h, w, c)
+        if same:
+            out = _torch.empty(shape, dtype=_torch.uint8, device=dev)
+            base, step = out.data_ptr(), h * w * c
+            s.read_into_device(idx, [base + k * step for k in range(len(idx))], lay, stream)
+            return out
+        out = _torch.zeros(shape, dtype=_torch.uint8, device=dev)
+        for k, i in enumerate(idx):
+            hi, wi = int(s.sizes[i][0]), int(s.sizes[i][1])
+            one = _torch.empty((c, hi, wi) if chw else (hi, wi, c), dtype=_torch.uint8, device=dev)
+            s.read_into_device([i], [one.data_ptr()], lay, stream)
+            if chw:
+                out[k, :, :hi, :wi] = one
+            else:
+                out[k, :hi, :wi, :] = one
+        return out
+    outs = []
+    for i in idx:
+        hi, wi = int(s.sizes[i][0]), int(s.sizes[i][1])
+        outs.append(_torch.empty((c, hi, wi) if chw else (hi, wi, c), dtype=_torch.uint8, device=dev))
+    s.read_into_device(idx, [t.data_ptr() for t in outs], lay, stream)
+    return outs
+
+
+def _decode(s, idx, pad, dev, chw):
+    """Images idx of s for device dev: straight into device memory when the
+    set's backend is the GPU's, else decoded into (page-locked) host memory."""
+    if dev.type == "cuda" and s.backend == "cuda":
+        with _torch.cuda.device(dev):
+            return _decode_device(s, idx, pad, dev, chw)
+    return _decode_host(s, idx, pad, dev.type == "cuda", chw)
+
+
 def _finish(images, dev, dtype, mean, std, chw):
     """Move to dev and convert (float dtypes: pixels / 255, then (x - mean)
     / std, in two passes on the device)."""
@@ -95,9 +139,11 @@ def load_images(path, indices=None, device="cuda", layout="NCHW", dtype=_torch.u
 
     indices: image numbers (archive order: sorted by name; default all).
     device: "cpu", "cuda", "cuda:N", N or a torch.device. On a GPU the
-    images are decoded by the GPU (backend "auto": the CPU where the CUDA
-    plugin or a GPU is missing) into page-locked host memory and copied to
-    the device; on "cpu" on every core. backend overrides ("cpu", "cuda",
+    GPU decodes the images straight into the returned tensor: only the
+    payloads (the codebook indices, compressed) cross the bus, and the
+    codebook stays on the device (backend "auto": where the CUDA plugin or
+    a GPU is missing, the CPU decodes into page-locked memory, copied up).
+    On "cpu" every core decodes. backend overrides ("cpu", "cuda",
     "auto"). Only the tiles the images lie in are read and decoded.
     layout: "NCHW" or "NHWC". dtype: torch.uint8 (the pixels), or a
     floating-point dtype: pixels / 255, then (x - mean) / std with mean and
@@ -112,7 +158,7 @@ def load_images(path, indices=None, device="cuda", layout="NCHW", dtype=_torch.u
     dev = _device(device)
     s = _image_set(path, backend or ("cpu" if dev.type == "cpu" else "auto"))
     idx = s._indices(indices)
-    host = _decode_host(s, idx, pad, dev.type == "cuda", layout == "NCHW")
+    host = _decode(s, idx, pad, dev, layout == "NCHW")
     labels = _torch.as_tensor(s.labels[idx], dtype=_torch.int64).to(dev)
     return _finish(host, dev, dtype, mean, std, layout == "NCHW"), labels
 
@@ -214,8 +260,7 @@ class QVQLoader:
         return (idx[b:b + self.batch_size] for b in range(0, len(idx), self.batch_size))
 
     def _host(self, batch):
-        pin = self.dev.type == "cuda"
-        return _decode_host(self.set, batch.astype(_np.uint32), self.pad, pin, self.layout == "NCHW"), batch
+        return _decode(self.set, batch.astype(_np.uint32), self.pad, self.dev, self.layout == "NCHW"), batch
 
     def __iter__(self):
         idx = self.indices()

@@ -9,6 +9,12 @@
 
 #include "engine/backend.h"
 #include "qvq/qvq.h"
+#include "qvq/qvq_job.h"
+
+/* The CUDA plugin's wcodec_cuda_vq_place (cuda/wcodec_cuda.h), reached by
+ * name so that the library knows nothing of CUDA. */
+typedef wc_err (*wcodec_vq_place_fn)(wc_backend *be, wc_tile_job *jobs, size_t n, const void *dsts,
+				     size_t ndst, void *stream);
 
 /* Decoded bytes and tiles a batch may take (one tile at least). */
 #define BATCH_BYTES (64u << 20)
@@ -186,7 +192,11 @@ static int by_tile(const void *a, const void *b)
 typedef struct decode_call {
 	wc_image_set *s;
 	wc_image_layout layout;
-	uint8_t *const *dst;
+	uint8_t *const *dst;        /* host destinations, or NULL */
+	void *const *device_dst;    /* device destinations (place != NULL) */
+	wcodec_vq_place_fn place;   /* the plugin's wcodec_cuda_vq_place */
+	void *stream;
+	wc_qvq_image_dst *places;   /* per want of a batch */
 	want *w;
 	uint8_t *payloads, *outs; /* in buf */
 	batch_buf *buf;
@@ -241,11 +251,28 @@ static wc_err decode_batch(decode_call *d, size_t nt, size_t wi, size_t wend)
 		wc_qvq_describe_job(q, d->tiles[j], job);
 		job->payload = d->payloads + poff;
 		job->payload_size = t->csize;
-		job->out = d->outs + ooff;
+		job->out = d->place ? NULL : d->outs + ooff; /* the GPU path writes no tile to the host */
 		job->out_size = t->dsize;
 		d->out_off[j] = ooff;
 		poff += t->csize;
 		ooff += t->dsize;
+	}
+	if (d->place) { /* the GPU writes the images where they go */
+		size_t j = 0, np = 0;
+		for (size_t k = wi; k < wend; k++) {
+			while (d->tiles[j] != d->w[k].tile)
+				j++;
+			const wc_qvq_tile *t = wc_qvq_tile_at(q, d->tiles[j]);
+			d->places[np++] = (wc_qvq_image_dst){(uint32_t)j, d->w[k].img - t->first_image,
+							     d->device_dst[d->w[k].k], d->layout == WC_IMAGE_CHW, 0};
+		}
+		wc_err e = d->place(d->s->be, d->jobs, nt, d->places, np, d->stream);
+		if (e)
+			return e;
+		for (j = 0; j < nt; j++)
+			if (d->jobs[j].status)
+				return tile_failed(d, d->tiles[j], d->jobs[j].status, d->jobs[j].detail);
+		return WC_OK;
 	}
 	wc_err e = wc_backend_decode(d->s->be, d->jobs, nt);
 	if (e)
@@ -299,17 +326,21 @@ static wc_err batches(decode_call *d, size_t n, bool run, size_t *max_tiles, siz
 	return WC_OK;
 }
 
-wc_err wc_image_set_decode(wc_image_set *s, const uint32_t *idx, size_t n, wc_image_layout layout,
-			   uint8_t *const *dst)
+static wc_err decode_images(decode_call d, const uint32_t *idx, size_t n)
 {
+	wc_image_set *s = d.s;
 	if (n == 0)
 		return WC_OK;
-	if (layout != WC_IMAGE_HWC && layout != WC_IMAGE_CHW)
-		return wc_fail(WC_E_INVAL, "image layout %d", (int)layout);
+	if (d.layout != WC_IMAGE_HWC && d.layout != WC_IMAGE_CHW)
+		return wc_fail(WC_E_INVAL, "image layout %d", (int)d.layout);
 	const uint32_t count = wc_qvq_nimages(s->q);
-	decode_call d = {.s = s, .layout = layout, .dst = dst, .w = malloc(n * sizeof *d.w)};
-	if (!d.w)
+	d.w = malloc(n * sizeof *d.w);
+	d.places = d.place ? malloc(n * sizeof *d.places) : NULL;
+	if (!d.w || (d.place && !d.places)) {
+		free(d.w);
+		free(d.places);
 		return wc_fail(WC_E_NOMEM, "out of memory for %zu images", n);
+	}
 	wc_err e = WC_OK;
 	for (size_t k = 0; k < n && !e; k++) {
 		if (idx[k] >= count)
@@ -325,7 +356,7 @@ wc_err wc_image_set_decode(wc_image_set *s, const uint32_t *idx, size_t n, wc_im
 		d.tiles = calloc(max_tiles, sizeof *d.tiles);
 		d.out_off = calloc(max_tiles, sizeof *d.out_off);
 		/* decoded tiles first: 64-byte aligned for the backend */
-		size_t ob = (max_o + 63) & ~(size_t)63;
+		size_t ob = d.place ? 0 : (max_o + 63) & ~(size_t)63;
 		if ((d.buf = buf_take(s, ob + max_p + 1))) {
 			d.outs = d.buf->p;
 			d.payloads = d.buf->p + ob;
@@ -342,5 +373,24 @@ wc_err wc_image_set_decode(wc_image_set *s, const uint32_t *idx, size_t n, wc_im
 	free(d.tiles);
 	free(d.out_off);
 	free(d.w);
+	free(d.places);
 	return e;
+}
+
+wc_err wc_image_set_decode(wc_image_set *s, const uint32_t *idx, size_t n, wc_image_layout layout,
+			   uint8_t *const *dst)
+{
+	return decode_images((decode_call){.s = s, .layout = layout, .dst = dst}, idx, n);
+}
+
+wc_err wc_image_set_decode_device(wc_image_set *s, const uint32_t *idx, size_t n, wc_image_layout layout,
+				  void *const *dst, void *stream)
+{
+	wcodec_vq_place_fn place = (wcodec_vq_place_fn)wc_backend_symbol(s->be, "wcodec_cuda_vq_place");
+	if (!place)
+		return wc_fail(WC_E_UNSUPPORTED, "%s: the %s decode backend does not write into device memory",
+			       s->path, s->be->ops->name);
+	return decode_images((decode_call){.s = s, .layout = layout, .device_dst = dst, .place = place,
+					   .stream = stream},
+			     idx, n);
 }

@@ -77,6 +77,19 @@ typedef enum wc_image_layout { WC_IMAGE_HWC = 0, WC_IMAGE_CHW = 1 } wc_image_lay
 wc_err wc_image_set_decode(wc_image_set *s, const uint32_t *idx, size_t n, wc_image_layout layout,
 			   uint8_t *const *dst);
 
+/* As wc_image_set_decode, into device memory: dst[k] are device addresses
+ * (of the GPU the set's backend uses) and the images are written there by
+ * the GPU, nothing but a status per tile coming back (the CUDA plugin's
+ * wcodec_cuda_vq_place): payloads read and checked against their XXH3-64
+ * here, the rANS streams' checks and every index against the codebook on
+ * the device (decoded bytes are not hashed, as for the GPU checkpoint
+ * loader). stream: a cudaStream_t the writes are ordered after (NULL: the
+ * default stream); the call returns once the images are written.
+ * Errors: WC_E_UNSUPPORTED (the set's backend is not "cuda"), and those of
+ * wc_image_set_decode. */
+wc_err wc_image_set_decode_device(wc_image_set *s, const uint32_t *idx, size_t n, wc_image_layout layout,
+				  void *const *dst, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -26,6 +26,18 @@ typedef struct wc_qvq_job {
 	uint64_t codebook_key;   /* identifies codebook (the archive id) for device caching */
 } wc_qvq_job;
 
+/* Where one image of a WC_JOB_VQ job goes when a GPU writes images straight
+ * into device memory (the CUDA plugin's wcodec_cuda_vq_place): the job,
+ * the image's place among the job's images, the device address of its
+ * width * height * channels bytes, and their layout. */
+typedef struct wc_qvq_image_dst {
+	uint32_t job;     /* index into the jobs of the call */
+	uint32_t image;   /* 0 .. nimages - 1 of that job */
+	void *device_dst; /* device memory */
+	uint32_t chw;     /* 1: channel planes (CHW); 0: rows of pixels (HWC) */
+	uint32_t reserved;
+} wc_qvq_image_dst;
+
 /* Patches of an image of w x h pixels: ceil(w/pw) * ceil(h/ph). */
 static inline uint64_t wc_qvq_patches(uint32_t w, uint32_t h, uint32_t pw, uint32_t ph)
 {
