@@ -254,6 +254,13 @@ void *wc_backend_symbol(const wc_backend *be, const char *name)
 	return dlsym(((const plugin_backend *)be)->dl, name);
 }
 
+wc_backend *wc_backend_plugin_backend(wc_backend *be)
+{
+	if (!be || be->ops->destroy != plugin_destroy)
+		return NULL;
+	return ((plugin_backend *)be)->inner;
+}
+
 /* ---- choosing a backend -------------------------------------------------- */
 
 wc_err wc_backend_create(const char *name, const wc_backend_opts *opts, wc_backend **out)

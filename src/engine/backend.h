@@ -206,6 +206,12 @@ wc_err wc_backend_plugin_probe(char *path, size_t cap);
  * the decode interface knowing of it. Valid while be lives. */
 void *wc_backend_symbol(const wc_backend *be, const char *name);
 
+/* The plugin's own backend object behind be (wc_backend_create wraps it),
+ * for a plugin function found with wc_backend_symbol that takes one (the
+ * .qvq images' wcodec_cuda_vq_place); NULL for the CPU backend. Valid
+ * while be lives. */
+wc_backend *wc_backend_plugin_backend(wc_backend *be);
+
 /* Compare XXH3-64 of job's out_size decoded bytes with job->dhash: WC_OK, or
  * WC_E_CORRUPT with the two hashes in job->detail (job->status set). For
  * decoders that check a tile once all of its parts are done. */

@@ -266,7 +266,7 @@ static wc_err decode_batch(decode_call *d, size_t nt, size_t wi, size_t wend)
 			d->places[np++] = (wc_qvq_image_dst){(uint32_t)j, d->w[k].img - t->first_image,
 							     d->device_dst[d->w[k].k], d->layout == WC_IMAGE_CHW, 0};
 		}
-		wc_err e = d->place(d->s->be, d->jobs, nt, d->places, np, d->stream);
+		wc_err e = d->place(wc_backend_plugin_backend(d->s->be), d->jobs, nt, d->places, np, d->stream);
 		if (e)
 			return e;
 		for (j = 0; j < nt; j++)
