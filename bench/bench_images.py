@@ -9,7 +9,7 @@ Python"). Needs torch; a GPU for the cuda rows.
       Synthetic photographs-like RGB images (smooth colour fields, edges,
       noise) of size x size as PPM files in DIR/ppm/{0..9}/, packed by
       `wcodec pack-images -k 256` into DIR/set.qvq.
-  bench_images.py run DIR [--epochs 2] [--batch 256]
+  bench_images.py run DIR [--epochs 2] [--batch 256] [--workers 4] [--only-cuda]
       Every row's pixels of one batch compared with the CPU's first.
 """
 import argparse
@@ -23,6 +23,11 @@ import numpy as np
 import torch
 
 import wcodec.torch as wpt
+
+try:
+    from PIL import Image
+except ImportError:
+    Image = None
 
 
 def gen(d, n, size):
@@ -38,6 +43,10 @@ def gen(d, n, size):
         a = np.clip(img, 0, 255).astype(np.uint8)
         with open(os.path.join(sub, "%06d.ppm" % i), "wb") as f:
             f.write(b"P6\n%d %d\n255\n" % (size, size) + a.tobytes())
+        if Image is not None:  # the JPEG baseline's copy, quality 90
+            jd = os.path.join(d, "jpeg", str(i % 10))
+            os.makedirs(jd, exist_ok=True)
+            Image.fromarray(a).save(os.path.join(jd, "%06d.jpg" % i), quality=90)
     subprocess.run([os.environ.get("WCODEC", "wcodec"), "pack-images", "-q", "-f", "-k", "256",
                     os.path.join(d, "ppm"), os.path.join(d, "set.qvq")], check=True)
 
@@ -52,7 +61,7 @@ def rate(loader, epochs, sync):
     return n / (time.perf_counter() - t0)
 
 
-def run(d, epochs, batch):
+def run(d, epochs, batch, workers, only_cuda):
     qvq = os.path.join(d, "set.qvq")
     files = sorted(glob.glob(os.path.join(d, "ppm", "*", "*.ppm")))
     rows = []
@@ -62,15 +71,28 @@ def run(d, epochs, batch):
         with open(f, "rb") as fh:
             np.frombuffer(fh.read()[-224 * 224 * 3:], dtype=np.uint8)
     rows.append(("PPM files, numpy (page cache)", min(len(files), 4096) / (time.perf_counter() - t0)))
-    cases = [("cpu", "cpu", "cpu")]
+    jpeg = os.path.join(d, "jpeg")
+    if os.path.isdir(jpeg):
+        try:
+            import torchvision
+            ds = torchvision.datasets.ImageFolder(jpeg, transform=torchvision.transforms.PILToTensor())
+            dl = torch.utils.data.DataLoader(ds, batch_size=batch, shuffle=True, num_workers=16,
+                                             persistent_workers=True)
+            rate(dl, 1, lambda: None)
+            rows.append(("JPEG q=90, torch DataLoader, 16 workers (PIL)", rate(dl, epochs, lambda: None)))
+        except ImportError:
+            pass
+    cases = [] if only_cuda else [("cpu", "cpu", "cpu")]
     if torch.cuda.is_available():
         cases.append(("cuda", "cuda", "cuda"))
     for name, device, backend in cases:
-        ld = wpt.QVQLoader(qvq, batch_size=batch, shuffle=True, seed=0, device=device, backend=backend)
+        ld = wpt.QVQLoader(qvq, batch_size=batch, shuffle=True, seed=0, device=device, backend=backend,
+                           workers=workers, prefetch=max(4, workers))
         sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
         rate(ld, 1, sync)  # warm: the backend starts, the archive is in the page cache
         rows.append((f"QVQLoader, {name} backend, uint8 NCHW on {device}", rate(ld, epochs, sync)))
         f32 = wpt.QVQLoader(qvq, batch_size=batch, shuffle=True, seed=0, device=device, backend=backend,
+                            workers=workers, prefetch=max(4, workers),
                             dtype=torch.float32, mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25))
         rows.append((f"QVQLoader, {name} backend, float32 normalised on {device}", rate(f32, epochs, sync)))
         got, _ = wpt.load_images(qvq, range(batch), device=device, backend=backend)
@@ -93,11 +115,13 @@ def main():
     r.add_argument("dir")
     r.add_argument("--epochs", type=int, default=2)
     r.add_argument("--batch", type=int, default=256)
+    r.add_argument("--workers", type=int, default=4, help="QVQLoader's decoding threads")
+    r.add_argument("--only-cuda", action="store_true", help="the GPU rows alone")
     a = p.parse_args()
     if a.cmd == "gen":
         gen(a.dir, a.images, a.size)
     else:
-        run(a.dir, a.epochs, a.batch)
+        run(a.dir, a.epochs, a.batch, a.workers, a.only_cuda)
 
 
 if __name__ == "__main__":
