@@ -150,6 +150,31 @@ static int job_ok_for_gpu(const wc_tile_job *j)
 	       j->layout.elem_size == wc_qvq_job_of(j)->index_bytes && wc_qvq_job_of(j)->nimages > 0 && j->out_size > 0;
 }
 
+/* A free staging slot (waiting for one); slot_give returns it. */
+static vq_slot *slot_take(wcc_vq *vq)
+{
+	pthread_mutex_lock(&vq->mu);
+	vq_slot *s = NULL;
+	while (!s) {
+		for (unsigned q = 0; q < VQ_SLOTS && !s; q++)
+			if (!vq->slots[q].busy)
+				s = &vq->slots[q];
+		if (!s)
+			pthread_cond_wait(&vq->slot_free, &vq->mu);
+	}
+	s->busy = 1;
+	pthread_mutex_unlock(&vq->mu);
+	return s;
+}
+
+static void slot_give(wcc_vq *vq, vq_slot *s)
+{
+	pthread_mutex_lock(&vq->mu);
+	s->busy = 0;
+	pthread_cond_signal(&vq->slot_free);
+	pthread_mutex_unlock(&vq->mu);
+}
+
 extern "C" wc_err wcc_vq_decode(wcc_vq *vq, wc_tile_job *jobs, size_t n)
 {
 	size_t m = 0;
@@ -193,18 +218,7 @@ extern "C" wc_err wcc_vq_decode(wcc_vq *vq, wc_tile_job *jobs, size_t n)
 		size_t dbytes = idx_total + rgb_total + desc_bytes + status_bytes;
 		size_t hbytes = rgb_total + status_bytes;
 
-		/* Take a slot. */
-		pthread_mutex_lock(&vq->mu);
-		vq_slot *s = NULL;
-		while (!s) {
-			for (unsigned q = 0; q < VQ_SLOTS && !s; q++)
-				if (!vq->slots[q].busy)
-					s = &vq->slots[q];
-			if (!s)
-				pthread_cond_wait(&vq->slot_free, &vq->mu);
-		}
-		s->busy = 1;
-		pthread_mutex_unlock(&vq->mu);
+		vq_slot *s = slot_take(vq);
 		cudaError_t ce = cudaSetDevice(vq->gpu);
 		if (ce == cudaSuccess && grow_slot(s, dbytes, hbytes))
 			ce = cudaErrorMemoryAllocation;
@@ -244,10 +258,7 @@ extern "C" wc_err wcc_vq_decode(wcc_vq *vq, wc_tile_job *jobs, size_t n)
 			ret = ce != cudaSuccess ? wc_fail(WC_E_BACKEND, "cuda vq: %s", cudaGetErrorString(ce))
 						: e;
 			free(shadow_of);
-			pthread_mutex_lock(&vq->mu);
-			s->busy = 0;
-			pthread_cond_signal(&vq->slot_free);
-			pthread_mutex_unlock(&vq->mu);
+			slot_give(vq, s);
 			goto out;
 		}
 		/* Step 2: the gather, for every job whose indices decoded. */
@@ -318,10 +329,7 @@ extern "C" wc_err wcc_vq_decode(wcc_vq *vq, wc_tile_job *jobs, size_t n)
 				j->status = WC_OK;
 			}
 		}
-		pthread_mutex_lock(&vq->mu);
-		s->busy = 0;
-		pthread_cond_signal(&vq->slot_free);
-		pthread_mutex_unlock(&vq->mu);
+		slot_give(vq, s);
 		if (ce != cudaSuccess) {
 			ret = wc_fail(WC_E_BACKEND, "cuda vq: %s", cudaGetErrorString(ce));
 			goto out;
@@ -353,31 +361,6 @@ out:
 }
 
 /* ---- images straight into device memory (wcodec_cuda_vq_place) ---------------- */
-
-/* A free staging slot (waiting for one); slot_give returns it. */
-static vq_slot *slot_take(wcc_vq *vq)
-{
-	pthread_mutex_lock(&vq->mu);
-	vq_slot *s = NULL;
-	while (!s) {
-		for (unsigned q = 0; q < VQ_SLOTS && !s; q++)
-			if (!vq->slots[q].busy)
-				s = &vq->slots[q];
-		if (!s)
-			pthread_cond_wait(&vq->slot_free, &vq->mu);
-	}
-	s->busy = 1;
-	pthread_mutex_unlock(&vq->mu);
-	return s;
-}
-
-static void slot_give(wcc_vq *vq, vq_slot *s)
-{
-	pthread_mutex_lock(&vq->mu);
-	s->busy = 0;
-	pthread_cond_signal(&vq->slot_free);
-	pthread_mutex_unlock(&vq->mu);
-}
 
 extern "C" wc_err wcc_vq_place(wcc_vq *vq, wc_tile_job *jobs, size_t n, const wc_qvq_image_dst *dsts, size_t ndst,
 			       void *stream)

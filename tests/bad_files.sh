@@ -66,13 +66,7 @@ while read -r name outcome reason; do
 	esac
 	kill -0 $fg || fail "the daemon died at $name: $(tail -3 "$TMP/log")"
 done < "$D/EXPECT"
-hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$fg/status")
-note "daemon peak RSS: $((hwm / 1024)) MiB"
-if ldd "${top_builddir:-.}/.libs/libwcodec.so.0" 2>/dev/null | grep -q libasan; then
-	note "a sanitizer build: its shadow memory makes the peak RSS no measure of ours; not checked"
-else
-	[ "$hwm" -le $(((64 + 64) * 1024)) ] || fail "peak RSS $((hwm / 1024)) MiB exceeds cache_size + 64 MiB"
-fi
+check_peak_rss "$fg" $((64 + 64)) "cache_size + 64 MiB"
 fusermount3 -u "$M" || fail "unmount"
 wait $fg || fail "the daemon exited with $?"
 echo "PASS: bad_files.sh"

@@ -59,13 +59,7 @@ print("# %d reads of 64 KiB by 32 readers" % count[0])
 assert not bad, "wrong bytes at %s" % bad[:5]
 assert count[0] >= 32
 PY
-hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$fg/status")
-note "daemon peak RSS: $((hwm / 1024)) MiB"
-if ldd "${top_builddir:-.}/.libs/libwcodec.so.0" 2>/dev/null | grep -q libasan; then
-	note "a sanitizer build: its shadow memory makes the peak RSS no measure of ours; not checked"
-else
-	[ "$hwm" -le $(((64 + 64) * 1024)) ] || fail "peak RSS $((hwm / 1024)) MiB exceeds one tile + 64 MiB"
-fi
+check_peak_rss "$fg" $((64 + 64)) "one tile + 64 MiB"
 grep -q "are larger than the cache's room" "$TMP/log" || fail "no warning about the large tiles: $(cat "$TMP/log")"
 fusermount3 -u "$M" || fail "unmount"
 wait $fg || fail "the daemon exited with $?"

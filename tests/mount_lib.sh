@@ -133,3 +133,16 @@ wait_bounded() {
 	done
 	wait "$1"
 }
+
+# check_peak_rss PID LIMIT_MIB WHAT: the daemon PID's peak RSS (VmHWM) is
+# at most LIMIT_MIB, noted; not checked in a sanitizer build, whose shadow
+# memory makes it no measure of ours.
+check_peak_rss() {
+	hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$1/status")
+	note "daemon peak RSS: $((hwm / 1024)) MiB"
+	if ldd "${top_builddir:-.}/.libs/libwcodec.so.0" 2>/dev/null | grep -q libasan; then
+		note "a sanitizer build: its shadow memory makes the peak RSS no measure of ours; not checked"
+	else
+		[ "$hwm" -le $(($2 * 1024)) ] || fail "peak RSS $((hwm / 1024)) MiB exceeds $3"
+	fi
+}

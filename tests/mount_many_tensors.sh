@@ -47,11 +47,5 @@ pid=$(for p in $(daemon_pids); do grep -qs "mnt4" "/proc/$p/cmdline" && echo "$p
 for i in 1 2 3 4; do cat "$TMP/mnt4/many$i.safetensors" > /dev/null & done
 wait
 for i in 1 2 3 4; do cmp "$TMP/many.safetensors" "$TMP/mnt4/many$i.safetensors" || fail "copy $i differs"; done
-hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$pid/status")
-note "daemon peak RSS after 4 streaming readers at cache_size=16M: $((hwm / 1024)) MiB"
-if ldd "${top_builddir:-.}/.libs/libwcodec.so.0" 2>/dev/null | grep -q libasan; then
-	note "a sanitizer build: its shadow memory makes the peak RSS no measure of ours; not checked"
-else
-	[ "$hwm" -le $(((16 + 64) * 1024)) ] || fail "peak RSS $((hwm / 1024)) MiB exceeds cache_size + 64 MiB"
-fi
+check_peak_rss "$pid" $((16 + 64)) "cache_size + 64 MiB (4 streaming readers at cache_size=16M)"
 echo "PASS: mount_many_tensors.sh"

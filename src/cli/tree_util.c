@@ -1,5 +1,6 @@
 /* tree_util.c - preparing an output tree, copying files and links into it
  * (tree_util.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -133,4 +134,28 @@ wc_err cli_relink(const char *target, const char *out)
 	if (symlink(target, out) != 0)
 		return wc_fail(WC_E_IO, "%s: %s", out, strerror(errno));
 	return WC_OK;
+}
+
+wc_err cli_tree_walk(const char *in, const char *out, const char *rel, cli_tree_entry_fn fn, void *ctx)
+{
+	struct dirent **ents;
+	int n = cli_scandir(in, &ents);
+	if (n < 0)
+		return wc_fail(WC_E_IO, "%s: %s", in, strerror(errno));
+	wc_err e = WC_OK;
+	for (int i = 0; i < n; i++) {
+		const char *name = ents[i]->d_name;
+		char *pin = cli_path_join(in, name), *pout = cli_path_join(out, name);
+		char *prel = *rel ? cli_path_join(rel, name) : strdup(name);
+		if (!pin || !pout || !prel)
+			e = e ? e : wc_fail(WC_E_NOMEM, "out of memory");
+		else if (!e)
+			e = fn(ctx, in, out, name, pin, pout, prel);
+		free(pin);
+		free(pout);
+		free(prel);
+		free(ents[i]);
+	}
+	free(ents);
+	return e;
 }

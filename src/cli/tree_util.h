@@ -26,6 +26,17 @@ int cli_link_inside(const char *root, const char *link);
  * Errors: WC_E_IO naming the file, WC_E_NOMEM. */
 wc_err cli_copy_file(const char *in, const char *out, const struct stat *st);
 
+/* One entry of a walked directory: dir_in and dir_out the directories it
+ * is in and goes to, name its name, in, out and rel its paths (rel: under
+ * the walk's root). */
+typedef wc_err (*cli_tree_entry_fn)(void *ctx, const char *dir_in, const char *dir_out, const char *name,
+				    const char *in, const char *out, const char *rel);
+
+/* Call fn for every entry of directory `in` but "." and "..", in name order
+ * (cli_scandir), with out and rel extended by its name, stopping at the
+ * first error. Errors: fn's, WC_E_IO (in unreadable), WC_E_NOMEM. */
+wc_err cli_tree_walk(const char *in, const char *out, const char *rel, cli_tree_entry_fn fn, void *ctx);
+
 /* Make the symlink out -> target again (an entry already at out is
  * replaced, never followed). Errors: WC_E_IO naming out. */
 wc_err cli_relink(const char *target, const char *out);

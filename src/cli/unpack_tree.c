@@ -10,7 +10,6 @@
  * copied with mode and mtime, directories made. Outputs go through a
  * temporary file and a rename; directories are made without following a
  * link already in OUTDIR (cli_mkdir_here). */
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -132,28 +131,15 @@ static wc_err entry(unpack_run *r, const char *dir_in, const char *out_dir, cons
 	return e;
 }
 
+static wc_err entry_of(void *ctx, const char *dir_in, const char *dir_out, const char *name, const char *in,
+		       const char *out, const char *rel)
+{
+	return entry(ctx, dir_in, dir_out, name, in, out, rel);
+}
+
 static wc_err walk(unpack_run *r, const char *in, const char *out, const char *rel)
 {
-	struct dirent **ents;
-	int n = cli_scandir(in, &ents);
-	if (n < 0)
-		return wc_fail(WC_E_IO, "%s: %s", in, strerror(errno));
-	wc_err e = WC_OK;
-	for (int i = 0; i < n; i++) {
-		const char *name = ents[i]->d_name;
-		char *pin = cli_path_join(in, name), *pout = cli_path_join(out, name);
-		char *prel = *rel ? cli_path_join(rel, name) : strdup(name);
-		if (!pin || !pout || !prel)
-			e = e ? e : wc_fail(WC_E_NOMEM, "out of memory");
-		else if (!e)
-			e = entry(r, in, out, name, pin, pout, prel);
-		free(pin);
-		free(pout);
-		free(prel);
-		free(ents[i]);
-	}
-	free(ents);
-	return e;
+	return cli_tree_walk(in, out, rel, entry_of, r);
 }
 
 int cli_unpack_tree(const char *in, const char *out, const cli_decode_opts *o)
