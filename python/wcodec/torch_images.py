@@ -37,76 +37,51 @@ def _image_set(path, backend):
         return s
 
 
-def _decode_host(s, idx, pad, pin, chw):
-    """Images idx of s in host memory, decoded straight into place: one
-    uint8 tensor [N, C, H, W] (chw) or [N, H, W, C] when they share a size
-    (or pad: the largest, zero-filled at the bottom and right), else a list
-    of [C, H, W] or [H, W, C] tensors. pin: page-locked memory."""
-    sizes = s.sizes[idx]
-    same = len(idx) == 0 or bool((sizes == sizes[0]).all())
-    c = s.channels
-    lay = "CHW" if chw else "HWC"
-    if same or pad:
-        h = int(sizes[:, 0].max()) if len(idx) else 0
-        w = int(sizes[:, 1].max()) if len(idx) else 0
-        shape = (len(idx), c, h, w) if chw else (len(idx), h, w, c)
-        if same:
-            out = _torch.empty(shape, dtype=_torch.uint8, pin_memory=pin)
-            base, step = out.data_ptr(), h * w * c
-            s.read_into(idx, [base + k * step for k in range(len(idx))], lay)
-        else:
-            out = _torch.zeros(shape, dtype=_torch.uint8, pin_memory=pin)
-            for k, a in enumerate(s.read(idx, lay)):
-                if chw:
-                    out[k, :, :a.shape[1], :a.shape[2]] = _torch.from_numpy(a)
-                else:
-                    out[k, :a.shape[0], :a.shape[1], :] = _torch.from_numpy(a)
-        return out
-    return [_torch.from_numpy(a) for a in s.read(idx, lay)]
-
-
-def _decode_device(s, idx, pad, dev, chw):
-    """Images idx of s decoded by the GPU straight into a new uint8 tensor
-    on dev (the backend is "cuda"), as _decode_host lays them out."""
-    sizes = s.sizes[idx]
-    same = len(idx) == 0 or bool((sizes == sizes[0]).all())
-    c = s.channels
-    lay = "CHW" if chw else "HWC"
-    stream = _torch.cuda.current_stream(dev).cuda_stream
-    if same or pad:
-        h = int(sizes[:, 0].max()) if len(idx) else 0
-        w = int(sizes[:, 1].max()) if len(idx) else 0
-        shape = (len(idx), c, h, w) if chw else (len(idx), h, w, c)
-        if same:
-            out = _torch.empty(shape, dtype=_torch.uint8, device=dev)
-            base, step = out.data_ptr(), h * w * c
-            s.read_into_device(idx, [base + k * step for k in range(len(idx))], lay, stream)
-            return out
-        out = _torch.zeros(shape, dtype=_torch.uint8, device=dev)
-        for k, i in enumerate(idx):
-            hi, wi = int(s.sizes[i][0]), int(s.sizes[i][1])
-            one = _torch.empty((c, hi, wi) if chw else (hi, wi, c), dtype=_torch.uint8, device=dev)
-            s.read_into_device([i], [one.data_ptr()], lay, stream)
-            if chw:
-                out[k, :, :hi, :wi] = one
-            else:
-                out[k, :hi, :wi, :] = one
-        return out
-    outs = []
-    for i in idx:
-        hi, wi = int(s.sizes[i][0]), int(s.sizes[i][1])
-        outs.append(_torch.empty((c, hi, wi) if chw else (hi, wi, c), dtype=_torch.uint8, device=dev))
-    s.read_into_device(idx, [t.data_ptr() for t in outs], lay, stream)
-    return outs
-
-
 def _decode(s, idx, pad, dev, chw):
-    """Images idx of s for device dev: straight into device memory when the
-    set's backend is the GPU's, else decoded into (page-locked) host memory."""
+    """Images idx of s for device dev, decoded straight into place: one uint8
+    tensor [N, C, H, W] (chw) or [N, H, W, C] when they share a size (or
+    pad: the largest, zero-filled at the bottom and right), else a list of
+    [C, H, W] or [H, W, C] tensors. On a GPU whose backend is the set's
+    ("cuda") the GPU writes the device tensors; otherwise the images are
+    decoded into host memory, page-locked when dev is a GPU."""
+    lay = "CHW" if chw else "HWC"
     if dev.type == "cuda" and s.backend == "cuda":
-        with _torch.cuda.device(dev):
-            return _decode_device(s, idx, pad, dev, chw)
-    return _decode_host(s, idx, pad, dev.type == "cuda", chw)
+        stream = _torch.cuda.current_stream(dev).cuda_stream
+
+        def new(shape, zero):
+            return (_torch.zeros if zero else _torch.empty)(shape, dtype=_torch.uint8, device=dev)
+
+        def read(indices, addresses):
+            s.read_into_device(indices, addresses, lay, stream)
+    else:
+        pin = dev.type == "cuda"
+
+        def new(shape, zero):
+            return (_torch.zeros if zero else _torch.empty)(shape, dtype=_torch.uint8, pin_memory=pin)
+
+        def read(indices, addresses):
+            s.read_into(indices, addresses, lay)
+
+    c = s.channels
+    sizes = s.sizes[idx]
+    if len(idx) == 0 or bool((sizes == sizes[0]).all()):
+        h, w = (int(sizes[0][0]), int(sizes[0][1])) if len(idx) else (0, 0)
+        out = new((len(idx), c, h, w) if chw else (len(idx), h, w, c), False)
+        base, step = out.data_ptr(), h * w * c
+        read(idx, [base + k * step for k in range(len(idx))])
+        return out
+    one = [new((c, int(h), int(w)) if chw else (int(h), int(w), c), False) for h, w in sizes]
+    read(idx, [t.data_ptr() for t in one])  # every image in one call
+    if not pad:
+        return one
+    h, w = int(sizes[:, 0].max()), int(sizes[:, 1].max())
+    out = new((len(idx), c, h, w) if chw else (len(idx), h, w, c), True)
+    for k, t in enumerate(one):
+        if chw:
+            out[k, :, :t.shape[1], :t.shape[2]] = t
+        else:
+            out[k, :t.shape[0], :t.shape[1], :] = t
+    return out
 
 
 def _finish(images, dev, dtype, mean, std, chw):
@@ -191,7 +166,7 @@ class QVQDataset(_torch.utils.data.Dataset):
             raise IndexError(f"image {i} of {len(self)}")
         s = _image_set(self.path, self.backend)
         chw = self.layout == "CHW"
-        host = _decode_host(s, s._indices([int(i)]), False, False, chw)
+        host = _decode(s, s._indices([int(i)]), False, _torch.device("cpu"), chw)
         img = _finish(host, _torch.device("cpu"), self.dtype, self.mean, self.std, chw)[0]
         return img, int(self.labels[int(i)])
 

@@ -78,6 +78,12 @@ static wc_err plan_spans(const wcfs_vnode *vn, uint64_t off, uint64_t end, read_
 	return WC_OK;
 }
 
+/* Where a memory or tile segment's bytes are (its tile held). */
+static const uint8_t *seg_bytes(const read_seg *s)
+{
+	return s->sp.kind == WCFS_SPAN_MEM ? s->sp.mem + s->in : s->ref->data + s->sp.tile_off + s->in;
+}
+
 /* Send the plan's bytes as one reply. Memory only (prefix and tile bytes):
  * one writev straight from the buffers (fuse_reply_iov; libfuse's
  * fuse_reply_data would first copy several memory buffers into one), or,
@@ -101,8 +107,7 @@ static void reply_plan(fuse_req_t req, const read_plan *p)
 		}
 		for (size_t i = 0; i < p->n; i++) {
 			const read_seg *s = &p->seg[i];
-			const uint8_t *src = s->sp.kind == WCFS_SPAN_MEM ? s->sp.mem + s->in
-									: s->ref->data + s->sp.tile_off + s->in;
+			const uint8_t *src = seg_bytes(s);
 			memcpy(flat + pos, src, s->take);
 			pos += s->take;
 		}
@@ -118,8 +123,7 @@ static void reply_plan(fuse_req_t req, const read_plan *p)
 		}
 		for (size_t i = 0; i < p->n; i++) {
 			const read_seg *s = &p->seg[i];
-			const uint8_t *src = s->sp.kind == WCFS_SPAN_MEM ? s->sp.mem + s->in
-									: s->ref->data + s->sp.tile_off + s->in;
+			const uint8_t *src = seg_bytes(s);
 			iov[i] = (struct iovec){ .iov_base = (void *)src, .iov_len = (size_t)s->take };
 		}
 		fuse_reply_iov(req, iov, (int)p->n);
@@ -141,8 +145,7 @@ static void reply_plan(fuse_req_t req, const read_plan *p)
 			b->fd = s->sp.fd;
 			b->pos = (off_t)(s->sp.fd_off + s->in);
 		} else {
-			b->mem = (void *)(s->sp.kind == WCFS_SPAN_MEM ? s->sp.mem + s->in
-								     : s->ref->data + s->sp.tile_off + s->in);
+			b->mem = (void *)seg_bytes(s);
 		}
 	}
 	bv->count = p->n;
