@@ -38,6 +38,19 @@ EXPORT wc_err wcodec_cuda_decode_jobs(wc_tile_job *jobs, size_t n, void *const *
 	wc_err e = get_ctx(gpu, &ctx);
 	if (e != WC_OK)
 		return e;
+	/* after the work queued on gpu's default stream (the lanes' streams
+	 * are non-blocking and would not wait for it); the caller's current
+	 * device is left as it was */
+	int prev = gpu;
+	cudaError_t ce = cudaGetDevice(&prev);
+	if (ce == cudaSuccess)
+		ce = cudaSetDevice(gpu);
+	if (ce == cudaSuccess)
+		ce = cudaStreamSynchronize(0);
+	if (prev != gpu)
+		cudaSetDevice(prev);
+	if (ce != cudaSuccess)
+		return wc_fail(WC_E_BACKEND, "cuda: default stream: %s", cudaGetErrorString(ce));
 	return wcc_decode(ctx, jobs, n, (uint8_t *const *)device_dst);
 }
 
@@ -57,11 +70,12 @@ EXPORT wc_err wcodec_cuda_decode_tensor_c(wc_container *c, const char *tensor_na
 	if (end - begin > dst_bytes)
 		return wc_fail(WC_E_RANGE, "cuda: destination holds %zu bytes, the tensor needs %llu", dst_bytes,
 			       (unsigned long long)(end - begin));
-	if (stream) {
-		cudaError_t ce = cudaStreamSynchronize(stream);
-		if (ce != cudaSuccess)
-			return wc_fail(WC_E_BACKEND, "cuda: caller's stream: %s", cudaGetErrorString(ce));
-	}
+	/* NULL is the default stream, whose queued work (a cudaMemset of the
+	 * destination) must finish first too: the loader's streams are
+	 * non-blocking and do not wait for it. */
+	cudaError_t ce = cudaStreamSynchronize(stream);
+	if (ce != cudaSuccess)
+		return wc_fail(WC_E_BACKEND, "cuda: caller's stream: %s", cudaGetErrorString(ce));
 	wc_tensor_file *f;
 	wc_err e = wc_tensor_file_of_container(c, "(container)", &f);
 	if (e != WC_OK)

@@ -457,7 +457,7 @@ extern "C" wc_err wcc_vq_place(wcc_vq *vq, wc_tile_job *jobs, size_t n, const wc
 				max_patches = (uint32_t)np;
 		}
 		cudaEvent_t after = NULL;
-		if (ce == cudaSuccess && stream) { /* after what the caller queued on its stream */
+		if (ce == cudaSuccess) { /* after what the caller queued on its stream (NULL: the default one) */
 			ce = cudaEventCreateWithFlags(&after, cudaEventDisableTiming);
 			if (ce == cudaSuccess)
 				ce = cudaEventRecord(after, (cudaStream_t)stream);

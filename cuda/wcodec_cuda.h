@@ -100,7 +100,8 @@ wc_err wcodec_cuda_decode_tensor_c(wc_container *c, const char *tensor_name, voi
 
 /* Decode tile jobs (engine/backend.h; payloads in host memory, chash
  * already checked by the caller) into device memory: job i's out_size bytes
- * go to device_dst[i]; job->out is not used. Sets every job's status.
+ * go to device_dst[i]; job->out is not used. The work queued on the GPU's
+ * default stream completes first. Sets every job's status.
  * Returns WC_OK if every job was attempted (look at each status), else
  * WC_E_BACKEND (no usable GPU, or a CUDA call failed: no output may be
  * trusted) or WC_E_NOMEM. */
