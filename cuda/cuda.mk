@@ -3,7 +3,7 @@
 # Built only with ./configure --with-cuda; the sources are always in the dist.
 
 CUDA_DIST = cuda/wcc_kernels.cu cuda/wcc_kernels.h cuda/wcc_device.c cuda/wcc_device.h \
-	cuda/wcc_lane.c cuda/wcc_copy.c cuda/wcc_impl.h \
+	cuda/wcc_lane.c cuda/wcc_copy.c cuda/wcc_pinned.c cuda/wcc_impl.h \
 	cuda/plugin.c cuda/direct.c cuda/loader.c cuda/wcodec_cuda.h \
 	cuda/vq_gather.cu cuda/vq_gather.h cuda/vq_decode.cu cuda/vq_nearest.cu cuda/vq_nearest.h \
 	tests/test_cuda.c
@@ -42,7 +42,7 @@ pkglib_LTLIBRARIES += cuda/wcodec-cuda.la
 # hidden, so it loads beside libwcodec.so alone (Python) as well as into a
 # program that holds the library's code itself.
 cuda_wcodec_cuda_la_SOURCES = cuda/plugin.c cuda/direct.c cuda/loader.c cuda/wcc_device.c \
-	cuda/wcc_lane.c cuda/wcc_copy.c cuda/wcc_impl.h \
+	cuda/wcc_lane.c cuda/wcc_copy.c cuda/wcc_pinned.c cuda/wcc_impl.h \
 	cuda/wcc_device.h cuda/wcc_kernels.h cuda/wcodec_cuda.h \
 	src/core/limits.c src/core/fileio.c src/core/hash.c src/core/hash_avx2.c src/core/cpu.c \
 	src/engine/threadpool.c

@@ -13,6 +13,7 @@
 #include "vq_gather.h"
 #include "vq_nearest.h"
 #include "wcc_device.h"
+#include "wcc_impl.h"
 #include "wcodec_cuda.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -141,11 +142,14 @@ EXPORT void *wcodec_cuda_host_alloc(size_t bytes)
 		cudaGetLastError();
 		return NULL;
 	}
+	wcc_pinned_add(p, bytes ? bytes : 1);
 	return p;
 }
 
 EXPORT void wcodec_cuda_host_free(void *p)
 {
-	if (p)
+	if (p) {
+		wcc_pinned_remove(p);
 		cudaFreeHost(p);
+	}
 }

@@ -17,7 +17,7 @@ extern "C" {
 #include "wcc_device.h"
 }
 
-#define VQ_SLOTS 2u
+#define VQ_SLOTS 8u /* image batches in flight at once (one per loader thread) */
 #define VQ_CODEBOOKS 64u
 #define A16(x) (((size_t)(x) + 15u) & ~(size_t)15u)
 

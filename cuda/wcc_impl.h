@@ -104,8 +104,15 @@ typedef struct job_plan {
  * returns WC_E_BACKEND with the reason. */
 wc_err wcc_cuda_fail(wcc_ctx *ctx, const char *what, cudaError_t e);
 
-/* Is [p, p + n) page-locked host memory the GPU can DMA to and from? */
+/* Is [p, p + n) page-locked host memory the GPU can DMA to and from?
+ * (wcc_pinned.c: ranges registered with wcc_pinned_add are known without
+ * asking the driver.) */
 int wcc_is_pinned(const void *p, size_t n);
+
+/* Register [p, p + n) as page-locked (allocated so by the plugin) until
+ * wcc_pinned_remove(p); a failed registration only costs speed. */
+void wcc_pinned_add(const void *p, size_t n);
+void wcc_pinned_remove(const void *p);
 
 /* Can the GPU decode this job into dev_out (NULL: a lane buffer)? Fills *pl;
  * uploads the job's frequency tables on first use. 0: decode it on the CPU. */

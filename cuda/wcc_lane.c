@@ -294,22 +294,3 @@ void wcc_lane_reset(wcc_lane *ln)
 	ln->used_in = ln->used_out = ln->used_scr = 0;
 	ln->njobs = ln->nstaged = ln->nchunks = ln->ntiles = ln->nsegs = 0;
 }
-
-/* Is [p, p + n) page-locked host memory the GPU can DMA to and from? */
-int wcc_is_pinned(const void *p, size_t n)
-{
-	struct cudaPointerAttributes a;
-	if (!p || n == 0)
-		return 0;
-	for (int end = 0; end < 2; end++) {
-		const void *q = end ? (const uint8_t *)p + n - 1 : p;
-		if (cudaPointerGetAttributes(&a, q) != cudaSuccess) {
-			cudaGetLastError();
-			return 0;
-		}
-		if (a.type != cudaMemoryTypeHost)
-			return 0;
-	}
-	return 1;
-}
-

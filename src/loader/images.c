@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/limits.h"
 #include "engine/backend.h"
+#include "engine/threadpool.h"
 #include "qvq/qvq.h"
 #include "qvq/qvq_job.h"
 
@@ -30,11 +32,17 @@ typedef struct batch_buf {
 } batch_buf;
 
 /* Buffers kept at most (one per thread decoding at once, typically). */
-#define KEEP_BUFS 4
+#define KEEP_BUFS 8
+
+/* Threads reading a batch's payloads: a shuffled batch is hundreds of
+ * small reads from the page cache, each checked against its XXH3-64, which
+ * on one thread took longer than the GPU's whole decode of the batch. */
+#define READ_THREADS 8u
 
 struct wc_image_set {
 	wc_qvq *q;
 	wc_backend *be;
+	wc_threadpool *readers; /* payload reads of a batch, in parallel */
 	char *path;
 	pthread_mutex_t lock; /* the free buffers */
 	batch_buf *free;
@@ -102,6 +110,10 @@ wc_err wc_image_set_open(const char *path, const char *backend, unsigned threads
 		wc_backend_opts bo = {.threads = threads};
 		e = wc_backend_create(backend ? backend : "auto", &bo, &s->be);
 	}
+	if (!e) {
+		unsigned cpus = wc_cpu_count();
+		e = wc_threadpool_create((cpus < READ_THREADS ? cpus : READ_THREADS) - 1, &s->readers);
+	}
 	if (e) {
 		wc_image_set_close(s);
 		return e;
@@ -120,6 +132,8 @@ void wc_image_set_close(wc_image_set *s)
 		buf_free(s, b);
 	}
 	pthread_mutex_destroy(&s->lock);
+	if (s->readers)
+		wc_threadpool_destroy(s->readers);
 	if (s->be)
 		wc_backend_destroy(s->be);
 	if (s->q)
@@ -203,7 +217,10 @@ typedef struct decode_call {
 	wc_tile_job *jobs;
 	uint32_t *tiles;
 	uint64_t *out_off; /* per job: where its tile's bytes start in outs */
+	uint64_t *pay_off; /* per job: where its payload starts in payloads */
 } decode_call;
+
+#define PAY_ALIGN(x) (((size_t)(x) + 15u) & ~(size_t)15u)
 
 static wc_err tile_failed(const decode_call *d, uint32_t tile, wc_err e, const char *why)
 {
@@ -235,28 +252,43 @@ static void place(uint8_t *restrict dst, const uint8_t *restrict src, size_t npi
 	}
 }
 
+/* Read tile d->tiles[j]'s payload and describe its job (a pool loop body):
+ * the job's status and detail say whether the read and its check passed. */
+static void read_one(void *arg, size_t j)
+{
+	decode_call *d = arg;
+	wc_tile_job *job = &d->jobs[j];
+	const wc_qvq_tile *t = wc_qvq_tile_at(d->s->q, d->tiles[j]);
+	memset(job, 0, sizeof *job);
+	wc_qvq_describe_job(d->s->q, d->tiles[j], job);
+	job->payload = d->payloads + d->pay_off[j];
+	job->payload_size = t->csize;
+	job->out = d->place ? NULL : d->outs + d->out_off[j]; /* the GPU path writes no tile to the host */
+	job->out_size = t->dsize;
+	wc_err e = wc_qvq_read_payload(d->s->q, d->tiles[j], d->payloads + d->pay_off[j]);
+	if (e)
+		wc_job_fail(job, e, "%s", wc_last_detail());
+}
+
 /* Decode the distinct tiles d->tiles[0..nt) in one backend batch and copy
- * the wants [wi, wend), which lie in them, into their slots. */
+ * the wants [wi, wend), which lie in them, into their slots. Payloads lie
+ * at 16-byte aligned offsets, as the GPU's staging buffers place them, so
+ * that the batch's upload is one copy. */
 static wc_err decode_batch(decode_call *d, size_t nt, size_t wi, size_t wend)
 {
 	wc_qvq *q = d->s->q;
 	size_t poff = 0, ooff = 0;
 	for (size_t j = 0; j < nt; j++) {
 		const wc_qvq_tile *t = wc_qvq_tile_at(q, d->tiles[j]);
-		wc_err e = wc_qvq_read_payload(q, d->tiles[j], d->payloads + poff);
-		if (e)
-			return tile_failed(d, d->tiles[j], e, wc_last_detail());
-		wc_tile_job *job = &d->jobs[j];
-		memset(job, 0, sizeof *job);
-		wc_qvq_describe_job(q, d->tiles[j], job);
-		job->payload = d->payloads + poff;
-		job->payload_size = t->csize;
-		job->out = d->place ? NULL : d->outs + ooff; /* the GPU path writes no tile to the host */
-		job->out_size = t->dsize;
+		d->pay_off[j] = poff;
 		d->out_off[j] = ooff;
-		poff += t->csize;
+		poff += PAY_ALIGN(t->csize);
 		ooff += t->dsize;
 	}
+	wc_threadpool_run(d->s->readers, read_one, d, nt);
+	for (size_t j = 0; j < nt; j++)
+		if (d->jobs[j].status)
+			return tile_failed(d, d->tiles[j], d->jobs[j].status, d->jobs[j].detail);
 	if (d->place) { /* the GPU writes the images where they go */
 		size_t j = 0, np = 0;
 		for (size_t k = wi; k < wend; k++) {
@@ -307,7 +339,7 @@ static wc_err batches(decode_call *d, size_t n, bool run, size_t *max_tiles, siz
 			if (run)
 				d->tiles[nt] = tile;
 			nt++;
-			pb += t->csize;
+			pb += PAY_ALIGN(t->csize);
 			ob += t->dsize;
 			while (wend < n && d->w[wend].tile == tile)
 				wend++;
@@ -355,13 +387,14 @@ static wc_err decode_images(decode_call d, const uint32_t *idx, size_t n)
 		d.jobs = calloc(max_tiles, sizeof *d.jobs);
 		d.tiles = calloc(max_tiles, sizeof *d.tiles);
 		d.out_off = calloc(max_tiles, sizeof *d.out_off);
+		d.pay_off = calloc(max_tiles, sizeof *d.pay_off);
 		/* decoded tiles first: 64-byte aligned for the backend */
 		size_t ob = d.place ? 0 : (max_o + 63) & ~(size_t)63;
 		if ((d.buf = buf_take(s, ob + max_p + 1))) {
 			d.outs = d.buf->p;
 			d.payloads = d.buf->p + ob;
 		}
-		if (!d.jobs || !d.tiles || !d.out_off || !d.buf)
+		if (!d.jobs || !d.tiles || !d.out_off || !d.pay_off || !d.buf)
 			e = wc_fail(WC_E_NOMEM, "out of memory for a batch of %zu tiles (%zu bytes)", max_tiles,
 				    max_p + max_o);
 	}
@@ -372,6 +405,7 @@ static wc_err decode_images(decode_call d, const uint32_t *idx, size_t n)
 	free(d.jobs);
 	free(d.tiles);
 	free(d.out_off);
+	free(d.pay_off);
 	free(d.w);
 	free(d.places);
 	return e;
