@@ -25,6 +25,7 @@ extern "C" {
 
 typedef struct vq_slot {
 	cudaStream_t stream;
+	cudaEvent_t after; /* vq_place: the caller's stream's point the slot waits for */
 	uint8_t *d_buf, *h_buf; /* device buffer; pinned host staging */
 	size_t d_cap, h_cap;
 	int busy;
@@ -58,8 +59,11 @@ extern "C" wc_err wcc_vq_create(struct wcc_ctx *ctx, int gpu, wcc_vq **out)
 	cudaError_t e = cudaSetDevice(gpu);
 	if (e == cudaSuccess) /* the gather's code on the device before the first batch */
 		e = (cudaError_t)wcc_vq_preload_kernels();
-	for (unsigned s = 0; s < VQ_SLOTS && e == cudaSuccess; s++)
+	for (unsigned s = 0; s < VQ_SLOTS && e == cudaSuccess; s++) {
 		e = cudaStreamCreateWithFlags(&vq->slots[s].stream, cudaStreamNonBlocking);
+		if (e == cudaSuccess)
+			e = cudaEventCreateWithFlags(&vq->slots[s].after, cudaEventDisableTiming);
+	}
 	if (e != cudaSuccess) {
 		wcc_vq_destroy(vq);
 		return wc_fail(WC_E_BACKEND, "cuda vq: setting up GPU %d (kernel, streams): %s", gpu, cudaGetErrorString(e));
@@ -76,6 +80,8 @@ extern "C" void wcc_vq_destroy(wcc_vq *vq)
 	for (unsigned s = 0; s < VQ_SLOTS; s++) {
 		if (vq->slots[s].stream)
 			cudaStreamDestroy(vq->slots[s].stream);
+		if (vq->slots[s].after)
+			cudaEventDestroy(vq->slots[s].after);
 		cudaFree(vq->slots[s].d_buf);
 		cudaFreeHost(vq->slots[s].h_buf);
 	}
@@ -389,12 +395,13 @@ extern "C" wc_err wcc_vq_place(wcc_vq *vq, wc_tile_job *jobs, size_t n, const wc
 	size_t desc_bytes = A16(ndst * sizeof *desc), status_bytes = A16(n * 4);
 	vq_slot *s = slot_take(vq);
 	cudaError_t ce = cudaSetDevice(vq->gpu);
-	if (ce == cudaSuccess && grow_slot(s, idx_total + desc_bytes + status_bytes, status_bytes))
+	if (ce == cudaSuccess && grow_slot(s, idx_total + desc_bytes + status_bytes, status_bytes + desc_bytes))
 		ce = cudaErrorMemoryAllocation;
 	uint8_t *d_idx = s->d_buf;
 	wcc_vq_image *d_desc = (wcc_vq_image *)(d_idx + idx_total);
 	uint32_t *d_status = (uint32_t *)((uint8_t *)d_desc + desc_bytes);
 	uint32_t *h_status = (uint32_t *)s->h_buf;
+	wcc_vq_image *h_desc = (wcc_vq_image *)(s->h_buf + status_bytes); /* page-locked: copied async */
 	wc_err ret = WC_OK;
 
 	/* Step 1: every job's index array, by the plane pipeline, into the slot. */
@@ -456,16 +463,14 @@ extern "C" wc_err wcc_vq_place(wcc_vq *vq, wc_tile_job *jobs, size_t n, const wc
 			if (np > max_patches)
 				max_patches = (uint32_t)np;
 		}
-		cudaEvent_t after = NULL;
-		if (ce == cudaSuccess) { /* after what the caller queued on its stream (NULL: the default one) */
-			ce = cudaEventCreateWithFlags(&after, cudaEventDisableTiming);
-			if (ce == cudaSuccess)
-				ce = cudaEventRecord(after, (cudaStream_t)stream);
-			if (ce == cudaSuccess)
-				ce = cudaStreamWaitEvent(s->stream, after, 0);
+		if (ce == cudaSuccess) /* after what the caller queued on its stream (NULL: the default one) */
+			ce = cudaEventRecord(s->after, (cudaStream_t)stream);
+		if (ce == cudaSuccess)
+			ce = cudaStreamWaitEvent(s->stream, s->after, 0);
+		if (ce == cudaSuccess && nd) {
+			memcpy(h_desc, desc, nd * sizeof *desc);
+			ce = cudaMemcpyAsync(d_desc, h_desc, nd * sizeof *desc, cudaMemcpyHostToDevice, s->stream);
 		}
-		if (ce == cudaSuccess && nd)
-			ce = cudaMemcpyAsync(d_desc, desc, nd * sizeof *desc, cudaMemcpyHostToDevice, s->stream);
 		if (ce == cudaSuccess)
 			ce = cudaMemsetAsync(d_status, 0, n * 4, s->stream);
 		if (ce == cudaSuccess && nd)
@@ -474,8 +479,6 @@ extern "C" wc_err wcc_vq_place(wcc_vq *vq, wc_tile_job *jobs, size_t n, const wc
 			ce = cudaMemcpyAsync(h_status, d_status, n * 4, cudaMemcpyDeviceToHost, s->stream);
 		if (ce == cudaSuccess)
 			ce = cudaStreamSynchronize(s->stream);
-		if (after)
-			cudaEventDestroy(after);
 	}
 	if (ce != cudaSuccess) {
 		ret = wc_fail(WC_E_BACKEND, "cuda vq: %s", cudaGetErrorString(ce));

@@ -439,7 +439,11 @@ static wc_err lane_complete(wcc_ctx *ctx, wcc_lane *ln)
 				pthread_mutex_unlock(&ctx->mu);
 			}
 		}
-		wc_threadpool_run(ctx->pool, finish_job, ln, ln->njobs);
+		if (ln->host_target) /* hashing: on the pool */
+			wc_threadpool_run(ctx->pool, finish_job, ln, ln->njobs);
+		else /* a status word each: waking the pool cost more */
+			for (size_t i = 0; i < ln->njobs; i++)
+				finish_job(ln, i);
 		for (size_t i = 0; i < ln->njobs; i++) {
 			lane_job *lj = &ln->jobs[i];
 			if (!lj->recheck)
@@ -595,6 +599,7 @@ wc_err wcc_decode(wcc_ctx *ctx, wc_tile_job *jobs, size_t n, uint8_t *const *dev
 	const int host_target = dev_out == NULL;
 	wcc_lane *ln = NULL;
 	job_plan pl;
+	pl.memo = 0;
 	for (size_t i = 0; i < n && cl.err == WC_OK; i++) {
 		wc_tile_job *job = &jobs[i];
 		uint8_t *dout = dev_out ? dev_out[i] : NULL;

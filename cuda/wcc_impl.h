@@ -98,6 +98,11 @@ typedef struct job_plan {
 	int direct;    /* single rANS plane decoded straight into the output */
 	int fused;     /* index of the one rANS plane merged by its warps, or -1 */
 	size_t nsegs;
+	/* the last table set placed, kept across one call's jobs (they
+	 * mostly share it): no context lock per job */
+	uint64_t memo_key;
+	uint32_t memo_count, memo_base;
+	int memo;
 } job_plan;
 
 /* Mark the context dead (logged once) after CUDA call `what` failed with e;
@@ -115,7 +120,8 @@ void wcc_pinned_add(const void *p, size_t n);
 void wcc_pinned_remove(const void *p);
 
 /* Can the GPU decode this job into dev_out (NULL: a lane buffer)? Fills *pl;
- * uploads the job's frequency tables on first use. 0: decode it on the CPU. */
+ * uploads the job's frequency tables on first use. 0: decode it on the CPU.
+ * A call's jobs share one *pl, its memo zeroed before the first. */
 int wcc_plan_job(wcc_ctx *ctx, const wc_tile_job *job, const uint8_t *dev_out, job_plan *pl);
 
 /* Does the planned job still fit the lane's buffers and descriptors? */

@@ -115,8 +115,16 @@ int wcc_plan_job(wcc_ctx *ctx, const wc_tile_job *job, const uint8_t *dev_out, j
 		if (v->mode != WC_PLANE_RANS)
 			continue;
 		if (!have_base) {
-			if (table_base(ctx, job, &pl->base) != 0)
-				return 0;
+			if (pl->memo && pl->memo_key == job->table_key && pl->memo_count == job->ntables) {
+				pl->base = pl->memo_base;
+			} else {
+				if (table_base(ctx, job, &pl->base) != 0)
+					return 0;
+				pl->memo = 1;
+				pl->memo_key = job->table_key;
+				pl->memo_count = job->ntables;
+				pl->memo_base = pl->base;
+			}
 			have_base = 1;
 		}
 		if (v->table >= job->ntables || !ctx->table_ok[pl->base + v->table])

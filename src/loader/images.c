@@ -18,7 +18,8 @@
 typedef wc_err (*wcodec_vq_place_fn)(wc_backend *be, wc_tile_job *jobs, size_t n, const void *dsts,
 				     size_t ndst, void *stream);
 
-/* Decoded bytes and tiles a batch may take (one tile at least). */
+/* Bytes held on the host (decoded tiles; payloads on the GPU path) and
+ * tiles a batch may take (one tile at least). */
 #define BATCH_BYTES (64u << 20)
 #define BATCH_TILES 1024u
 
@@ -334,7 +335,10 @@ static wc_err batches(decode_call *d, size_t n, bool run, size_t *max_tiles, siz
 		while (wend < n) {
 			uint32_t tile = d->w[wend].tile;
 			const wc_qvq_tile *t = wc_qvq_tile_at(q, tile);
-			if (nt && (ob + t->dsize > BATCH_BYTES || nt == BATCH_TILES))
+			/* decoded bytes bound a batch into host memory; on the GPU
+			 * path only the payloads pass through the host */
+			size_t held = d->place ? pb + PAY_ALIGN(t->csize) : ob + t->dsize;
+			if (nt && (held > BATCH_BYTES || nt == BATCH_TILES))
 				break;
 			if (run)
 				d->tiles[nt] = tile;
