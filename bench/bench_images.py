@@ -9,7 +9,7 @@ for the JPEG rows; a GPU for the cuda rows.
       resized), labelled by photograph (10 classes), as PPM files in
       DIR/ppm/<label>/ packed by `wcodec pack-images -k K` into DIR/set.qvq
       (one image per tile), and as JPEG q=90 in DIR/jpeg/<label>/.
-  bench_images.py decode DIR [--batches 64,128,256,512,1024] [--workers 8]
+  bench_images.py decode DIR [--batches 64,128,256,512,1024] [--workers 4]
       Decode alone, no training step: QVQLoader into GPU tensors against
       batch size; torchvision's JPEG DataLoader (16 workers) and the CPU
       backend at the largest batch. Pixels of a batch checked against the
@@ -251,7 +251,7 @@ def main():
     r = sub.add_parser("decode")
     r.add_argument("dir")
     r.add_argument("--batches", default="64,128,256,512,1024")
-    r.add_argument("--workers", type=int, default=8, help="QVQLoader's decoding threads")
+    r.add_argument("--workers", type=int, default=4, help="QVQLoader's decoding threads")
     t = sub.add_parser("train")
     t.add_argument("dir")
     t.add_argument("--steps", type=int, default=300)

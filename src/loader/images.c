@@ -51,7 +51,8 @@ struct wc_image_set {
 };
 
 /* A buffer of at least `need` bytes: a kept one that fits, else a new one
- * (the backend's memory: page-locked for CUDA). NULL if out of memory. */
+ * (the backend's memory: page-locked for CUDA) with room for the next
+ * batches' payloads, whose sizes vary. NULL if out of memory. */
 static batch_buf *buf_take(wc_image_set *s, size_t need)
 {
 	pthread_mutex_lock(&s->lock);
@@ -68,8 +69,8 @@ static batch_buf *buf_take(wc_image_set *s, size_t need)
 		return b;
 	if (!(b = malloc(sizeof *b)))
 		return NULL;
-	b->cap = need;
-	if (!(b->p = wc_backend_buf_alloc(s->be, need))) {
+	b->cap = (need + need / 4 + 0xffff) & ~(size_t)0xffff;
+	if (!(b->p = wc_backend_buf_alloc(s->be, b->cap))) {
 		free(b);
 		return NULL;
 	}
@@ -82,11 +83,29 @@ static void buf_free(wc_image_set *s, batch_buf *b)
 	free(b);
 }
 
-/* Keep b for a later call, or free it beyond KEEP_BUFS. */
+/* Keep b for a later call; beyond KEEP_BUFS free the smallest buffer, b or
+ * a kept one: kept buffers too small for the batches now asked for would
+ * make every call allocate and free page-locked memory (each a device-wide
+ * synchronisation: batches of 1024 images ran 8 times slower so). */
 static void buf_give(wc_image_set *s, batch_buf *b)
 {
 	pthread_mutex_lock(&s->lock);
-	if (s->nfree < KEEP_BUFS) {
+	if (s->nfree == KEEP_BUFS) {
+		batch_buf **small = &s->free;
+		for (batch_buf **pp = &s->free; *pp; pp = &(*pp)->next)
+			if ((*pp)->cap < (*small)->cap)
+				small = pp;
+		if ((*small)->cap < b->cap) {
+			batch_buf *x = *small;
+			*small = x->next;
+			s->nfree--;
+			x->next = NULL;
+			b->next = s->free;
+			s->free = b;
+			s->nfree++;
+			b = x;
+		}
+	} else {
 		b->next = s->free;
 		s->free = b;
 		s->nfree++;
