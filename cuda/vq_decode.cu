@@ -460,6 +460,11 @@ extern "C" wc_err wcc_vq_place(wcc_vq *vq, wc_tile_job *jobs, size_t n, const wc
 			di->index_bytes = q->index_bytes;
 			di->chw = dsts[d].chw ? 1 : 0;
 			di->job = dsts[d].job;
+			di->f32 = dsts[d].f32 ? 1 : 0;
+			for (unsigned c = 0; c < 3; c++) {
+				di->scale[c] = dsts[d].scale[c];
+				di->bias[c] = dsts[d].bias[c];
+			}
 			if (np > max_patches)
 				max_patches = (uint32_t)np;
 		}

@@ -2,10 +2,12 @@
  * vq_gather.cu - GPU decode of .qvq image tiles: the codebook gather kernel
  * (vq_gather.h); the backend path around it is vq_decode.cu.
  *
- * The kernel is a pure copy: each thread takes one patch of one image,
- * reads its index (1 or 2 bytes, little-endian), and copies the codebook
- * entry's pixels that fall inside the image to their places in the
- * row-major RGB output (or in three channel planes, chw); docs/FORMAT.md 6.5 is the definition and
+ * The kernel is a copy: each thread takes one patch of one image, reads
+ * its index (1 or 2 bytes, little-endian), and copies the codebook entry's
+ * pixels that fall inside the image to their places in the row-major RGB
+ * output (or in three channel planes, chw), as bytes or as normalised
+ * floats (f32: one pass instead of decode, convert, scale and shift);
+ * docs/FORMAT.md 6.5 is the definition and
  * wc_qvq_gather() (src/qvq/qvq_decode.c) the CPU reference, so both produce
  * the same bytes by construction.
  */
@@ -17,6 +19,13 @@
 
 #define VQ_THREADS 256u
 #define VQ_MAX_GRID_Y 65535u
+
+/* Pixel value v of channel c as a float: v * scale[c] + bias[c], rounded
+ * after the multiply and after the add (as torch's x.float() * s + b). */
+__device__ __forceinline__ float affine(const wcc_vq_image &im, uint8_t v, unsigned c)
+{
+	return __fadd_rn(__fmul_rn((float)v, im.scale[c]), im.bias[c]);
+}
 
 __global__ void vq_gather_kernel(const wcc_vq_image *__restrict__ imgs, uint32_t *status)
 {
@@ -36,6 +45,17 @@ __global__ void vq_gather_kernel(const wcc_vq_image *__restrict__ imgs, uint32_t
 		const uint32_t gy = p / gw, gx = p - gy * gw;
 		const uint8_t *e = im.codebook + (size_t)k * ph * pw * 3u;
 		const uint32_t y0 = gy * ph, x0 = gx * pw;
+		if (im.f32) { /* floats, in either layout */
+			float *out = (float *)im.out;
+			for (uint32_t dy = 0; dy < ph && y0 + dy < im.h; dy++)
+				for (uint32_t dx = 0; dx < pw && x0 + dx < im.w; dx++) {
+					const uint8_t *s = e + (dy * pw + dx) * 3u;
+					const size_t px = (size_t)(y0 + dy) * im.w + (x0 + dx);
+					for (unsigned c = 0; c < 3u; c++)
+						out[im.chw ? c * plane + px : 3u * px + c] = affine(im, __ldg(s + c), c);
+				}
+			continue;
+		}
 		if (im.chw) { /* three planes: pixel (y, x) channel c at c * w * h + y * w + x */
 			for (uint32_t dy = 0; dy < ph && y0 + dy < im.h; dy++)
 				for (uint32_t dx = 0; dx < pw && x0 + dx < im.w; dx++) {

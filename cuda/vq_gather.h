@@ -31,14 +31,15 @@ extern "C" { /* the project's C headers, C linkage from nvcc's C++ too */
 /* One image to gather; every pointer is a device address. */
 typedef struct wcc_vq_image {
 	const uint8_t *idx;      /* ceil(h/ph)*ceil(w/pw) indices of index_bytes each (LE) */
-	uint8_t *out;            /* w * h * 3 bytes */
+	uint8_t *out;            /* w * h * 3 pixels: bytes, or floats (f32) */
 	const uint8_t *codebook; /* entries * ph * pw * 3 bytes */
 	uint32_t entries;
 	uint32_t w, h;
 	uint8_t ph, pw, index_bytes;
-	uint8_t chw;             /* 1: out is three planes of w * h bytes; 0: RGB rows */
+	uint8_t chw;             /* 1: out is three planes of w * h pixels; 0: RGB rows */
 	uint32_t job;            /* index into the status array */
-	uint32_t pad2;
+	uint32_t f32;            /* 1: out holds floats, value * scale[c] + bias[c] */
+	float scale[3], bias[3];
 } wcc_vq_image;
 
 /* Gather nimg images (descriptors in device memory). max_patches: the

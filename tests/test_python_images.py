@@ -205,6 +205,20 @@ class TorchImages(Base):
             self.assertEqual(gpu.device.type, "cuda")
             self.assertTrue(torch.equal(gpu.cpu(), cpu), layout)
             self.assertTrue(torch.equal(lg.cpu(), lc))
+        # float32, normalised by the gather itself: the CPU's two-pass result, bit for bit
+        mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+        for layout in ("NCHW", "NHWC"):
+            cpu, _ = wpt.load_images(self.qvq, idx, device="cpu", layout=layout, dtype=torch.float32, mean=mean,
+                                     std=std)
+            gpu, _ = wpt.load_images(self.qvq, idx, device="cuda", backend="cuda", layout=layout,
+                                     dtype=torch.float32, mean=mean, std=std)
+            self.assertEqual(gpu.dtype, torch.float32)
+            self.assertTrue(torch.equal(gpu.cpu(), cpu), layout)
+        ld = wpt.QVQLoader(self.qvq, batch_size=len(idx), device="cuda", backend="cuda", dtype=torch.float32)
+        ld.indices = lambda epoch=None: np.asarray(idx)
+        fl, _ = next(iter(ld))
+        unit, _ = wpt.load_images(self.qvq, idx, device="cpu", dtype=torch.float32)
+        self.assertTrue(torch.equal(fl.cpu(), unit))
         # several sizes: a list, or padded; in any order with repeats
         lst, _ = wpt.load_images(self.qvq, [17, 0, 15, 0], device="cuda", backend="cuda")
         for t, i in zip(lst, [17, 0, 15, 0]):

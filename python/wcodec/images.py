@@ -63,6 +63,10 @@ def _api():
             L.wc_image_set_decode_device.restype = c.c_int
             L.wc_image_set_decode_device.argtypes = [vp, c.POINTER(c.c_uint32), c.c_size_t, c.c_int,
                                                      c.POINTER(vp), vp]
+            L.wc_image_set_decode_device_f32.restype = c.c_int
+            L.wc_image_set_decode_device_f32.argtypes = [vp, c.POINTER(c.c_uint32), c.c_size_t, c.c_int,
+                                                         c.POINTER(c.c_float), c.POINTER(c.c_float),
+                                                         c.POINTER(vp), vp]
             _typed = True
     return L
 
@@ -151,15 +155,19 @@ class ImageSet:
         arr = idx.ctypes.data_as(ctypes.POINTER(ctypes.c_uint32))
         check(self._L.wc_image_set_decode(self._h, arr, len(idx), 0 if layout == "HWC" else 1, ptrs))
 
-    def read_into_device(self, indices, addresses, layout="HWC", stream=None):
+    def read_into_device(self, indices, addresses, layout="HWC", stream=None, scale=None, bias=None):
         """Decode images `indices` on the GPU straight into device memory:
         addresses (ints) of height * width * 3 bytes each, on the GPU the
         backend uses (backend "cuda"), laid out "HWC" or "CHW"; stream: a
         cudaStream_t (int) the writes follow, None for the default stream.
+        With scale and bias (3 numbers each, per channel) the pixels are
+        written as float32, value * scale[c] + bias[c] (each operation
+        rounded to float32, as torch's x.float() * scale + bias), into
+        height * width * 12 bytes each, in the same pass.
         Returns once the images are written. Payloads are checked against
         their XXH3-64 on the host, the rANS streams and every index on the
         device. Errors: WcodecError ("UNSUPPORTED" unless the backend is
-        "cuda"; "CORRUPT" for a damaged tile)."""
+        "cuda"; "CORRUPT" for a damaged tile), ValueError."""
         if layout not in ("HWC", "CHW"):
             raise ValueError(f"layout {layout!r}: 'HWC' or 'CHW'")
         idx = self._indices(indices)
@@ -167,8 +175,14 @@ class ImageSet:
             raise ValueError(f"{len(idx)} images but {len(addresses)} addresses")
         ptrs = (ctypes.c_void_p * max(len(idx), 1))(*[int(a) for a in addresses])
         arr = idx.ctypes.data_as(ctypes.POINTER(ctypes.c_uint32))
-        check(self._L.wc_image_set_decode_device(self._h, arr, len(idx), 0 if layout == "HWC" else 1, ptrs,
-                                                 stream))
+        lay = 0 if layout == "HWC" else 1
+        if scale is None and bias is None:
+            check(self._L.wc_image_set_decode_device(self._h, arr, len(idx), lay, ptrs, stream))
+            return
+        f3 = ctypes.c_float * 3
+        sc, bi = (f3(*[float(v) for v in _np.broadcast_to(x, 3)]) for x in
+                  (1.0 if scale is None else scale, 0.0 if bias is None else bias))
+        check(self._L.wc_image_set_decode_device_f32(self._h, arr, len(idx), lay, sc, bi, ptrs, stream))
 
     def read(self, indices=None, layout="HWC"):
         """Images `indices` (default: all) as a list of uint8 arrays of shape

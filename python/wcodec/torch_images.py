@@ -37,13 +37,30 @@ def _image_set(path, backend):
         return s
 
 
-def _decode(s, idx, pad, dev, chw):
+def _affine(dtype, mean, std):
+    """Per-channel (scale, bias), float32, that take pixels v to
+    (v / 255 - mean) / std as v * scale + bias."""
+    m = _torch.as_tensor(mean if mean is not None else 0.0, dtype=_torch.float64).expand(3)
+    sd = _torch.as_tensor(std if std is not None else 1.0, dtype=_torch.float64).expand(3)
+    return (1.0 / (255.0 * sd)).to(dtype), (-m / sd).to(dtype)
+
+
+def _fused(dtype, mean, std):
+    """The affine of _decode for a float32 result (the GPU's gather writes
+    it in one pass), None for other dtypes (converted by _finish)."""
+    return _affine(_torch.float32, mean, std) if dtype == _torch.float32 else None
+
+
+def _decode(s, idx, pad, dev, chw, affine=None):
     """Images idx of s for device dev, decoded straight into place: one uint8
     tensor [N, C, H, W] (chw) or [N, H, W, C] when they share a size (or
     pad: the largest, zero-filled at the bottom and right), else a list of
     [C, H, W] or [H, W, C] tensors. On a GPU whose backend is the set's
     ("cuda") the GPU writes the device tensors; otherwise the images are
-    decoded into host memory, page-locked when dev is a GPU."""
+    decoded into host memory, page-locked when dev is a GPU. affine
+    (float32 scale and bias tensors of 3): float32 pixels v * scale + bias
+    written by the GPU in the same pass, when it writes one tensor (the
+    images share a size; otherwise uint8, for _finish to convert)."""
     lay = "CHW" if chw else "HWC"
     if dev.type == "cuda" and s.backend == "cuda":
         stream = _torch.cuda.current_stream(dev).cuda_stream
@@ -53,6 +70,16 @@ def _decode(s, idx, pad, dev, chw):
 
         def read(indices, addresses):
             s.read_into_device(indices, addresses, lay, stream)
+
+        sizes = s.sizes[idx]
+        if affine is not None and len(idx) and bool((sizes == sizes[0]).all()):
+            h, w = int(sizes[0][0]), int(sizes[0][1])
+            out = _torch.empty((len(idx), 3, h, w) if chw else (len(idx), h, w, 3), dtype=_torch.float32,
+                               device=dev)
+            base, step = out.data_ptr(), h * w * 3 * 4
+            s.read_into_device(idx, [base + k * step for k in range(len(idx))], lay, stream,
+                               scale=affine[0].tolist(), bias=affine[1].tolist())
+            return out
     else:
         pin = dev.type == "cuda"
 
@@ -90,15 +117,12 @@ def _finish(images, dev, dtype, mean, std, chw):
     if isinstance(images, list):
         return [_finish(t.unsqueeze(0), dev, dtype, mean, std, chw)[0] for t in images]
     t = images.to(dev, non_blocking=True)
-    if dtype == _torch.uint8:
+    if t.dtype == dtype:  # uint8 asked for, or already normalised by the GPU's gather
         return t
     if not dtype.is_floating_point:
         raise TypeError(f"dtype {dtype}: uint8 or a floating-point dtype")
     shape = (1, -1, 1, 1) if chw else (1, 1, 1, -1)
-    m = _torch.as_tensor(mean if mean is not None else 0.0, dtype=_torch.float64)
-    sd = _torch.as_tensor(std if std is not None else 1.0, dtype=_torch.float64)
-    scale = (1.0 / (255.0 * sd)).to(dtype).to(dev).reshape(shape)
-    bias = (-m / sd).to(dtype).to(dev).reshape(shape)
+    scale, bias = (x.to(dev).reshape(shape) for x in _affine(dtype, mean, std))
     return t.to(dtype).mul_(scale).add_(bias)
 
 
@@ -133,7 +157,7 @@ def load_images(path, indices=None, device="cuda", layout="NCHW", dtype=_torch.u
     dev = _device(device)
     s = _image_set(path, backend or ("cpu" if dev.type == "cpu" else "auto"))
     idx = s._indices(indices)
-    host = _decode(s, idx, pad, dev, layout == "NCHW")
+    host = _decode(s, idx, pad, dev, layout == "NCHW", _fused(dtype, mean, std))
     labels = _torch.as_tensor(s.labels[idx], dtype=_torch.int64).to(dev)
     return _finish(host, dev, dtype, mean, std, layout == "NCHW"), labels
 
@@ -235,7 +259,8 @@ class QVQLoader:
         return (idx[b:b + self.batch_size] for b in range(0, len(idx), self.batch_size))
 
     def _host(self, batch):
-        return _decode(self.set, batch.astype(_np.uint32), self.pad, self.dev, self.layout == "NCHW"), batch
+        return _decode(self.set, batch.astype(_np.uint32), self.pad, self.dev, self.layout == "NCHW",
+                       _fused(self.dtype, self.mean, self.std)), batch
 
     def __iter__(self):
         idx = self.indices()

@@ -230,6 +230,8 @@ typedef struct decode_call {
 	void *const *device_dst;    /* device destinations (place != NULL) */
 	wcodec_vq_place_fn place;   /* the plugin's wcodec_cuda_vq_place */
 	void *stream;
+	int f32;                    /* device images as normalised floats */
+	float scale[3], bias[3];
 	wc_qvq_image_dst *places;   /* per want of a batch */
 	want *w;
 	uint8_t *payloads, *outs; /* in buf */
@@ -315,8 +317,12 @@ static wc_err decode_batch(decode_call *d, size_t nt, size_t wi, size_t wend)
 			while (d->tiles[j] != d->w[k].tile)
 				j++;
 			const wc_qvq_tile *t = wc_qvq_tile_at(q, d->tiles[j]);
-			d->places[np++] = (wc_qvq_image_dst){(uint32_t)j, d->w[k].img - t->first_image,
-							     d->device_dst[d->w[k].k], d->layout == WC_IMAGE_CHW, 0};
+			wc_qvq_image_dst *pl = &d->places[np++];
+			*pl = (wc_qvq_image_dst){.job = (uint32_t)j, .image = d->w[k].img - t->first_image,
+						 .device_dst = d->device_dst[d->w[k].k],
+						 .chw = d->layout == WC_IMAGE_CHW, .f32 = (uint32_t)d->f32};
+			memcpy(pl->scale, d->scale, sizeof pl->scale);
+			memcpy(pl->bias, d->bias, sizeof pl->bias);
 		}
 		wc_err e = d->place(wc_backend_plugin_backend(d->s->be), d->jobs, nt, d->places, np, d->stream);
 		if (e)
@@ -440,14 +446,35 @@ wc_err wc_image_set_decode(wc_image_set *s, const uint32_t *idx, size_t n, wc_im
 	return decode_images((decode_call){.s = s, .layout = layout, .dst = dst}, idx, n);
 }
 
-wc_err wc_image_set_decode_device(wc_image_set *s, const uint32_t *idx, size_t n, wc_image_layout layout,
-				  void *const *dst, void *stream)
+/* The plugin's writer into device memory, or WC_E_UNSUPPORTED. */
+static wcodec_vq_place_fn device_writer(const wc_image_set *s)
 {
 	wcodec_vq_place_fn place = (wcodec_vq_place_fn)wc_backend_symbol(s->be, "wcodec_cuda_vq_place");
 	if (!place)
-		return wc_fail(WC_E_UNSUPPORTED, "%s: the %s decode backend does not write into device memory",
-			       s->path, s->be->ops->name);
+		wc_fail(WC_E_UNSUPPORTED, "%s: the %s decode backend does not write into device memory", s->path,
+			s->be->ops->name);
+	return place;
+}
+
+wc_err wc_image_set_decode_device(wc_image_set *s, const uint32_t *idx, size_t n, wc_image_layout layout,
+				  void *const *dst, void *stream)
+{
+	wcodec_vq_place_fn place = device_writer(s);
+	if (!place)
+		return WC_E_UNSUPPORTED;
 	return decode_images((decode_call){.s = s, .layout = layout, .device_dst = dst, .place = place,
 					   .stream = stream},
 			     idx, n);
+}
+
+wc_err wc_image_set_decode_device_f32(wc_image_set *s, const uint32_t *idx, size_t n, wc_image_layout layout,
+				      const float scale[3], const float bias[3], void *const *dst, void *stream)
+{
+	wcodec_vq_place_fn place = device_writer(s);
+	if (!place)
+		return WC_E_UNSUPPORTED;
+	decode_call d = {.s = s, .layout = layout, .device_dst = dst, .place = place, .stream = stream, .f32 = 1};
+	memcpy(d.scale, scale, sizeof d.scale);
+	memcpy(d.bias, bias, sizeof d.bias);
+	return decode_images(d, idx, n);
 }

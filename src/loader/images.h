@@ -90,6 +90,17 @@ wc_err wc_image_set_decode(wc_image_set *s, const uint32_t *idx, size_t n, wc_im
 wc_err wc_image_set_decode_device(wc_image_set *s, const uint32_t *idx, size_t n, wc_image_layout layout,
 				  void *const *dst, void *stream);
 
+/* As wc_image_set_decode_device, as float32 pixels normalised in the same
+ * pass: dst[k] holds width * height * 3 floats (width * height * 12
+ * bytes), channel c's value v written as v * scale[c] + bias[c] with the
+ * multiply and the add each rounded to float32 (no fused multiply-add), so
+ * the result equals torch's `x.float() * scale + bias` bit for bit. For
+ * pixels in [0, 1] normalised by mean m and standard deviation s:
+ * scale = 1 / (255 s), bias = -m / s. Errors: those of
+ * wc_image_set_decode_device. */
+wc_err wc_image_set_decode_device_f32(wc_image_set *s, const uint32_t *idx, size_t n, wc_image_layout layout,
+				      const float scale[3], const float bias[3], void *const *dst, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -29,13 +29,16 @@ typedef struct wc_qvq_job {
 /* Where one image of a WC_JOB_VQ job goes when a GPU writes images straight
  * into device memory (the CUDA plugin's wcodec_cuda_vq_place): the job,
  * the image's place among the job's images, the device address of its
- * width * height * channels bytes, and their layout. */
+ * width * height * channels pixels, their layout and type. */
 typedef struct wc_qvq_image_dst {
 	uint32_t job;     /* index into the jobs of the call */
 	uint32_t image;   /* 0 .. nimages - 1 of that job */
 	void *device_dst; /* device memory */
 	uint32_t chw;     /* 1: channel planes (CHW); 0: rows of pixels (HWC) */
-	uint32_t reserved;
+	/* 0: the bytes; 1: float32 pixels, value * scale[c] + bias[c], each
+	 * operation rounded on its own (no fused multiply-add) */
+	uint32_t f32;
+	float scale[3], bias[3];
 } wc_qvq_image_dst;
 
 /* Patches of an image of w x h pixels: ceil(w/pw) * ceil(h/ph). */
