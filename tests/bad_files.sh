@@ -48,7 +48,8 @@ note "wcodec info and verify: every file as expected"
 M=$TMP/mnt
 mkdir -p "$M"
 MOUNTS="$MOUNTS $M"
-"$WCODECFS" "$S" "$M" -f -o cache_size=64M 2> "$TMP/log" &
+# backend=cpu: the bound is on the daemon's own memory, not a CUDA context's
+"$WCODECFS" "$S" "$M" -f -o cache_size=64M,backend=cpu 2> "$TMP/log" &
 fg=$!
 wait_mounted "$M" "$TMP/log"
 while read -r name outcome reason; do

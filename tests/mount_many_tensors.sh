@@ -41,7 +41,8 @@ done
 fusermount3 -u "$TMP/mnt" || fail "unmount"
 mkdir -p "$TMP/four"
 for i in 1 2 3 4; do cp "$TMP/src/many.wcodec" "$TMP/four/many$i.wcodec"; done
-mount_fs "$TMP/four" "$TMP/mnt4" -o cache_size=16M
+# backend=cpu: the bound is on the daemon's own memory, not a CUDA context's
+mount_fs "$TMP/four" "$TMP/mnt4" -o cache_size=16M,backend=cpu
 pid=$(for p in $(daemon_pids); do grep -qs "mnt4" "/proc/$p/cmdline" && echo "$p"; done | head -1)
 [ -n "$pid" ] || fail "no daemon pid for the second mount"
 for i in 1 2 3 4; do cat "$TMP/mnt4/many$i.safetensors" > /dev/null & done
