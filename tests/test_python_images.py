@@ -95,6 +95,14 @@ class Images(Base):
         with self.assertRaises(IndexError):
             s.read([18])
 
+    def test_backend_names(self):
+        # "auto:N" names GPU N (the CPU where none is usable); malformed names are refused
+        with ImageSet(self.qvq, backend="auto:0") as s:
+            self.assertTrue(np.array_equal(s.read([3])[0], self.ref[3]))
+        for bad in ("cpu:1", "cuda:", "cuda:x", "auto:-1", "gpu"):
+            with self.assertRaises(wcodec.WcodecError, msg=bad):
+                ImageSet(self.qvq, backend=bad)
+
     def test_damaged_tile_raises(self):
         bad = os.path.join(self.dir, "bad.qvq")
         with open(self.qvq, "rb") as f:

@@ -75,7 +75,8 @@ class ImageSet:
     """An open .qvq archive.
 
     path: the archive. backend: "cpu" (every usable core), "cuda" (the GPU
-    decodes; pixels come back to host memory) or "auto" (CUDA where usable).
+    decodes; pixels come back to host memory) or "auto" (CUDA where usable);
+    "cuda:N", "auto:N" for GPU N (default 0).
     threads: CPU decode threads, 0 for every usable CPU.
 
     Attributes: len(s) images; sizes, an int64 array [N, 2] of (height,

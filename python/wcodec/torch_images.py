@@ -26,6 +26,17 @@ def _device(device):
     return _torch.device(device)
 
 
+def _backend(backend, dev):
+    """The ImageSet backend for device dev: backend (default "cpu" on the
+    CPU, "auto" on a GPU), on dev's GPU ("cuda:N", "auto:N")."""
+    if dev.type == "cpu":
+        return backend or "cpu"
+    b = backend or "auto"
+    if b == "cpu" or ":" in b:
+        return b
+    return f"{b}:{dev.index if dev.index is not None else _torch.cuda.current_device()}"
+
+
 def _image_set(path, backend):
     """One open ImageSet per (archive, backend), shared (it is thread-safe):
     a decode backend, a GPU context above all, is costly to start."""
@@ -155,7 +166,7 @@ def load_images(path, indices=None, device="cuda", layout="NCHW", dtype=_torch.u
     "IO", "FORMAT" for a bad archive), IndexError, ValueError, TypeError."""
     _check_layout(layout)
     dev = _device(device)
-    s = _image_set(path, backend or ("cpu" if dev.type == "cpu" else "auto"))
+    s = _image_set(path, _backend(backend, dev))
     idx = s._indices(indices)
     host = _decode(s, idx, pad, dev, layout == "NCHW", _fused(dtype, mean, std))
     labels = _torch.as_tensor(s.labels[idx], dtype=_torch.int64).to(dev)
@@ -225,7 +236,7 @@ class QVQLoader:
             raise ValueError("batch_size >= 1 and 0 <= rank < world_size are needed")
         self.path = data.path if isinstance(data, QVQDataset) else str(data)
         self.dev = _device(device)
-        self.set = _image_set(self.path, backend or ("cpu" if self.dev.type == "cpu" else "auto"))
+        self.set = _image_set(self.path, _backend(backend, self.dev))
         self.batch_size, self.shuffle, self.seed, self.drop_last = batch_size, shuffle, seed, drop_last
         self.rank, self.world_size, self.prefetch = rank, world_size, prefetch
         self.workers = workers or max(1, min(4, prefetch, _os.cpu_count() or 1))

@@ -116,6 +116,26 @@ static void buf_give(wc_image_set *s, batch_buf *b)
 		buf_free(s, b);
 }
 
+/* "cuda:N" and "auto:N" name GPU N; the name without it goes to *name. */
+static wc_err backend_name(const char *spec, char name[16], int *gpu)
+{
+	const char *colon = strchr(spec, ':');
+	size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
+	if (len >= 16)
+		return wc_fail(WC_E_INVAL, "decode backend \"%s\": auto, cpu or cuda, with :N for GPU N", spec);
+	memcpy(name, spec, len);
+	name[len] = '\0';
+	*gpu = 0;
+	if (!colon)
+		return WC_OK;
+	char *end;
+	long n = strtol(colon + 1, &end, 10);
+	if (strcmp(name, "cpu") == 0 || end == colon + 1 || *end || n < 0 || n > 1023)
+		return wc_fail(WC_E_INVAL, "decode backend \"%s\": auto, cpu or cuda, with :N for GPU N", spec);
+	*gpu = (int)n;
+	return WC_OK;
+}
+
 wc_err wc_image_set_open(const char *path, const char *backend, unsigned threads, wc_image_set **out)
 {
 	*out = NULL;
@@ -125,11 +145,13 @@ wc_err wc_image_set_open(const char *path, const char *backend, unsigned threads
 		return wc_fail(WC_E_NOMEM, "out of memory");
 	}
 	pthread_mutex_init(&s->lock, NULL);
-	wc_err e = wc_qvq_open(path, &s->q);
-	if (!e) {
-		wc_backend_opts bo = {.threads = threads};
-		e = wc_backend_create(backend ? backend : "auto", &bo, &s->be);
-	}
+	wc_backend_opts bo = {.threads = threads};
+	char name[16];
+	wc_err e = backend_name(backend ? backend : "auto", name, &bo.gpu);
+	if (!e)
+		e = wc_qvq_open(path, &s->q);
+	if (!e)
+		e = wc_backend_create(name, &bo, &s->be);
 	if (!e) {
 		unsigned cpus = wc_cpu_count();
 		e = wc_threadpool_create((cpus < READ_THREADS ? cpus : READ_THREADS) - 1, &s->readers);

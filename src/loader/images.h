@@ -41,10 +41,12 @@ typedef struct wc_image_info {
 
 /* Open the archive at path (validated as wc_qvq_open does: every section's
  * bounds and checksum, names, tables) with a decode backend ("auto", "cpu",
- * "cuda"; threads: CPU decode threads, 0 for every usable CPU). Errors:
- * those of opening the archive (WC_E_IO, WC_E_FORMAT, WC_E_CORRUPT,
- * WC_E_UNSUPPORTED, WC_E_RANGE), of creating the backend (WC_E_BACKEND for
- * "cuda" without a usable GPU), WC_E_NOMEM; each with a reason. */
+ * "cuda"; "cuda:N" and "auto:N" for GPU N, default 0; threads: CPU decode
+ * threads, 0 for every usable CPU). Errors: WC_E_INVAL (a backend name
+ * other than these), those of opening the archive (WC_E_IO, WC_E_FORMAT,
+ * WC_E_CORRUPT, WC_E_UNSUPPORTED, WC_E_RANGE), of creating the backend
+ * (WC_E_BACKEND for "cuda" without a usable GPU N), WC_E_NOMEM; each with a
+ * reason. */
 wc_err wc_image_set_open(const char *path, const char *backend, unsigned threads, wc_image_set **out);
 void wc_image_set_close(wc_image_set *s);
 
