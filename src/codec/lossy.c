@@ -1,0 +1,259 @@
+/* lossy.c - int8 codes with a scale per output channel (lossy.h). */
+#include "codec/lossy.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/le.h"
+
+#define LEVELS 26 /* clipping levels 0.50, 0.52, ..., 1.00 of a channel's largest magnitude */
+
+unsigned wc_lossy_dtype_size(wc_lossy_dtype dt) { return dt == WC_LOSSY_F32 ? 4u : 2u; }
+
+int wc_lossy_dtype_of(const char *s)
+{
+	if (strcmp(s, "F32") == 0)
+		return WC_LOSSY_F32;
+	if (strcmp(s, "BF16") == 0)
+		return WC_LOSSY_BF16;
+	if (strcmp(s, "F16") == 0)
+		return WC_LOSSY_F16;
+	return -1;
+}
+
+uint16_t wc_f32_to_bf16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40u); /* NaN stays NaN */
+	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+uint16_t wc_f32_to_f16(float f)
+{
+	uint32_t x;
+	memcpy(&x, &f, 4);
+	const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+	if (ax > 0x7f800000u)
+		return (uint16_t)(sign | 0x7e00u);
+	if (ax >= 0x47800000u) /* 65536 and above, infinity */
+		return (uint16_t)(sign | 0x7c00u);
+	if (ax < 0x33000000u) /* below 2^-25: zero */
+		return (uint16_t)sign;
+	const uint32_t e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u;
+	uint32_t q, rem, half;
+	if (e < 113) { /* a subnormal F16: units of 2^-24 */
+		const uint32_t shift = 126u - e;
+		q = m >> shift;
+		rem = m & ((1u << shift) - 1u);
+		half = 1u << (shift - 1u);
+	} else {
+		q = ((e - 112u) << 10) | ((m >> 13) & 0x3ffu);
+		rem = m & 0x1fffu;
+		half = 0x1000u;
+	}
+	if (rem > half || (rem == half && (q & 1u)))
+		q++; /* a carry into the exponent is right, up to infinity */
+	return (uint16_t)(sign | q);
+}
+
+static float f16_to_f32(uint16_t h)
+{
+	const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+	uint32_t u;
+	if (e == 31)
+		u = sign | 0x7f800000u | (m << 13);
+	else if (e)
+		u = sign | ((e + 112u) << 23) | (m << 13);
+	else if (!m)
+		u = sign;
+	else { /* subnormal: normalise */
+		uint32_t k = 0, mm = m;
+		while (!(mm & 0x400u)) {
+			mm <<= 1;
+			k++;
+		}
+		u = sign | ((113u - k) << 23) | ((mm & 0x3ffu) << 13);
+	}
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static float load(const uint8_t *in, wc_lossy_dtype dt, uint64_t i)
+{
+	if (dt == WC_LOSSY_F32) {
+		uint32_t u = wc_get_u32(in + 4 * i);
+		float f;
+		memcpy(&f, &u, 4);
+		return f;
+	}
+	uint16_t h = wc_get_u16(in + 2 * i);
+	if (dt == WC_LOSSY_F16)
+		return f16_to_f32(h);
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* v rounded to the dtype and back (what a reader sees). */
+static float as_dtype(float v, wc_lossy_dtype dt)
+{
+	if (dt == WC_LOSSY_F32)
+		return v;
+	if (dt == WC_LOSSY_F16)
+		return f16_to_f32(wc_f32_to_f16(v));
+	uint32_t u = (uint32_t)wc_f32_to_bf16(v) << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static int8_t code_of(float x, float s)
+{
+	if (s == 0.0f)
+		return 0;
+	float q = rintf(x / s);
+	return (int8_t)(q > 127.0f ? 127 : q < -127.0f ? -127 : q);
+}
+
+/* The channels of consecutive elements, without a division per element. */
+typedef struct chan_walk {
+	uint64_t c, k, per, C;
+	int axis;
+} chan_walk;
+
+static inline chan_walk walk_at(const wc_lossy_params *p, uint64_t e)
+{
+	const uint64_t per = p->elems / p->channels;
+	return p->axis == 0 ? (chan_walk){e / per, e % per, per, p->channels, 0}
+			    : (chan_walk){e % p->channels, 0, per, p->channels, 1};
+}
+
+static inline void walk_next(chan_walk *w)
+{
+	if (w->axis) {
+		if (++w->c == w->C)
+			w->c = 0;
+	} else if (++w->k == w->per) {
+		w->k = 0;
+		w->c++;
+	}
+}
+
+/* Choose the scales for channels on `axis` (C of them) of x[0..n) and
+ * return the total squared error they give. */
+static double choose(const float *x, uint64_t n, int axis, uint64_t C, float *scales, double *err, float *amax)
+{
+	const wc_lossy_params p = {.axis = (uint8_t)axis, .channels = (uint32_t)C, .elems = n};
+	for (uint64_t c = 0; c < C; c++)
+		amax[c] = 0.0f;
+	chan_walk w = walk_at(&p, 0);
+	for (uint64_t e = 0; e < n; e++, walk_next(&w)) {
+		float a = fabsf(x[e]);
+		if (a > amax[w.c])
+			amax[w.c] = a;
+	}
+	for (uint64_t c = 0; c < C; c++) {
+		scales[c] = amax[c] / 127.0f;
+		err[c] = INFINITY;
+	}
+	double *cur = err + C;
+	for (int l = 0; l < LEVELS; l++) {
+		const float r = 0.5f + 0.02f * (float)l;
+		for (uint64_t c = 0; c < C; c++)
+			cur[c] = 0.0;
+		w = walk_at(&p, 0);
+		for (uint64_t e = 0; e < n; e++, walk_next(&w)) {
+			float s = amax[w.c] * r / 127.0f;
+			double d = (double)((float)code_of(x[e], s) * s) - (double)x[e];
+			cur[w.c] += d * d;
+		}
+		for (uint64_t c = 0; c < C; c++)
+			if (cur[c] < err[c]) {
+				err[c] = cur[c];
+				scales[c] = amax[c] * r / 127.0f;
+			}
+	}
+	double total = 0.0;
+	for (uint64_t c = 0; c < C; c++)
+		total += err[c];
+	return total;
+}
+
+wc_err wc_lossy_quantize_int8(const uint8_t *in, wc_lossy_dtype dt, const uint64_t *shape, unsigned ndim,
+			      int8_t *codes, float *scales, wc_lossy_params *p, wc_lossy_stats *st)
+{
+	if (ndim < 2 || dt > WC_LOSSY_F16)
+		return wc_fail(WC_E_INVAL, "lossy: a tensor of 2 or more dimensions and dtype F32, BF16 or F16");
+	uint64_t n = 1;
+	for (unsigned d = 0; d < ndim; d++)
+		n *= shape[d];
+	const uint64_t C0 = shape[0], C1 = shape[ndim - 1];
+	if (n == 0 || C0 == 0 || C1 == 0 || C0 > UINT32_MAX || C1 > UINT32_MAX)
+		return wc_fail(WC_E_INVAL, "lossy: an empty tensor, or more than 2^32 channels");
+	const uint64_t cmax = C0 > C1 ? C0 : C1;
+	float *x = malloc(n * sizeof *x), *s1 = malloc(cmax * sizeof *s1), *amax = malloc(cmax * sizeof *amax);
+	double *err = malloc(2 * cmax * sizeof *err);
+	if (!x || !s1 || !amax || !err) {
+		free(x);
+		free(s1);
+		free(amax);
+		free(err);
+		return wc_fail(WC_E_NOMEM, "lossy: no memory for a tensor of %llu elements", (unsigned long long)n);
+	}
+	wc_err e = WC_OK;
+	for (uint64_t i = 0; i < n && !e; i++)
+		if (!isfinite(x[i] = load(in, dt, i)))
+			e = wc_fail(WC_E_INVAL, "lossy: element %llu is not finite", (unsigned long long)i);
+	if (!e) {
+		double e0 = choose(x, n, 0, C0, scales, err, amax);
+		double e1 = choose(x, n, 1, C1, s1, err, amax);
+		*p = (wc_lossy_params){.dtype = (uint8_t)dt, .axis = 0, .channels = (uint32_t)C0, .elems = n,
+				       .scales = scales};
+		if (e1 < e0) {
+			memcpy(scales, s1, C1 * sizeof *scales);
+			p->axis = 1;
+			p->channels = (uint32_t)C1;
+		}
+		double sig = 0, d2 = 0, dabs = 0, dmax = 0;
+		chan_walk w = walk_at(p, 0);
+		for (uint64_t i = 0; i < n; i++, walk_next(&w)) {
+			float s = scales[w.c];
+			codes[i] = code_of(x[i], s);
+			double d = (double)as_dtype((float)codes[i] * s, dt) - (double)x[i];
+			sig += (double)x[i] * x[i];
+			d2 += d * d;
+			dabs += fabs(d);
+			if (fabs(d) > dmax)
+				dmax = fabs(d);
+		}
+		st->snr_db = d2 > 0 ? 10.0 * log10(sig / d2) : 999.0;
+		st->max_abs_err = dmax;
+		st->mean_abs_err = dabs / (double)n;
+		st->rel_frobenius = sig > 0 ? sqrt(d2 / sig) : 0.0;
+	}
+	free(x);
+	free(s1);
+	free(amax);
+	free(err);
+	return e;
+}
+
+void wc_lossy_dequant(const wc_lossy_params *p, const int8_t *codes, uint64_t first, size_t n, uint8_t *out)
+{
+	chan_walk w = walk_at(p, first);
+	for (size_t i = 0; i < n; i++, walk_next(&w)) {
+		const float v = (float)codes[i] * p->scales[w.c];
+		if (p->dtype == WC_LOSSY_F32) {
+			uint32_t u;
+			memcpy(&u, &v, 4);
+			wc_put_u32(out + 4 * i, u);
+		} else {
+			wc_put_u16(out + 2 * i, p->dtype == WC_LOSSY_F16 ? wc_f32_to_f16(v) : wc_f32_to_bf16(v));
+		}
+	}
+}

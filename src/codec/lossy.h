@@ -1,0 +1,81 @@
+/*
+ * lossy.h - int8 codes of float tensors with one scale per output channel
+ * (docs/FORMAT.md 2.2, layout `int8`): the encoder's quantizer and the
+ * reference dequantizer every decoder must match bit for bit.
+ *
+ * A tensor of N elements is a matrix of C output channels: its first axis
+ * (axis 0: channel c holds elements [c * N/C, (c+1) * N/C), as PyTorch and
+ * ONNX store weights) or its last (axis 1: element e is in channel e % C, as
+ * TensorFlow stores them). Element e decodes to
+ *     v = (float)code[e] * scale[channel(e)]     (binary32, one rounding)
+ * then to the tensor's dtype, rounding to nearest even (F32: v itself).
+ */
+#ifndef WC_LOSSY_H
+#define WC_LOSSY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/wc_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum wc_lossy_dtype {
+	WC_LOSSY_F32 = 0,
+	WC_LOSSY_BF16 = 1,
+	WC_LOSSY_F16 = 2,
+} wc_lossy_dtype;
+
+/* The quantity a lossy tensor's decoding needs. */
+typedef struct wc_lossy_params {
+	uint8_t dtype;        /* wc_lossy_dtype */
+	uint8_t axis;         /* 0: channels are the first axis; 1: the last */
+	uint32_t channels;    /* C >= 1, dividing elems */
+	uint64_t elems;       /* N, the tensor's elements */
+	const float *scales;  /* C finite scales >= 0 */
+} wc_lossy_params;
+
+/* The error of the decoded tensor against the original, for `wcodec info`. */
+typedef struct wc_lossy_stats {
+	double snr_db;        /* 10 log10(sum x^2 / sum (x - x')^2); 999 if exact */
+	double max_abs_err;   /* max |x - x'| */
+	double mean_abs_err;  /* mean |x - x'| */
+	double rel_frobenius; /* ||x - x'|| / ||x|| (0 for an all-zero tensor) */
+} wc_lossy_stats;
+
+/* Bytes per element of a dtype (4 or 2), and the dtype of a safetensors
+ * dtype name ("F32", "BF16", "F16"), -1 for any other. */
+unsigned wc_lossy_dtype_size(wc_lossy_dtype dt);
+int wc_lossy_dtype_of(const char *st_dtype);
+
+/* Quantize the tensor `in` (N elements of dtype dt, little-endian, shape
+ * shape[0..ndim), ndim >= 2) to int8 codes in [-127, 127] with one scale
+ * per output channel chosen for the least squared error: for each channel
+ * the clipping level among 26 from 0.50 to 1.00 of its largest magnitude
+ * (a channel of zeros gets scale 0). The channel axis is the first or the
+ * last, whichever gives the smaller total squared error (bench/
+ * lossy_study.py measured both conventions on real weights). Writes N
+ * codes, the channels' scales (room for max(shape[0], shape[ndim-1])),
+ * *p (dtype, axis, channels, elems; scales = the array given) and the
+ * error of the decoded values. Non-finite inputs: WC_E_INVAL. Errors:
+ * WC_E_INVAL, WC_E_NOMEM. */
+wc_err wc_lossy_quantize_int8(const uint8_t *in, wc_lossy_dtype dt, const uint64_t *shape, unsigned ndim,
+			      int8_t *codes, float *scales, wc_lossy_params *p, wc_lossy_stats *st);
+
+/* Decode n codes of elements [first, first + n) of the tensor p describes
+ * into out (n * dtype size bytes), as the header above defines. The caller
+ * guarantees first + n <= p->elems. */
+void wc_lossy_dequant(const wc_lossy_params *p, const int8_t *codes, uint64_t first, size_t n, uint8_t *out);
+
+/* Binary32 to BF16 and to F16 bits, rounding to nearest even (IEEE 754;
+ * F16 overflow gives infinity, tiny values subnormals or zero). */
+uint16_t wc_f32_to_bf16(float f);
+uint16_t wc_f32_to_f16(float f);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WC_LOSSY_H */
