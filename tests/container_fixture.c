@@ -124,6 +124,9 @@ void fx_walk_records(const uint8_t *t, size_t n, uint32_t ntensors, fx_record *o
 			ck_assert_int_eq(wc_tt_layout_of(t[pos + 2], &l), 0);
 			planes = wc_get_u32(t + pos + WC_TT_HEAD_BYTES) <= 256 ? 1 : 2;
 			r.len += 4 + 4 * l.nplanes;
+		} else if (r.code == WC_TT_LAYOUT_INT8) { /* lossy: its fields, one plane of codes */
+			planes = 1;
+			r.len += WC_TT_INT8_BYTES;
 		} else {
 			ck_assert_int_eq(wc_tt_layout_of(r.code, &l), 0);
 			planes = l.nplanes;

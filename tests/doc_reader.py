@@ -10,7 +10,9 @@ per section 4) and writes the virtual file. XXH3 is not in the standard
 library, so hashes are not checked here (the C reader checks them).
 
 A file with dictionaries (flag bit 0, 1.8 and 2.1) needs the metadata to
-know which tensors use them: it is decompressed with the `zstd` command.
+know which tensors use them: it is decompressed with the `zstd` command;
+so does a file with lossy tensors (layout int8, 2.2), whose scales lie in
+the dictionary section.
 
 Usage: doc_reader.py IN.wcodec OUT.safetensors
 Exit status 3 if a plane uses ZSTD (not in the standard library), or the
@@ -67,6 +69,27 @@ def gather(w, k, dictionary, planes, n):
         x = planes[0][i] if len(planes) == 1 else (planes[0][i] << 8) | planes[1][i]
         assert x < k, "dictionary index %d >= %d" % (x, k)
         out += dictionary[x * w: (x + 1) * w]
+    return bytes(out)
+
+
+def dequant(codes, first, lossy):
+    """Section 2.2: element e = first + i is float32(code * scale[channel]),
+    then the dtype rounded to nearest even."""
+    dtype, axis, ch, scales, nelem = lossy
+    per = nelem // ch
+    out = bytearray()
+    for i, c in enumerate(codes):
+        e = first + i
+        s = scales[e % ch if axis else e // per]
+        c = c - 256 if c > 127 else c
+        f = struct.pack("<f", c * s)  # exact in binary64, one rounding to binary32
+        if dtype == 0:
+            out += f
+        elif dtype == 2:
+            out += struct.pack("<e", struct.unpack("<f", f)[0])
+        else:
+            u = struct.unpack("<I", f)[0]
+            out += struct.pack("<H", (u + 0x7FFF + ((u >> 16) & 1)) >> 16)
     return bytes(out)
 
 
@@ -128,7 +151,7 @@ def main():
     assert len(tensors) == ntensors
 
     # Dictionaries (1.8), named by the metadata (1.3): tensor index -> (K, bytes).
-    dicts = {}
+    dicts, lossy = {}, {}
     if flags & 1:
         assert dicts_off == tables_off + tables_len and dicts_len > 0
         if not shutil.which("zstd"):
@@ -148,6 +171,13 @@ def main():
                     entries.append((i, k, lay[1]))
                     pos += 4 + 4 * lay[2]
                     nplanes = 1 if k <= 256 else 2
+                elif code == 7:  # int8 (2.2): its scales are the next 4 * channels bytes
+                    dt, axis, _, _, ch = struct.unpack_from("<BBBBI", meta, pos)
+                    w = LAYOUTS[plain][1]
+                    lossy[i] = (dt, axis, ch, None, nbytes // w)
+                    entries.append((i, ch, 4))
+                    pos += 24
+                    nplanes = 1
                 else:
                     nplanes = LAYOUTS[code][2]
                 pos += 16 * nplanes
@@ -157,12 +187,16 @@ def main():
                        for i, t in enumerate(json.loads(meta)["tensors"]) if t["layout"] == "dict"]
         cursor = 0
         for i, k, w in entries:
-            assert 1 <= k <= 65536
             d = b[dicts_off + cursor: dicts_off + cursor + k * w]
+            cursor += k * w
+            if i in lossy:
+                dt, axis, ch, _, nelem = lossy[i]
+                lossy[i] = (dt, axis, ch, struct.unpack("<%df" % ch, d), nelem)
+                continue
+            assert 1 <= k <= 65536
             vals = [int.from_bytes(d[j * w: (j + 1) * w], "little") for j in range(k)]
             assert all(vals[j] < vals[j + 1] for j in range(k - 1)), "dictionary not ascending"
             dicts[i] = (k, d)
-            cursor += k * w
         assert cursor == dicts_len
     else:
         assert dicts_off == 0 and dicts_len == 0
@@ -205,8 +239,10 @@ def main():
         dictionary = dicts.get(tensor)
         if dictionary:
             layout = ("dict", layout[1], 1 if dictionary[0] <= 256 else 2)
-        payload = b[coff: coff + csize]
         nsym = dsize // layout[1]
+        if tensor in lossy:  # one plane of int8 codes, one per element
+            layout = ("int8", 1, 1)
+        payload = b[coff: coff + csize]
         assert payload[0] == layout[2], "plane count"
         planes, body_at = [], (4 + 12 * layout[2] + 3) & ~3
         for p in range(layout[2]):
@@ -224,6 +260,9 @@ def main():
             body_at = (body_at + bsize + 3) & ~3
         if dictionary:
             out += gather(layout[1], dictionary[0], dictionary[1], planes, nsym)
+        elif tensor in lossy:
+            w = LAYOUT[dtype][1]
+            out += dequant(planes[0], (voff - prefix_len - begin) // w, lossy[tensor])
         else:
             out += merge(layout, planes, nsym)
     t_index = ntiles

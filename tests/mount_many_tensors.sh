@@ -4,7 +4,8 @@
 # tiles (version 3), tests/data/all-v1.wcodec (version 1, every small tensor
 # in a tile of its own) and all-v2.wcodec (JSON metadata), each compared
 # whole with cmp and read at
-# every tensor boundary by preads of 5 bytes on either side. Then memory:
+# every tensor boundary by preads of 5 bytes on either side; the same file
+# packed with lossy int8 tensors reads as `wcodec unpack` writes it. Then memory:
 # 4 readers stream 4 copies of the many-tensor file at once through a fresh
 # mount with cache_size=16M; the daemon's peak RSS (VmHWM) must stay within
 # cache_size + 64 MiB (the open containers' tables count in the budget).
@@ -15,10 +16,16 @@ mkdir -p "$TMP/src"
 "$PYTHON3" "$top_srcdir/tests/gen_safetensors.py" --profile many "$TMP/many.safetensors"
 "$PYTHON3" "$top_srcdir/tests/gen_safetensors.py" --profile all --seed 11 "$TMP/v1.safetensors"
 "$WCODEC" pack -q "$TMP/many.safetensors" "$TMP/src/many.wcodec" || fail "pack"
+# lossy int8 tensors beside shared tiles: the mount shows what unpack writes
+"$WCODEC" pack -q --lossy int8 --lossy-include '*' "$TMP/many.safetensors" "$TMP/src/lossy.wcodec" ||
+	fail "pack --lossy"
+"$WCODEC" info "$TMP/src/lossy.wcodec" | grep -q ' int8 ' || fail "no tensor of many.safetensors went lossy"
+"$WCODEC" unpack -q "$TMP/src/lossy.wcodec" "$TMP/lossy.safetensors" || fail "unpack of the lossy file"
 cp "$top_srcdir/tests/data/all-v1.wcodec" "$TMP/src/v1.wcodec"
 cp "$top_srcdir/tests/data/all-v2.wcodec" "$TMP/src/v2.wcodec"
 cp "$TMP/v1.safetensors" "$TMP/v2.safetensors"
 mount_fs "$TMP/src" "$TMP/mnt" -o cache_size=4M
+cmp "$TMP/lossy.safetensors" "$TMP/mnt/lossy.safetensors" || fail "a lossy file differs from its unpack through the mount"
 for f in many v1 v2; do
 	cmp "$TMP/$f.safetensors" "$TMP/mnt/$f.safetensors" || fail "$f.safetensors differs through the mount"
 	"$PYTHON3" - "$TMP/$f.safetensors" "$TMP/mnt/$f.safetensors" <<'PY' || fail "$f: boundary reads"

@@ -195,7 +195,7 @@ START_TEST(tensor_table_checked)
 		uint32_t value, width;
 		const char *needle;
 	} cases[] = {
-		{0, 0, 7, 1, "layout code"},
+		{0, 0, 8, 1, "layout code"}, /* 7 is int8 (lossy) */
 		{0, 1, 2, 1, "reserved"},
 		{0, 3, 1, 1, "reserved"},
 		{own, 2, 1, 1, "reserved"},              /* a "plain" code without a dictionary */
@@ -299,6 +299,90 @@ START_TEST(open_without_names_reads_the_same)
 }
 END_TEST
 
+/* A lossy (int8) tensor's record and scales are checked at open. */
+START_TEST(lossy_record_checked)
+{
+	char in[320], out[320];
+	snprintf(in, sizeof in, "%s/lossy.safetensors", fx_dir);
+	snprintf(out, sizeof out, "%s/lossy.wcodec", fx_dir);
+	st_file f = {.n = 0};
+	uint64_t rng = 7;
+	const uint64_t shape[2] = {24, 40};
+	st_add(&f, "w", "BF16", 2, shape, "weights", &rng);
+	size_t sl;
+	uint8_t *sb = st_serialize(&f, &sl);
+	st_free(&f);
+	ck_assert_int_eq(st_write_bytes(in, sb, sl), 0);
+	free(sb);
+	wc_pack_opts o = {.tile_size = 4096, .verify = 1, .lossy_bits = 8};
+	wc_pack_stats s;
+	ck_assert_msg(wc_pack_safetensors(in, out, &o, &s) == WC_OK, "%s", wc_last_detail());
+	ck_assert_uint_eq(s.lossy_tensors, 1);
+	size_t len, n, ml;
+	uint8_t *b = fx_read_file(out, &len);
+	wc_file_header h;
+	ck_assert_int_eq(wc_header_decode(b, len, &h), WC_OK);
+	uint8_t *t = fx_metadata_of(b, &h, &n);
+	fx_record r;
+	fx_walk_records(t, n, 1, &r);
+	ck_assert_uint_eq(r.code, WC_TT_LAYOUT_INT8);
+	uint8_t *m = fx_with_metadata(b, &h, t, n, &ml);
+	ck_assert_int_eq(fx_open_bytes(m, ml), WC_OK);
+	free(m);
+	const size_t L = WC_TT_HEAD_BYTES; /* the lossy fields start here */
+	struct {
+		size_t at;
+		uint32_t value, width;
+		const char *needle;
+	} cases[] = {
+		{L + 0, 3, 1, "lossy dtype"},            /* no such dtype */
+		{L + 0, 0, 1, "layout code"},            /* F32 codes for the bf16 plain layout */
+		{L + 1, 2, 1, "axis"},
+		{L + 2, 1, 1, "reserved"},
+		{L + 4, 0, 4, "channels"},
+		{L + 4, 7, 4, "channels"},               /* 960 elements are not 7 channels */
+		{L + 4, 960, 4, "scales pass"},          /* more scales than the section holds */
+		{L + 8, 0x7fc00000u, 4, "error measure"}, /* NaN */
+		{L + 12, 0xbf800000u, 4, "error measure"}, /* -1 */
+		{1, WC_TT_SHARED, 1, "lossy"},
+		{2, 0, 1, "layout code"},                /* plain: bytes */
+	};
+	uint8_t *e2 = malloc(n);
+	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+		memcpy(e2, t, n);
+		if (cases[k].width == 1)
+			e2[cases[k].at] = (uint8_t)cases[k].value;
+		else
+			wc_put_u32(e2 + cases[k].at, cases[k].value);
+		m = fx_with_metadata(b, &h, e2, n, &ml);
+		for (int names = 0; names < 2; names++) {
+			wc_err e = fx_open_bytes_as(m, ml, names);
+			ck_assert_msg(e == WC_E_FORMAT && strstr(wc_last_detail(), cases[k].needle),
+				      "lossy case %zu, names %d: %s: %s", k, names, wc_strerror(e), wc_last_detail());
+		}
+		free(m);
+	}
+	/* The channels on the other axis (24 rows, 40 columns): only a reader
+	 * that parses the prefix sees that the shape has not that many. */
+	memcpy(e2, t, n);
+	e2[L + 1] ^= 1;
+	m = fx_with_metadata(b, &h, e2, n, &ml);
+	ck_assert_int_eq(fx_open_bytes_as(m, ml, 0), WC_OK);
+	ck_assert_int_eq(fx_open_bytes_as(m, ml, 1), WC_E_FORMAT);
+	ck_assert_msg(strstr(wc_last_detail(), e2[L + 1] ? "channels on its last axis" : "channels on its first axis"),
+		      "%s", wc_last_detail());
+	free(m);
+	/* A scale that is not a finite number >= 0. */
+	memcpy(b + h.dicts_off + 4, "\x00\x00\xc0\x7f", 4); /* NaN */
+	fx_fix_check(b, &h);
+	ck_assert_int_eq(fx_open_bytes(b, len), WC_E_FORMAT);
+	ck_assert_msg(strstr(wc_last_detail(), "scale 1") != NULL, "%s", wc_last_detail());
+	free(e2);
+	free(t);
+	free(b);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("metadata");
@@ -308,6 +392,7 @@ int main(void)
 	tcase_add_test(tc, json_metadata_checked);
 	tcase_add_test(tc, old_versions_keep_their_names);
 	tcase_add_test(tc, tensor_table_checked);
+	tcase_add_test(tc, lossy_record_checked);
 	tcase_add_test(tc, open_without_names_reads_the_same);
 	suite_add_tcase(s, tc);
 	return check_run(s);

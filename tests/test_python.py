@@ -293,6 +293,23 @@ class TorchLoader(Base):
                     n += 1
             self.assertGreater(n, 1500)
 
+    def test_lossy_tensors_load_as_unpack_writes_them(self):
+        """A file packed with --lossy int8 loads as `wcodec unpack` writes
+        it (the decoded values, in the original dtypes), on the CPU and,
+        where usable, the GPU (which decodes lossy tiles on the CPU)."""
+        w = os.path.join(self.dir, "lw.safetensors")
+        subprocess.run([sys.executable, os.path.join(HERE, "gen_safetensors.py"), "--profile", "weights",
+                        "--dtype", "BF16", "--params", "300000", w], check=True)
+        packed, out = w[:-12] + ".wcodec", w[:-12] + ".out.safetensors"
+        pack(w, packed, "-t", "16K", "--lossy", "int8", "--lossy-include", "*")
+        subprocess.run([WCODEC, "unpack", "-q", packed, out], check=True)
+        ref, orig = raw_tensors(out), raw_tensors(w)
+        self.assertTrue(any(ref[k][2] != orig[k][2] for k in ref), "nothing went lossy")
+        for device in ["cpu"] + (["cuda"] if GPU else []):
+            got = wpt.load_file(packed, device=device)
+            for name, (dtype, shape, raw) in ref.items():
+                self.assertEqual(t_bytes(got[name]), raw, f"{device}: {name}")
+
     def test_unsupported_dtypes_raise_type_error(self):
         missing = [v[0] for v in self.ref.values() if v[0] not in {d for d, _, _ in self.supported().values()}]
         for dtype in missing:

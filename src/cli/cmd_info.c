@@ -30,9 +30,10 @@ static void usage(FILE *out)
 /* coded counts a dict tensor's dictionary with its payloads; bound is the
  * order-0 entropy of the planes actually coded (index planes for dict
  * tensors) plus the dictionary bytes; plain_bound is that of the byte planes
- * of section 2 (what the tensor would be bounded by without a dictionary). */
+ * of section 2 (what the tensor would be bounded by without a dictionary),
+ * of lossless tensors only, whose coded bytes are plain_coded. */
 typedef struct tensor_sum {
-	uint64_t bytes, coded;
+	uint64_t bytes, coded, plain_coded;
 	double bound; /* bytes: sum over planes of entropy * elements / 8 (+ dictionary) */
 	double plain_bound;
 	uint64_t dict_bytes;
@@ -70,18 +71,26 @@ static tensor_sum sum_tensor(const wc_container *c, const wc_tensor_info *t)
 		uint64_t hi = x->voff + x->dsize < t->end ? x->voff + x->dsize : t->end;
 		s.coded += hi - lo == x->dsize ? x->csize : (uint64_t)((double)x->csize * (double)(hi - lo) / x->dsize);
 	}
-	uint64_t n = s.bytes / t->layout.elem_size;
+	/* a lossy tensor codes one int8 code per element, and its scales */
+	uint64_t n = t->lossy ? s.bytes / t->plain_layout.elem_size : s.bytes / t->layout.elem_size;
 	for (unsigned p = 0; p < t->layout.nplanes; p++)
 		s.bound += t->planes[p].entropy_bits * (double)n / 8.0;
 	uint64_t pn = s.bytes / t->plain_layout.elem_size;
-	for (unsigned p = 0; p < t->plain_layout.nplanes; p++)
+	for (unsigned p = 0; !t->lossy && p < t->plain_layout.nplanes; p++)
 		s.plain_bound += t->plain_entropy[p] * (double)pn / 8.0;
-	s.dict_bytes = (uint64_t)t->dict_entries * t->layout.elem_size;
+	s.dict_bytes = t->lossy ? 4ull * t->lossy_channels : (uint64_t)t->dict_entries * t->layout.elem_size;
 	s.coded += s.dict_bytes;
 	s.bound += (double)s.dict_bytes;
+	s.plain_coded = t->lossy ? 0 : s.coded;
 	return s;
 }
 
+
+/* "int8" for a lossy tensor, else its plane layout's name. */
+static const char *layout_name(const wc_tensor_info *t)
+{
+	return t->lossy ? "int8" : wc_layout_name(t->layout);
+}
 
 static void shape_str(const wc_tensor_info *t, char *buf, size_t cap)
 {
@@ -104,6 +113,7 @@ static void summarise(const wc_container *c, dtype_sum *dts, uint32_t *ndts, ten
 		total->coded += s.coded;
 		total->bound += s.bound;
 		total->plain_bound += s.plain_bound;
+		total->plain_coded += s.plain_coded;
 		total->dict_bytes += s.dict_bytes;
 		uint32_t k = 0;
 		while (k < *ndts && strcmp(dts[k].dtype, t->dtype))
@@ -137,11 +147,18 @@ static int info_text(const char *path, const wc_container *c, const dtype_sum *d
 	printf("entropy bound:  %.0f bytes (order-0 entropy of every tensor-plane coded, index planes and "
 	       "dictionaries of dict tensors included); coded data is %.2f%% of it\n",
 	       total->bound, total->bound > 0 ? 100.0 * (double)total->coded / total->bound : 0.0);
-	printf("byte planes:    %.0f bytes (order-0 entropy of the section 2 byte planes, no dictionaries); coded "
-	       "data is %.2f%% of it\n",
-	       total->plain_bound, total->plain_bound > 0 ? 100.0 * (double)total->coded / total->plain_bound : 0.0);
+	printf("byte planes:    %.0f bytes (order-0 entropy of the section 2 byte planes, no dictionaries; lossless "
+	       "tensors); coded data is %.2f%% of it\n",
+	       total->plain_bound, total->plain_bound > 0 ? 100.0 * (double)total->plain_coded / total->plain_bound : 0.0);
 	if (total->dict_bytes)
-		printf("dictionaries:   %llu bytes (part of the coded data)\n", (unsigned long long)total->dict_bytes);
+		printf("dictionaries:   %llu bytes (dictionaries and lossy tensors' scales; part of the coded data)\n",
+		       (unsigned long long)total->dict_bytes);
+	uint32_t nlossy = 0;
+	for (uint32_t i = 0; i < wc_container_ntensors(c); i++)
+		nlossy += wc_container_tensor(c, i)->lossy != 0;
+	if (nlossy)
+		printf("lossy:          %u tensors as int8 codes with a scale per channel: their bytes are not the "
+		       "original's (each one's error below)\n", nlossy);
 	printf("overhead:       %llu bytes (fixed header, frequency tables, tile index, metadata)\n",
 	       (unsigned long long)(f.fsize - total->coded - f.plen));
 	printf("\n%-10s %8s %16s %16s %9s %9s\n", "dtype", "tensors", "bytes", "coded", "ratio", "vs bound");
@@ -156,12 +173,17 @@ static int info_text(const char *path, const wc_container *c, const dtype_sum *d
 		tensor_sum s = sum_tensor(c, t);
 		char shape[64];
 		shape_str(t, shape, sizeof shape);
-		printf("%-40s %-8s %-18s %-9s %12llu %12llu %7.3fx ", t->name, t->dtype, shape, wc_layout_name(t->layout),
+		printf("%-40s %-8s %-18s %-9s %12llu %12llu %7.3fx ", t->name, t->dtype, shape, layout_name(t),
 		       (unsigned long long)s.bytes, (unsigned long long)s.coded, cli_ratio(s.bytes, s.coded));
 		for (unsigned p = 0; p < t->layout.nplanes; p++)
 			printf(" %.2f", t->planes[p].entropy_bits);
 		if (t->dict)
 			printf(" (%u-entry dictionary)", t->dict_entries);
+		if (t->lossy)
+			printf(" (%u channels on the %s axis; %.2f bits/weight, SNR %.1f dB, max error %.3g, mean %.3g, "
+			       "relative Frobenius %.3g)", t->lossy_channels, t->lossy_axis ? "last" : "first",
+			       8.0 * (double)s.coded / (double)(s.bytes / t->plain_layout.elem_size), t->lossy_snr_db,
+			       t->lossy_max_abs_err, t->lossy_mean_abs_err, t->lossy_rel_frobenius);
 		printf("\n");
 	}
 	return CLI_OK;
@@ -191,7 +213,7 @@ static int info_json(const char *path, const wc_container *c, const dtype_sum *d
 									? json_null()
 									: json_integer(t->planes[p].table)));
 		json_t *to = json_pack("{s:s, s:s, s:o, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:i, s:i, s:o}", "name",
-				       t->name, "dtype", t->dtype, "shape", shape, "layout", wc_layout_name(t->layout),
+				       t->name, "dtype", t->dtype, "shape", shape, "layout", layout_name(t),
 				       "begin", (json_int_t)t->begin, "end", (json_int_t)t->end, "bytes",
 				       (json_int_t)s.bytes, "coded_bytes", (json_int_t)s.coded, "ratio",
 				       cli_ratio(s.bytes, s.coded), "entropy_bound_bytes", s.bound,
@@ -199,6 +221,15 @@ static int info_json(const char *path, const wc_container *c, const dtype_sum *d
 				       "tiles", (int)t->ntiles, "planes", planes);
 		if (to && t->dict)
 			json_object_set_new(to, "dict_entries", json_integer(t->dict_entries));
+		if (to && t->lossy)
+			json_object_set_new(to, "lossy",
+					    json_pack("{s:s, s:i, s:s, s:f, s:f, s:f, s:f, s:f}", "codes", "int8",
+						      "channels", (int)t->lossy_channels, "axis",
+						      t->lossy_axis ? "last" : "first", "bits_per_weight",
+						      8.0 * (double)s.coded / (double)(s.bytes / t->plain_layout.elem_size),
+						      "snr_db", t->lossy_snr_db, "max_abs_err", t->lossy_max_abs_err,
+						      "mean_abs_err", t->lossy_mean_abs_err, "rel_frobenius",
+						      t->lossy_rel_frobenius));
 		if (to && t->shared)
 			json_object_set_new(to, "shared", json_true());
 		json_array_append_new(tensors, to);

@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "cli/cli.h"
+#include "cli/lossy_select.h"
 #include "cli/pack_tree.h"
 #include "config.h"
 #include "container/container.h"
@@ -21,7 +22,7 @@ static void usage(FILE *out)
 		"Usage: wcodec pack [OPTIONS] IN.safetensors [OUT.wcodec | OUTDIR]\n"
 		"       wcodec pack [OPTIONS] - OUT.wcodec      (standard input)\n"
 		"       wcodec pack [OPTIONS] DIR OUTDIR\n\n"
-		"Compress a safetensors file losslessly. Tiles are encoded in parallel; OUT is\n"
+		"Compress a safetensors file, losslessly unless --lossy. Tiles are encoded in parallel; OUT is\n"
 		"written to a temporary file, verified, fsynced and renamed into place. Without\n"
 		"OUT, X.safetensors packs to X.wcodec beside it; into OUTDIR when that is a directory.\n"
 		"With a directory, every X.safetensors under DIR (or symlink to one) is packed to\n"
@@ -31,6 +32,14 @@ static void usage(FILE *out)
 		"  -c, --chunk N         rANS chunk in symbols, a multiple of 32 (default %u)\n"
 		"  -j, --threads N       encoder threads (default: the usable CPUs)\n"
 		"      --no-verify       skip decoding the written file against the input\n"
+		"      --lossy int8      store F32, BF16 and F16 tensors of 2 or more dimensions\n"
+		"                        and at least 4096 elements, but not embeddings (names\n"
+		"                        with \"embed\"), as int8 codes with a scale per output\n"
+		"                        channel, scales chosen for the least squared error\n"
+		"                        (wcodec info shows each tensor's error)\n"
+		"      --lossy-include GLOB  lossy: exactly the tensors whose names match GLOB\n"
+		"                        (fnmatch; repeatable) instead of the rule above\n"
+		"      --lossy-exclude GLOB  lossy: never the tensors matching GLOB (repeatable)\n"
 		"  -u, --update          with a directory: skip outputs newer than their inputs\n"
 		"  -f, --force           overwrite an existing OUT (with a directory: write into\n"
 		"                        a non-empty OUTDIR)\n"
@@ -63,8 +72,11 @@ int cmd_pack(int argc, char **argv)
 		{"quiet", no_argument, NULL, 'q'},           {"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},         {"update", no_argument, NULL, 'u'},
 		{"json", no_argument, NULL, 'J'},            {"force", no_argument, NULL, 'f'},
+		{"lossy", required_argument, NULL, 'L'},     {"lossy-include", required_argument, NULL, 'I'},
+		{"lossy-exclude", required_argument, NULL, 'X'},
 		{NULL, 0, NULL, 0},
 	};
+	static cli_lossy lossy;
 	wc_pack_opts po = {.verify = 1, .progress = on_progress, .temp_file = cli_tmp_watch_path};
 	int quiet = 0, update = 0, json = 0, force = 0, c;
 	uint64_t v;
@@ -87,6 +99,23 @@ int cmd_pack(int argc, char **argv)
 				return cli_usage_error("pack", "--threads '%s': want 1 to 1024", optarg);
 			po.threads = (unsigned)v;
 			break;
+		case 'L':
+			if (strcmp(optarg, "int8") != 0)
+				return cli_usage_error("pack", "--lossy '%s': int8 is the lossy packing there is", optarg);
+			po.lossy_bits = 8;
+			po.lossy_select = cli_lossy_select;
+			po.lossy_ctx = &lossy;
+			break;
+		case 'I':
+		case 'X':
+			if ((c == 'I' ? lossy.ninclude : lossy.nexclude) == CLI_LOSSY_GLOBS)
+				return cli_usage_error("pack", "at most %d --lossy-include and --lossy-exclude globs each",
+						       CLI_LOSSY_GLOBS);
+			if (c == 'I')
+				lossy.include[lossy.ninclude++] = optarg;
+			else
+				lossy.exclude[lossy.nexclude++] = optarg;
+			break;
 		case 'n': po.verify = 0; break;
 		case 'q': quiet = 1; break;
 		case 'u': update = 1; break;
@@ -99,6 +128,8 @@ int cmd_pack(int argc, char **argv)
 	}
 	if (argc - optind < 1 || argc - optind > 2)
 		return cli_usage_error("pack", "expected IN.safetensors [OUT.wcodec], or DIR OUTDIR");
+	if ((lossy.ninclude || lossy.nexclude) && !po.lossy_bits)
+		return cli_usage_error("pack", "--lossy-include and --lossy-exclude need --lossy int8");
 	const char *in = argv[optind], *out = optind + 1 < argc ? argv[optind + 1] : NULL;
 	if (strcmp(in, "-") == 0) {
 		if (!out || cli_is_dir(out))
@@ -197,7 +228,9 @@ static int pack_report(const char *in, const char *out, const wc_pack_stats *st)
 		  json_object_set_new(r, "data_bytes", json_integer((json_int_t)st->data_bytes)) ||
 		  json_object_set_new(r, "coded_data_bytes", json_integer((json_int_t)coded)) ||
 		  json_object_set_new(r, "entropy_bound_bytes", json_real(st->entropy_bound_bytes)) ||
-		  json_object_set_new(r, "dict_tensors", json_integer(st->dict_tensors)))) {
+		  json_object_set_new(r, "dict_tensors", json_integer(st->dict_tensors)) ||
+		  json_object_set_new(r, "lossy_tensors", json_integer(st->lossy_tensors)) ||
+		  json_object_set_new(r, "lossy_bytes", json_integer((json_int_t)st->lossy_bytes)))) {
 		json_decref(r);
 		r = NULL;
 	}
@@ -230,6 +263,9 @@ static int pack_one(const char *in, const char *shown, const char *out, const wc
 		printf("data section: %s -> %s; order-0 entropy bound of its planes %.0f bytes (coded = %.2f%% of bound)\n",
 		       cli_human_bytes(st.data_bytes, d), cli_human_bytes(coded, cd), st.entropy_bound_bytes,
 		       st.entropy_bound_bytes > 0 ? 100.0 * (double)coded / st.entropy_bound_bytes : 0.0);
+		if (st.lossy_tensors)
+			printf("lossy: %u tensors (%s of the input) as int8 codes with a scale per channel\n",
+			       st.lossy_tensors, cli_human_bytes(st.lossy_bytes, d));
 		if (st.dict_tensors)
 			printf("dictionaries: %u tensors as index planes + %llu dictionary bytes; bound of the byte "
 			       "planes without them %.0f bytes (coded = %.2f%% of it)\n",

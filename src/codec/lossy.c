@@ -8,6 +8,7 @@
 #include "core/le.h"
 
 #define LEVELS 26 /* clipping levels 0.50, 0.52, ..., 1.00 of a channel's largest magnitude */
+#define MIN_PER_CHANNEL 32u /* a 32-bit scale per 32 elements: a bit per weight */
 
 unsigned wc_lossy_dtype_size(wc_lossy_dtype dt) { return dt == WC_LOSSY_F32 ? 4u : 2u; }
 
@@ -210,11 +211,17 @@ wc_err wc_lossy_quantize_int8(const uint8_t *in, wc_lossy_dtype dt, const uint64
 		if (!isfinite(x[i] = load(in, dt, i)))
 			e = wc_fail(WC_E_INVAL, "lossy: element %llu is not finite", (unsigned long long)i);
 	if (!e) {
-		double e0 = choose(x, n, 0, C0, scales, err, amax);
-		double e1 = choose(x, n, 1, C1, s1, err, amax);
+		/* An axis qualifies when its scales cost at most a bit per
+		 * weight (MIN_PER_CHANNEL elements per channel); of two that
+		 * do, the one with less error; of none, the fewer channels. */
+		const int ok0 = n / C0 >= MIN_PER_CHANNEL, ok1 = n / C1 >= MIN_PER_CHANNEL;
+		const int last = ok0 && ok1 ? -1 : ok0 != ok1 ? ok1 : C1 < C0; /* -1: by the error */
+		double e0 = choose(x, n, 0, C0, scales, err, amax), e1 = INFINITY;
+		if (last)
+			e1 = choose(x, n, 1, C1, s1, err, amax);
 		*p = (wc_lossy_params){.dtype = (uint8_t)dt, .axis = 0, .channels = (uint32_t)C0, .elems = n,
 				       .scales = scales};
-		if (e1 < e0) {
+		if (last == 1 || (last < 0 && e1 < e0)) {
 			memcpy(scales, s1, C1 * sizeof *scales);
 			p->axis = 1;
 			p->channels = (uint32_t)C1;

@@ -55,8 +55,10 @@ int wc_lossy_dtype_of(const char *st_dtype);
  * per output channel chosen for the least squared error: for each channel
  * the clipping level among 26 from 0.50 to 1.00 of its largest magnitude
  * (a channel of zeros gets scale 0). The channel axis is the first or the
- * last, whichever gives the smaller total squared error (bench/
- * lossy_study.py measured both conventions on real weights). Writes N
+ * last: of those with at least 32 elements per channel (scales costing at
+ * most a bit per weight), the one with the smaller total squared error
+ * (bench/lossy_study.py measured both conventions on real weights); when
+ * neither has, the one with fewer channels. Writes N
  * codes, the channels' scales (room for max(shape[0], shape[ndim-1])),
  * *p (dtype, axis, channels, elems; scales = the array given) and the
  * error of the decoded values. Non-finite inputs: WC_E_INVAL. Errors:

@@ -76,6 +76,20 @@ typedef struct wc_tensor_info {
 	 * does not record them): the bound without a dictionary. */
 	wc_layout plain_layout;
 	double plain_entropy[WC_MAX_PLANES];
+	/* Layout "int8" (lossy, docs/FORMAT.md 2.2): the tensor's bytes are
+	 * decoded from int8 codes (one byte plane: `layout` is "bytes") and a
+	 * scale per output channel, the output channels being the first axis
+	 * (lossy_axis 0) or the last (1); elements of plain_layout.elem_size
+	 * bytes, dtype F32, BF16 or F16. lossy_scales: lossy_channels host
+	 * floats, valid while the container lives. The errors against the
+	 * original (informative, measured when packing): SNR in dB (999: exact),
+	 * largest and mean absolute error, relative Frobenius norm of the error.
+	 * lossy is 0 and the rest 0 for lossless tensors. */
+	int lossy;
+	uint8_t lossy_axis;
+	uint32_t lossy_channels;
+	const float *lossy_scales;
+	double lossy_snr_db, lossy_max_abs_err, lossy_mean_abs_err, lossy_rel_frobenius;
 	/* Nonzero when the tensor's bytes continue the previous tensor's tile
 	 * (a shared tile of small tensors, docs/FORMAT.md 1.6, version 2 on):
 	 * first_tile is that tile, ntiles 1, and the tile also holds other
@@ -212,6 +226,14 @@ typedef struct wc_pack_opts {
 	 * once it is renamed or removed, so a tool can remove it when killed by
 	 * a signal; may be NULL. */
 	void (*temp_file)(const char *path);
+	/* Lossy packing (docs/FORMAT.md 2.2): 0 packs every tensor losslessly;
+	 * 8 stores as int8 codes with a scale per output channel each tensor
+	 * of dtype F32, BF16 or F16 with two or more dimensions that
+	 * lossy_select accepts (NULL: every such tensor). lossy_select gets the
+	 * tensor's name, dtype, ndim and shape and returns nonzero to take it. */
+	int lossy_bits;
+	int (*lossy_select)(void *ctx, const char *name, const char *dtype, unsigned ndim, const uint64_t *shape);
+	void *lossy_ctx;
 } wc_pack_opts;
 
 typedef struct wc_pack_stats {
@@ -224,6 +246,8 @@ typedef struct wc_pack_stats {
 	double plain_entropy_bound_bytes; /* the same over every tensor's byte planes
 					     (section 2 layouts, no dictionaries) */
 	uint32_t dict_tensors;       /* tensors stored with layout "dict" */
+	uint32_t lossy_tensors;      /* tensors stored lossy (layout "int8") */
+	uint64_t lossy_bytes;        /* their bytes in the input */
 } wc_pack_stats;
 
 /* Pack the safetensors file at in_path into out_path. Writes

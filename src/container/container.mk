@@ -1,11 +1,12 @@
 # src/container: the safetensors parser and the .wcodec reader and writer.
 libwcodec_impl_la_SOURCES += src/container/safetensors.c src/container/format.c \
 	src/container/reader.c src/container/metadata.c src/container/metadata_json.c \
-	src/container/writer.c \
-	src/container/writer_analyse.c src/container/writer_verify.c
+	src/container/lossy_job.c src/container/writer.c \
+	src/container/writer_analyse.c src/container/writer_lossy.c src/container/writer_verify.c
 containerincdir = $(pkgincludedir)/container
 containerinc_HEADERS = src/container/container.h
-noinst_HEADERS += src/container/safetensors.h src/container/format.h src/container/container_impl.h src/container/writer_impl.h
+noinst_HEADERS += src/container/safetensors.h src/container/format.h src/container/container_impl.h src/container/writer_impl.h \
+	src/container/lossy_job.h
 
 check_PROGRAMS += tests/test_safetensors tests/test_container tests/test_container_damage tests/test_container_dict tests/test_metadata
 TESTS += tests/test_safetensors tests/test_container tests/test_container_damage tests/test_container_dict \

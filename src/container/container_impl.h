@@ -28,6 +28,7 @@ struct wc_container {
 	wc_freqtab *tables;
 	uint8_t *dicts;       /* the dictionary section (h.dicts_len bytes), or NULL */
 	uint64_t dict_cursor; /* while parsing: where the next tensor's dictionary must start */
+	struct wc_lossy_job *lossy_jobs; /* per tile, for lossy tensors' tiles (lossy_job.h); or NULL */
 	uint32_t tile_cursor; /* while parsing: the next tensor's first tile */
 };
 

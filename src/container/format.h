@@ -50,6 +50,8 @@
 #define WC_TT_HEAD_BYTES 12u
 #define WC_TT_PLANE_BYTES 16u
 #define WC_TT_LAYOUT_DICT 6u
+#define WC_TT_LAYOUT_INT8 7u /* lossy: int8 codes, a scale per channel (docs/FORMAT.md 2.2) */
+#define WC_TT_INT8_BYTES 24u /* its fields after the head */
 #define WC_TT_SHARED 1u     /* flags bit 0 */
 #define WC_TT_NO_TABLE 0xffffffffu
 /* The most bytes a record takes: 8 coded planes (a dict record is smaller). */

@@ -4,12 +4,14 @@
  * every version shares (container_impl.h). */
 #include "container/container_impl.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <zstd.h>
 
+#include "codec/lossy.h"
 #include "codec/tile_codec.h"
 #include "container/format.h"
 
@@ -78,7 +80,7 @@ wc_err wc_meta_plane(const wc_container *c, uint32_t i, wc_tensor_info *t, unsig
 	t->planes[p].table = table == UINT64_MAX ? WC_NO_TABLE : (uint32_t)table;
 	t->planes[p].entropy_bits = entropy;
 	t->planes[p].coded_bytes = coded;
-	if (!t->dict)
+	if (!t->dict && !t->lossy)
 		t->plain_entropy[p] = entropy;
 	return WC_OK;
 }
@@ -93,6 +95,58 @@ static double get_f32(const uint8_t *p)
 	return f;
 }
 
+/* A lossy tensor's fields (docs/FORMAT.md 1.3.1, 2.2) at r and its scales,
+ * the next 4 * channels bytes of the dictionary section. */
+static wc_err read_int8(wc_container *c, uint32_t i, wc_tensor_info *t, uint8_t plain, uint8_t flags,
+			const uint8_t *r, uint64_t bytes)
+{
+	static const char *const want[] = {"f32", "bf16", "shuffle2"}; /* by wc_lossy_dtype */
+	const uint8_t dtype = r[0], axis = r[1];
+	const uint32_t ch = wc_get_u32(r + 4);
+	if (dtype > WC_LOSSY_F16 || axis > 1 || r[2] || r[3] || (flags & WC_TT_SHARED))
+		return META_BAD("tensor %u: lossy dtype %u, axis %u, reserved %u %u, flags 0x%02x", i, dtype, axis,
+				r[2], r[3], flags);
+	if (wc_tt_layout_of(plain, &t->plain_layout) || strcmp(wc_layout_name(t->plain_layout), want[dtype]))
+		return META_BAD("tensor %u: layout code %u for lossy values of dtype %u", i, plain, dtype);
+	const unsigned w = t->plain_layout.elem_size;
+	const uint64_t elems = bytes / w;
+	if (bytes % w || elems == 0 || ch == 0 || elems % ch)
+		return META_BAD("tensor %u: %llu bytes are not %u channels of whole %u-byte elements", i,
+				(unsigned long long)bytes, ch, w);
+	const uint64_t sb = 4ull * ch;
+	if (c->dict_cursor > c->h.dicts_len || sb > c->h.dicts_len - c->dict_cursor)
+		return META_BAD("tensor %u: %u scales pass the end of the %llu-byte dictionary section", i, ch,
+				(unsigned long long)c->h.dicts_len);
+	float *sc = malloc(sb);
+	if (!sc)
+		return wc_fail(WC_E_NOMEM, "out of memory for tensor %u's %u scales", i, ch);
+	for (uint32_t k = 0; k < ch; k++) {
+		const double v = get_f32(c->dicts + c->dict_cursor + 4ull * k);
+		if (!(v >= 0) || isinf(v)) { /* NaN fails too */
+			free(sc);
+			return META_BAD("tensor %u: scale %u is %g, not a finite number >= 0", i, k, v);
+		}
+		sc[k] = (float)v;
+	}
+	double stats[4];
+	for (int k = 0; k < 4; k++)
+		if (!((stats[k] = get_f32(r + 8 + 4 * k)) >= 0) || isinf(stats[k])) {
+			free(sc);
+			return META_BAD("tensor %u: lossy error measure %d is %g, not a finite number >= 0", i, k, stats[k]);
+		}
+	c->dict_cursor += sb;
+	wc_layout_parse("bytes", &t->layout);
+	t->lossy = 1;
+	t->lossy_axis = axis;
+	t->lossy_channels = ch;
+	t->lossy_scales = sc;
+	t->lossy_snr_db = stats[0];
+	t->lossy_max_abs_err = stats[1];
+	t->lossy_mean_abs_err = stats[2];
+	t->lossy_rel_frobenius = stats[3];
+	return WC_OK;
+}
+
 static wc_err read_record(wc_container *c, uint32_t i, const uint8_t *r, size_t left, uint64_t *vcursor,
 			  size_t *used)
 {
@@ -102,7 +156,7 @@ static wc_err read_record(wc_container *c, uint32_t i, const uint8_t *r, size_t 
 		return META_BAD("the tensor table ends before tensor %u", i);
 	const uint8_t code = r[0], flags = r[1], plain = r[2];
 	const uint64_t bytes = wc_get_u64(r + 4);
-	if ((flags & ~WC_TT_SHARED) || r[3] || (code != WC_TT_LAYOUT_DICT && plain))
+	if ((flags & ~WC_TT_SHARED) || r[3] || (code != WC_TT_LAYOUT_DICT && code != WC_TT_LAYOUT_INT8 && plain))
 		return META_BAD("tensor %u: reserved bits set (flags 0x%02x, plain %u, reserved %u)", i, flags, plain,
 				r[3]);
 	if (bytes > c->h.virtual_size - *vcursor)
@@ -127,6 +181,12 @@ static wc_err read_record(wc_container *c, uint32_t i, const uint8_t *r, size_t 
 				return META_BAD("tensor %u: plain entropy %u is not a number in [0, 8]", i, p);
 		}
 		r += 4 + 4 * (size_t)n, left -= 4 + 4 * (size_t)n;
+	} else if (code == WC_TT_LAYOUT_INT8) {
+		if (left < WC_TT_INT8_BYTES)
+			return META_BAD("the tensor table ends inside tensor %u's lossy fields", i);
+		if ((e = read_int8(c, i, t, plain, flags, r, bytes)))
+			return e;
+		r += WC_TT_INT8_BYTES, left -= WC_TT_INT8_BYTES;
 	} else if (wc_tt_layout_of(code, &t->layout)) {
 		return META_BAD("tensor %u: unknown layout code %u", i, code);
 	} else {
@@ -186,6 +246,13 @@ static wc_err take_names(wc_container *c, wc_st_header *st)
 		if (t->dict && (want.kind != t->plain_layout.kind || want.elem_size != t->plain_layout.elem_size))
 			return wc_fail(WC_E_FORMAT, "wcodec prefix: tensor %u (\"%s\", %s) has a dictionary of layout "
 				       "\"%s\" values", i, s->name, s->dtype, wc_layout_name(t->plain_layout));
+		if (t->lossy && (want.kind != t->plain_layout.kind || want.elem_size != t->plain_layout.elem_size ||
+				 wc_lossy_dtype_of(s->dtype) < 0 || s->ndim < 2 ||
+				 s->shape[t->lossy_axis ? s->ndim - 1 : 0] != t->lossy_channels))
+			return wc_fail(WC_E_FORMAT, "wcodec prefix: tensor %u (\"%s\", %s, %u dimensions) is not %u "
+				       "channels on its %s axis of lossy \"%s\" values", i, s->name, s->dtype, s->ndim,
+				       t->lossy_channels, t->lossy_axis ? "last" : "first",
+				       wc_layout_name(t->plain_layout));
 		t->name = s->name;
 		t->dtype = s->dtype;
 		t->ndim = s->ndim;

@@ -19,6 +19,7 @@
 #include "codec/tile_codec.h"
 #include "container/container_impl.h"
 #include "container/format.h"
+#include "container/lossy_job.h"
 #include "core/fileio.h"
 #include "core/hash.h"
 
@@ -32,6 +33,7 @@ static void free_tensors(wc_container *c)
 		free((char *)c->tensors[i].name);
 		free((char *)c->tensors[i].dtype);
 		free((uint64_t *)c->tensors[i].shape);
+		free((float *)c->tensors[i].lossy_scales);
 	}
 	free(c->tensors);
 }
@@ -49,6 +51,7 @@ static void container_free(wc_container *c)
 	free(c->tiles);
 	free(c->tables);
 	free(c->dicts);
+	free(c->lossy_jobs);
 	free(c);
 }
 
@@ -132,6 +135,39 @@ static wc_err build_name_index(wc_container *c)
 
 /* ---- open ----------------------------------------------------------- */
 
+/* The decode job kind of lossy tiles (lossy_job.h), registered on open. */
+static const wc_job_kind_ops lossy_job_kind = {.name = "int8", .cpu_decode = wc_lossy_decode_job};
+
+/* Each lossy tensor's tiles' job data (its parameters, each tile's first
+ * element); nothing without lossy tensors. */
+static wc_err build_lossy_jobs(wc_container *c)
+{
+	int any = 0;
+	for (uint32_t i = 0; i < c->h.ntensors; i++)
+		any |= c->tensors[i].lossy;
+	if (!any)
+		return WC_OK;
+	wc_err e = wc_job_kind_register(WC_JOB_LOSSY, &lossy_job_kind);
+	if (e)
+		return e;
+	if (!(c->lossy_jobs = calloc(c->h.ntiles ? c->h.ntiles : 1, sizeof *c->lossy_jobs)))
+		return wc_fail(WC_E_NOMEM, "out of memory for %u tiles' job data", c->h.ntiles);
+	for (uint32_t i = 0; i < c->h.ntensors; i++) {
+		const wc_tensor_info *t = &c->tensors[i];
+		if (!t->lossy)
+			continue;
+		const unsigned w = t->plain_layout.elem_size;
+		const wc_lossy_params p = {
+			.dtype = (uint8_t)(w == 4 ? WC_LOSSY_F32 : t->plain_layout.kind == WC_LAYOUT_BF16 ? WC_LOSSY_BF16
+													: WC_LOSSY_F16),
+			.axis = t->lossy_axis, .channels = t->lossy_channels, .elems = (t->end - t->begin) / w,
+			.scales = t->lossy_scales};
+		for (uint32_t k = 0; k < t->ntiles; k++)
+			c->lossy_jobs[t->first_tile + k] = (wc_lossy_job){p, (uint64_t)k * c->h.tile_size / w};
+	}
+	return WC_OK;
+}
+
 static wc_err load(wc_container *c, const char *path, int names)
 {
 	struct stat st;
@@ -191,7 +227,8 @@ static wc_err load(wc_container *c, const char *path, int names)
 		goto out;
 	for (uint32_t i = 0; i < c->h.ntiles; i++)
 		wc_index_entry_decode(index + (size_t)i * WC_INDEX_ENTRY_BYTES, &c->tiles[i]);
-	if (!(e = wc_container_read_tensors(c, meta, c->h.meta_len, names)) && !(e = check_tiles(c)))
+	if (!(e = wc_container_read_tensors(c, meta, c->h.meta_len, names)) && !(e = check_tiles(c)) &&
+	    !(e = build_lossy_jobs(c)))
 		e = build_name_index(c);
 out:
 	free(tables);
@@ -392,19 +429,16 @@ wc_err wc_container_decode_tile(const wc_container *c, uint32_t i, const uint8_t
 {
 	if (i >= c->h.ntiles)
 		return wc_fail(WC_E_RANGE, "tile %u of %u", i, c->h.ntiles);
-	const wc_tile_info *t = &c->tiles[i];
-	const wc_tensor_info *ti = &c->tensors[t->tensor];
-	wc_err e = wc_tile_decode_dict(ti->layout, payload, t->csize, c->tables, c->h.ntables, c->h.chunk_symbols,
-				       ti->dict, ti->dict_entries, out, t->dsize);
-	if (e) {
-		char why[400];
-		snprintf(why, sizeof why, "%s", wc_last_detail());
-		return wc_fail(e == WC_E_NOMEM ? e : WC_E_CORRUPT, "tile %u: %s", i, why);
-	}
-	uint64_t h = wc_xxh3_64(out, t->dsize);
-	if (h != t->dhash)
-		return wc_fail(WC_E_CORRUPT, "tile %u: decoded checksum mismatch (%016llx != %016llx)", i,
-			       (unsigned long long)h, (unsigned long long)t->dhash);
+	wc_tile_job job;
+	memset(&job, 0, sizeof job);
+	job.payload = payload;
+	job.payload_size = c->tiles[i].csize;
+	job.out = out;
+	job.out_size = c->tiles[i].dsize;
+	c->src.ops->describe_job(&c->src, i, &job);
+	wc_err e = wc_decode_job_cpu(&job); /* the tile's kind's decoder, then its dhash */
+	if (e)
+		return wc_fail(e == WC_E_NOMEM ? e : WC_E_CORRUPT, "tile %u: %s", i, job.detail);
 	return WC_OK;
 }
 
@@ -496,6 +530,10 @@ static void src_describe_job(const wc_tile_source *s, uint32_t i, wc_tile_job *j
 	job->dhash = t->dhash;
 	job->dict = c->tensors[t->tensor].dict;
 	job->dict_entries = c->tensors[t->tensor].dict_entries;
+	if (c->lossy_jobs && c->tensors[t->tensor].lossy) {
+		job->kind = WC_JOB_LOSSY;
+		job->kind_data = &c->lossy_jobs[i];
+	}
 }
 
 static void src_name_tile(const wc_tile_source *s, uint32_t i, char *buf, size_t cap)

@@ -92,12 +92,14 @@ void wc_pk_run(packer *pk, void *(*fn)(void *))
 static void *encode_worker(void *arg)
 {
 	packer *pk = arg;
+	uint8_t *decoded = NULL; /* a lossy tile's decoded bytes, for its dhash */
 	for (;;) {
 		pthread_mutex_lock(&pk->lock);
 		while (!pk->abort && pk->next_tile < pk->ntiles && pk->next_tile >= pk->written + pk->window)
 			pthread_cond_wait(&pk->cond, &pk->lock);
 		if (pk->abort || pk->next_tile >= pk->ntiles) {
 			pthread_mutex_unlock(&pk->lock);
+			free(decoded);
 			return NULL;
 		}
 		uint32_t i = pk->next_tile++;
@@ -114,11 +116,18 @@ static void *encode_worker(void *arg)
 		else
 			s->err = wc_tile_encode(t->layout, src, tp->dsize, t->plan, pk->chunk, s->buf, pk->slot_cap,
 						&s->len, s->plane_bytes);
+		if (!s->err && t->lossy && !decoded && !(decoded = malloc(pk->tile_size)))
+			s->err = wc_fail(WC_E_NOMEM, "out of memory");
 		if (s->err) {
 			snprintf(s->why, sizeof s->why, "tile %u of tensor \"%s\": %s", i, t->st->name, wc_last_detail());
 		} else {
 			s->chash = wc_xxh3_64(s->buf, s->len);
-			s->dhash = wc_xxh3_64(src, tp->dsize);
+			if (t->lossy) { /* the index hashes what readers decode */
+				wc_pk_lossy_tile(t, tp, decoded);
+				s->dhash = wc_xxh3_64(decoded, wc_pk_tile_bytes(t, tp));
+			} else {
+				s->dhash = wc_xxh3_64(src, tp->dsize);
+			}
 		}
 		pthread_mutex_lock(&pk->lock);
 		s->ready = 1;
@@ -161,10 +170,10 @@ static void write_tiles(pass2 *w)
 		} else {
 			e = wc_pwrite_full(w->fd, s->buf, s->len, off, w->path);
 			wc_tile_info *x = &w->index[i];
-			x->voff = w->prefix_len + t->st->begin + tp->offset;
+			x->voff = w->prefix_len + t->st->begin + tp->offset * (t->lossy ? t->lw : 1);
 			x->coff = off;
 			x->csize = (uint32_t)s->len;
-			x->dsize = tp->dsize;
+			x->dsize = (uint32_t)wc_pk_tile_bytes(t, tp);
 			x->tensor = tp->tensor;
 			x->flags = 0;
 			x->chash = s->chash;
@@ -173,7 +182,7 @@ static void write_tiles(pass2 *w)
 			for (unsigned p = 0; p < t->layout.nplanes; p++)
 				t->coded[p] += s->plane_bytes[p];
 		}
-		done += tp->dsize;
+		done += wc_pk_tile_bytes(t, tp);
 		if (!e)
 			wc_pk_report(pk, done);
 		pthread_mutex_lock(&pk->lock);
@@ -225,12 +234,23 @@ static size_t tensor_record(const packer *pk, uint32_t i, uint8_t *p)
 	const tensor_plan *t = &pk->tensors[i];
 	const tensor_plan *u = &pk->tensors[t->unit]; /* whose tiles and tables it uses */
 	uint8_t *q = p;
-	q[0] = wc_tt_layout_code(u->layout);
+	q[0] = t->lossy ? WC_TT_LAYOUT_INT8 : wc_tt_layout_code(u->layout);
 	q[1] = t->unit != i ? WC_TT_SHARED : 0;
-	q[2] = t->use_dict ? wc_tt_layout_code(t->plain_layout) : 0;
+	q[2] = t->use_dict || t->lossy ? wc_tt_layout_code(t->plain_layout) : 0;
 	q[3] = 0;
 	wc_put_u64(q + 4, t->own_bytes);
 	q += WC_TT_HEAD_BYTES;
+	if (t->lossy) {
+		q[0] = t->lp.dtype;
+		q[1] = t->lp.axis;
+		q[2] = q[3] = 0;
+		wc_put_u32(q + 4, t->lp.channels);
+		put_f32(q + 8, t->ls.snr_db);
+		put_f32(q + 12, t->ls.max_abs_err);
+		put_f32(q + 16, t->ls.mean_abs_err);
+		put_f32(q + 20, t->ls.rel_frobenius);
+		q += WC_TT_INT8_BYTES;
+	}
 	if (t->use_dict) {
 		wc_put_u32(q, t->dict_entries);
 		for (unsigned k = 0; k < t->plain_layout.nplanes; k++)
@@ -238,7 +258,7 @@ static size_t tensor_record(const packer *pk, uint32_t i, uint8_t *p)
 		q += 4 + 4 * t->plain_layout.nplanes;
 	}
 	/* a tensor of a shared tile: its share of the tile's bytes (informative) */
-	const double share = u->nbytes ? (double)t->own_bytes / (double)u->nbytes : 0;
+	const double share = t->unit == i ? 1.0 : u->nbytes ? (double)t->own_bytes / (double)u->nbytes : 0;
 	for (unsigned k = 0; k < u->layout.nplanes; k++, q += WC_TT_PLANE_BYTES) {
 		wc_put_u32(q, u->plan[k].table ? u->plan[k].table_id : WC_TT_NO_TABLE);
 		put_f32(q + 4, t->own_hist ? t->own_entropy[k] : u->entropy[k]);
@@ -280,20 +300,32 @@ static wc_err pack_into(packer *pk, int fd, const char *tmp, wc_pack_stats *stat
 			       (unsigned long long)prefix_len);
 	if ((e = wc_pk_plan_tiles(pk)))
 		return e;
+	int lossy = 0;
+	for (uint32_t i = 0; i < st->ntensors; i++)
+		lossy |= pk->tensors[i].lossy;
 
 	pk->caller = pthread_self();
-	pk->npasses = pk->opts->verify ? 4 : 3;
+	pk->npasses = (pk->opts->verify ? 4 : 3) + (lossy ? 1 : 0);
 	pk->passes_before = 0;
+	if (lossy) { /* the codes first: every later pass reads them */
+		atomic_store(&pk->pass_done, 0);
+		atomic_store(&pk->cursor, 0);
+		wc_pk_run(pk, wc_pk_lossy_worker);
+		pk->passes_before = 1;
+		if (atomic_load(&pk->failed))
+			return wc_fail(pk->first_err, "%s", pk->first_why);
+	}
+	const uint64_t base = pk->passes_before;
 	atomic_store(&pk->pass_done, 0);
 	atomic_store(&pk->cursor, 0);
 	wc_pk_run(pk, wc_pk_hist_worker);
-	pk->passes_before = 1;
+	pk->passes_before = base + 1;
 	if (atomic_load(&pk->failed))
 		return wc_fail(pk->first_err, "%s", pk->first_why);
 	atomic_store(&pk->pass_done, 0);
 	atomic_store(&pk->cursor, 0);
 	wc_pk_run(pk, wc_pk_dict_worker);
-	pk->passes_before = 2;
+	pk->passes_before = base + 2;
 	if (atomic_load(&pk->failed))
 		return wc_fail(pk->first_err, "%s", pk->first_why);
 	wc_pk_choose_layouts(pk);
@@ -376,6 +408,11 @@ static wc_err pack_into(packer *pk, int fd, const char *tmp, wc_pack_stats *stat
 		const tensor_plan *tp = &pk->tensors[t];
 		if (tp->use_dict)
 			memcpy(dicts + tp->dict_off, tp->dict, (size_t)tp->dict_entries * tp->layout.elem_size);
+		for (uint32_t k = 0; tp->lossy && k < tp->lp.channels; k++) {
+			uint32_t u;
+			memcpy(&u, &tp->scales[k], 4);
+			wc_put_u32(dicts + tp->dict_off + 4ull * k, u);
+		}
 	}
 	h.tables_off = h.payload_off + h.payload_len;
 	h.tables_len = tables_len;
@@ -425,12 +462,14 @@ static wc_err pack_into(packer *pk, int fd, const char *tmp, wc_pack_stats *stat
 				stats->plain_entropy_bound_bytes +=
 					tp->own_entropy[p] * (double)(tp->own_bytes / tp->layout.elem_size) / 8.0;
 			stats->dict_tensors += tp->use_dict != 0;
+			stats->lossy_tensors += tp->lossy != 0;
+			stats->lossy_bytes += tp->lossy ? tp->own_bytes : 0;
 		}
 		stats->dict_bytes = pk->dicts_len;
 		stats->entropy_bound_bytes += (double)pk->dicts_len;
 	}
 	if (pk->opts->verify) {
-		pk->passes_before = 3;
+		pk->passes_before = base + 3;
 		atomic_store(&pk->pass_done, 0);
 		e = wc_pk_verify(pk, tmp, prefix_len);
 	}
@@ -460,6 +499,8 @@ static wc_err check_opts(const wc_pack_opts *o, packer *pk)
 	if (pk->chunk < WC_RANS_CHUNK_MIN || pk->chunk > WC_RANS_CHUNK_MAX || pk->chunk % WC_RANS_LANES)
 		return wc_fail(WC_E_INVAL, "chunk of %u symbols must be a multiple of 32 in [%u, %u]", pk->chunk,
 			       WC_RANS_CHUNK_MIN, WC_RANS_CHUNK_MAX);
+	if (o->lossy_bits != 0 && o->lossy_bits != 8)
+		return wc_fail(WC_E_INVAL, "lossy packing of %d bits: 0 (lossless) or 8 (int8)", o->lossy_bits);
 	pk->threads = o->threads ? o->threads : wc_cpu_count();
 	if (pk->threads > 1024)
 		pk->threads = 1024;
@@ -541,6 +582,8 @@ out:
 			free(pk.tensors[t].own_hist);
 			free(pk.tensors[t].dict);
 			free(pk.tensors[t].index_hist);
+			free(pk.tensors[t].codes);
+			free(pk.tensors[t].scales);
 		}
 	free(pk.tensors);
 	free(pk.tiles);

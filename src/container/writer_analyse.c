@@ -50,7 +50,8 @@ void *wc_pk_hist_worker(void *arg)
 			for (int s = 0; s < 256; s++)
 				t->hist[p][s] += local[p][s];
 		pthread_mutex_unlock(l);
-		wc_pk_report(pk, atomic_fetch_add(&pk->pass_done, tp->dsize) + tp->dsize);
+		const uint64_t bytes = wc_pk_tile_bytes(t, tp);
+		wc_pk_report(pk, atomic_fetch_add(&pk->pass_done, bytes) + bytes);
 	}
 	free(local);
 	return NULL;
@@ -78,7 +79,7 @@ void *wc_pk_dict_worker(void *arg)
 		tensor_plan *t = &pk->tensors[i];
 		unsigned w = t->plain_layout.elem_size;
 		/* a shared tile has one layout for all its tensors: no dictionary */
-		if (t->nbytes && w >= 2 && t->unit == i && t->nbytes == t->own_bytes) {
+		if (!t->lossy && t->nbytes && w >= 2 && t->unit == i && t->nbytes == t->own_bytes) {
 			uint32_t k = 0;
 			wc_err e = wc_dict_build(t->data, t->nbytes / w, w, dict, &k, counts);
 			if (e == WC_OK) {
@@ -145,6 +146,11 @@ void wc_pk_choose_layouts(packer *pk)
 	for (uint32_t i = 0; i < pk->st->ntensors; i++) {
 		tensor_plan *t = &pk->tensors[i];
 		const wc_layout pl = t->plain_layout;
+		if (t->lossy) { /* its scales, where a dictionary would be */
+			t->dict_off = pk->dicts_len;
+			pk->dicts_len += 4ull * t->lp.channels;
+			continue;
+		}
 		if (!t->hist)
 			continue;
 		uint64_t n = t->nbytes / pl.elem_size;
@@ -314,7 +320,8 @@ wc_err wc_pk_build_tables(packer *pk)
 static int can_share(const packer *pk, const tensor_plan *u, uint64_t unit_bytes, const tensor_plan *t)
 {
 	const uint64_t small = pk->tile_size / SHARE_BELOW_DIV;
-	return u->own_bytes < small && t->nbytes && t->nbytes < small && unit_bytes + t->nbytes <= pk->tile_size &&
+	return !u->lossy && !t->lossy && u->own_bytes < small && t->nbytes && t->nbytes < small &&
+	       unit_bytes + t->nbytes <= pk->tile_size &&
 	       strcmp(u->st->dtype, t->st->dtype) == 0 && u->layout.kind == t->layout.kind &&
 	       u->layout.elem_size == t->layout.elem_size;
 }
@@ -338,6 +345,13 @@ wc_err wc_pk_plan_tiles(packer *pk)
 		t->plain_layout = t->layout;
 		t->allow_zstd = !is_float_dtype(t->st->dtype);
 		t->unit = i;
+		if (wc_pk_lossy_wanted(pk, t->st)) { /* its codes are coded, one byte plane */
+			t->lossy = 1;
+			t->lw = t->plain_layout.elem_size;
+			t->nbytes = t->own_bytes / t->lw;
+			t->layout = wc_layout_for_dtype("U8");
+			t->allow_zstd = 0;
+		}
 		if (unit != UINT32_MAX && can_share(pk, &pk->tensors[unit], pk->tensors[unit].nbytes, t)) {
 			tensor_plan *u = &pk->tensors[unit];
 			u->nbytes += t->nbytes; /* its bytes follow the unit's in the input */
@@ -348,7 +362,7 @@ wc_err wc_pk_plan_tiles(packer *pk)
 		}
 		unit = t->nbytes ? i : UINT32_MAX; /* an empty tensor ends a shared tile */
 		t->first_tile = (uint32_t)ntiles;
-		uint64_t n = (t->nbytes + pk->tile_size - 1) / pk->tile_size;
+		uint64_t n = (t->own_bytes + pk->tile_size - 1) / pk->tile_size;
 		if (ntiles + n > WC_LIMIT_TILES)
 			return wc_fail(WC_E_RANGE, "more than %u tiles of %u bytes: use a larger --tile-size",
 				       WC_LIMIT_TILES, pk->tile_size);
@@ -366,18 +380,19 @@ wc_err wc_pk_plan_tiles(packer *pk)
 		return wc_fail(WC_E_NOMEM, "out of memory");
 	for (uint32_t i = 0; i < st->ntensors; i++) {
 		tensor_plan *t = &pk->tensors[i];
-		if (pk->tensors[t->unit].nbytes != pk->tensors[t->unit].own_bytes &&
+		if (!t->lossy && pk->tensors[t->unit].nbytes != pk->tensors[t->unit].own_bytes && /* a shared tile */
 		    !(t->own_hist = calloc(t->layout.nplanes, sizeof *t->own_hist)))
 			return wc_fail(WC_E_NOMEM, "out of memory");
 	}
 	for (uint32_t i = 0; i < st->ntensors; i++) {
 		const tensor_plan *t = &pk->tensors[i];
+		const uint32_t per = pk->tile_size / (t->lossy ? t->lw : 1); /* a lossy tile's codes */
 		for (uint32_t k = 0; t->unit == i && k < t->ntiles; k++) {
 			tile_plan *tp = &pk->tiles[t->first_tile + k];
 			tp->tensor = i;
-			tp->offset = (uint64_t)k * pk->tile_size;
+			tp->offset = (uint64_t)k * per;
 			uint64_t left = t->nbytes - tp->offset;
-			tp->dsize = (uint32_t)(left < pk->tile_size ? left : pk->tile_size);
+			tp->dsize = (uint32_t)(left < per ? left : per);
 		}
 	}
 	return WC_OK;

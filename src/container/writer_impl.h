@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codec/lossy.h"
 #include "codec/tile_codec.h"
 #include "container/container.h"
 #include "container/safetensors.h"
@@ -40,7 +41,16 @@ typedef struct tensor_plan {
 	uint32_t dict_entries;
 	uint64_t (*index_hist)[256];           /* histograms of the index planes */
 	int use_dict;
-	uint64_t dict_off;                     /* within the dictionary section */
+	uint64_t dict_off;                     /* within the dictionary section (dictionary or scales) */
+	/* Lossy (layout "int8", docs/FORMAT.md 2.2): data is codes, nbytes the
+	 * element count, and the tensor's tiles count codes too (tile k holds
+	 * codes [k * tile_size / lw, ...)); own_bytes stays the input's. */
+	int lossy;
+	unsigned lw;                           /* bytes per element of the dtype */
+	int8_t *codes;
+	float *scales;
+	wc_lossy_params lp;
+	wc_lossy_stats ls;
 } tensor_plan;
 
 typedef struct tile_plan {
@@ -118,6 +128,19 @@ void *wc_pk_dict_worker(void *arg);
 void wc_pk_choose_layouts(packer *pk);
 /* Per unit-plane: its own table, a pooled one, or none. Errors: WC_E_NOMEM. */
 wc_err wc_pk_build_tables(packer *pk);
+
+/* Lossy tensors (writer_lossy.c). Whether the options take tensor st
+ * lossy; the worker quantizing each lossy tensor into t->codes and
+ * t->scales (taking tensors in turn); the decoded bytes of tile tp of
+ * lossy tensor t (tp->dsize * t->lw bytes) into out. */
+int wc_pk_lossy_wanted(const packer *pk, const wc_st_tensor *st);
+void *wc_pk_lossy_worker(void *arg);
+void wc_pk_lossy_tile(const tensor_plan *t, const tile_plan *tp, uint8_t *out);
+/* A tile's decoded bytes (the virtual file's): tp->dsize, times lw when lossy. */
+static inline uint64_t wc_pk_tile_bytes(const tensor_plan *t, const tile_plan *tp)
+{
+	return t->lossy ? (uint64_t)tp->dsize * t->lw : tp->dsize;
+}
 
 /* Reopen the written temporary file and decode every tile against the
  * input (writer_verify.c). Errors: the reader's, WC_E_CORRUPT. */

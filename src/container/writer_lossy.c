@@ -1,0 +1,51 @@
+/* writer_lossy.c - lossy tensors of the packer (writer_impl.h): which
+ * tensors, their int8 codes and scales (codec/lossy.h), and the decoded
+ * bytes of their tiles, for the index's hashes and the verify pass. */
+#include "container/writer_impl.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+int wc_pk_lossy_wanted(const packer *pk, const wc_st_tensor *st)
+{
+	const wc_pack_opts *o = pk->opts;
+	if (o->lossy_bits != 8 || st->ndim < 2 || wc_lossy_dtype_of(st->dtype) < 0 || st->end == st->begin)
+		return 0;
+	return !o->lossy_select || o->lossy_select(o->lossy_ctx, st->name, st->dtype, st->ndim, st->shape);
+}
+
+void *wc_pk_lossy_worker(void *arg)
+{
+	packer *pk = arg;
+	for (;;) {
+		uint32_t i = atomic_fetch_add(&pk->cursor, 1);
+		if (i >= pk->st->ntensors || atomic_load(&pk->failed))
+			break;
+		tensor_plan *t = &pk->tensors[i];
+		if (!t->lossy)
+			continue;
+		const wc_st_tensor *st = t->st;
+		const uint64_t c0 = st->shape[0], c1 = st->shape[st->ndim - 1];
+		t->codes = malloc(t->nbytes);
+		t->scales = malloc((c0 > c1 ? c0 : c1) * sizeof *t->scales);
+		if (!t->codes || !t->scales) {
+			wc_pk_fail(pk, wc_fail(WC_E_NOMEM, "out of memory for tensor \"%s\"'s codes", st->name));
+			break;
+		}
+		wc_err e = wc_lossy_quantize_int8(pk->in + pk->st->data_offset + st->begin,
+						  (wc_lossy_dtype)wc_lossy_dtype_of(st->dtype), st->shape, st->ndim,
+						  t->codes, t->scales, &t->lp, &t->ls);
+		if (e) {
+			wc_pk_fail(pk, wc_fail(e, "tensor \"%s\": %s", st->name, wc_last_detail()));
+			break;
+		}
+		t->data = (const uint8_t *)t->codes;
+		wc_pk_report(pk, atomic_fetch_add(&pk->pass_done, t->own_bytes) + t->own_bytes);
+	}
+	return NULL;
+}
+
+void wc_pk_lossy_tile(const tensor_plan *t, const tile_plan *tp, uint8_t *out)
+{
+	wc_lossy_dequant(&t->lp, t->codes + tp->offset, tp->offset, tp->dsize, out);
+}
