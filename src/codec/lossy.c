@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cpu.h"
 #include "core/le.h"
 
 #define LEVELS 26 /* clipping levels 0.50, 0.52, ..., 1.00 of a channel's largest magnitude */
@@ -250,17 +251,58 @@ wc_err wc_lossy_quantize_int8(const uint8_t *in, wc_lossy_dtype dt, const uint64
 	return e;
 }
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+/* n floats to F16 bits with the F16C instruction (round to nearest even,
+ * as wc_f32_to_f16); returns how many it converted (a multiple of 8). */
+__attribute__((target("avx2,f16c"))) static size_t to_f16_f16c(const float *f, size_t n, uint8_t *out)
+{
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm_storeu_si128((__m128i *)(out + 2 * i), _mm256_cvtps_ph(_mm256_loadu_ps(f + i), _MM_FROUND_TO_NEAREST_INT));
+	return i;
+}
+#endif
+
+#define BLOCK 256 /* elements dequantized at a time, from L1 */
+
 void wc_lossy_dequant(const wc_lossy_params *p, const int8_t *codes, uint64_t first, size_t n, uint8_t *out)
 {
+#if defined(__x86_64__)
+	/* every AVX2 CPU has F16C (Intel since Haswell, AMD since Piledriver) */
+	const int f16c = p->dtype == WC_LOSSY_F16 && (wc_cpu_features() & WC_CPU_AVX2);
+#endif
 	chan_walk w = walk_at(p, first);
-	for (size_t i = 0; i < n; i++, walk_next(&w)) {
-		const float v = (float)codes[i] * p->scales[w.c];
+	int8_t c[BLOCK];
+	float f[BLOCK];
+	for (size_t b = 0; b < n; b += BLOCK) {
+		const size_t m = n - b < BLOCK ? n - b : BLOCK;
+		/* The codes first: a caller may decode in place, its codes in
+		 * the tail of out (lossy_job.c), and this block's output reaches
+		 * no code after the block's. */
+		memcpy(c, codes + b, m);
+		for (size_t i = 0; i < m; i++, walk_next(&w))
+			f[i] = p->scales[w.c];
+		for (size_t i = 0; i < m; i++)
+			f[i] = (float)c[i] * f[i];
+		uint8_t *o = out + b * wc_lossy_dtype_size((wc_lossy_dtype)p->dtype);
+		size_t i = 0;
 		if (p->dtype == WC_LOSSY_F32) {
-			uint32_t u;
-			memcpy(&u, &v, 4);
-			wc_put_u32(out + 4 * i, u);
+			for (; i < m; i++) {
+				uint32_t u;
+				memcpy(&u, &f[i], 4);
+				wc_put_u32(o + 4 * i, u);
+			}
+		} else if (p->dtype == WC_LOSSY_BF16) {
+			for (; i < m; i++)
+				wc_put_u16(o + 2 * i, wc_f32_to_bf16(f[i]));
 		} else {
-			wc_put_u16(out + 2 * i, p->dtype == WC_LOSSY_F16 ? wc_f32_to_f16(v) : wc_f32_to_bf16(v));
+#if defined(__x86_64__)
+			if (f16c)
+				i = to_f16_f16c(f, m, o);
+#endif
+			for (; i < m; i++)
+				wc_put_u16(o + 2 * i, wc_f32_to_f16(f[i]));
 		}
 	}
 }
