@@ -3,6 +3,7 @@
 # the tensors the rule or the globs name go lossy (F32, BF16, F16; two or
 # more dimensions; odd sizes, one row, one column, 4-D; tiles that cut
 # channels); every other tensor and the header come back byte for byte;
+# a tensor of at most 256 values stays exact (a dictionary);
 # each lossy tensor's decoded values are within its channel's half step of
 # the input (clipped outliers aside) at over 25 dB, and `info --json`
 # reports that SNR; the output does not depend on the thread count; verify,
@@ -22,7 +23,7 @@ spec = [  # name, dtype, shape; channels of different magnitudes on the first ax
     ("w.f32", "F32", (67, 129)), ("w.bf16", "BF16", (37, 200)), ("w.f16", "F16", (53, 97)),
     ("row.f32", "F32", (1, 4099)), ("col.bf16", "BF16", (4100, 1)), ("conv.f16", "F16", (16, 8, 5, 7)),
     ("bias.f32", "F32", (4096,)), ("small.f32", "F32", (30, 30)), ("ids.i32", "I32", (80, 80)),
-    ("tok_embed.f32", "F32", (100, 64)),
+    ("tok_embed.f32", "F32", (100, 64)), ("quant.f32", "F32", (64, 128)),
 ]
 hdr, data = {}, b""
 for name, dt, shape in spec:
@@ -30,6 +31,9 @@ for name, dt, shape in spec:
     a.flat[::997] *= 8  # a few outliers
     if dt == "I32":  # random bytes: RAW planes, which the document's reader decodes (no zstd)
         a = r.integers(-2 ** 31, 2 ** 31, shape)
+    if name.startswith("quant"):  # shipped quantized: 200 values, kept exact
+        a = np.round(a * 20) / 20
+        a = np.clip(a, -5, 4.95)
     b = {"F32": lambda x: x.astype("<f4").tobytes(), "F16": lambda x: x.astype("<f2").tobytes(),
          "BF16": bf16, "I32": lambda x: x.astype("<i4").tobytes()}[dt](a)
     hdr[name] = {"dtype": dt, "shape": list(shape), "data_offsets": [len(data), len(data) + len(b)]}

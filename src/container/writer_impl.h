@@ -130,7 +130,8 @@ void wc_pk_choose_layouts(packer *pk);
 wc_err wc_pk_build_tables(packer *pk);
 
 /* Lossy tensors (writer_lossy.c). Whether the options take tensor st
- * lossy; the worker quantizing each lossy tensor into t->codes and
+ * lossy (not when it takes 256 values or fewer: lossless is exact and no
+ * larger); the worker quantizing each lossy tensor into t->codes and
  * t->scales (taking tensors in turn); the decoded bytes of tile tp of
  * lossy tensor t (tp->dsize * t->lw bytes) into out. */
 int wc_pk_lossy_wanted(const packer *pk, const wc_st_tensor *st);

@@ -6,12 +6,42 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+/* Whether the n elements of w bytes at p take at most 256 distinct values
+ * (an open-addressing set of 512 slots; gives up at the 257th value, within
+ * a few hundred elements of continuous weights). */
+static int few_values(const uint8_t *p, uint64_t n, unsigned w)
+{
+	uint32_t set[512];
+	uint8_t used[512] = {0};
+	unsigned k = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		uint32_t v = w == 4 ? (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 |
+					      (uint32_t)p[4 * i + 3] << 24
+				    : (uint32_t)p[2 * i] | (uint32_t)p[2 * i + 1] << 8;
+		unsigned h = (v * 2654435761u) >> 23; /* 9 bits */
+		while (used[h] && set[h] != v)
+			h = (h + 1) & 511;
+		if (!used[h]) {
+			if (++k > 256)
+				return 0;
+			used[h] = 1;
+			set[h] = v;
+		}
+	}
+	return 1;
+}
+
 int wc_pk_lossy_wanted(const packer *pk, const wc_st_tensor *st)
 {
 	const wc_pack_opts *o = pk->opts;
 	if (o->lossy_bits != 8 || st->ndim < 2 || wc_lossy_dtype_of(st->dtype) < 0 || st->end == st->begin)
 		return 0;
-	return !o->lossy_select || o->lossy_select(o->lossy_ctx, st->name, st->dtype, st->ndim, st->shape);
+	if (o->lossy_select && !o->lossy_select(o->lossy_ctx, st->name, st->dtype, st->ndim, st->shape))
+		return 0;
+	/* Weights shipped quantized (at most 256 values) stay exact: a
+	 * dictionary codes them in 8 bits or fewer (docs/FORMAT.md 2.1). */
+	const unsigned w = wc_lossy_dtype_size((wc_lossy_dtype)wc_lossy_dtype_of(st->dtype));
+	return !few_values(pk->in + pk->st->data_offset + st->begin, (st->end - st->begin) / w, w);
 }
 
 void *wc_pk_lossy_worker(void *arg)
