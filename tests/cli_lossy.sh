@@ -1,5 +1,5 @@
 #!/bin/sh
-# cli_lossy.sh - `wcodec pack --lossy int8` (docs/FORMAT.md 2.2): exactly
+# cli_lossy.sh - `wcodec pack --lossy int8|int4` (docs/FORMAT.md 2.2): exactly
 # the tensors the rule or the globs name go lossy (F32, BF16, F16; two or
 # more dimensions; odd sizes, one row, one column, 4-D; tiles that cut
 # channels); every other tensor and the header come back byte for byte;
@@ -107,14 +107,48 @@ import json, sys
 got = {t["name"] for t in json.load(open(sys.argv[1]))["tensors"] if t["layout"] == "int8"}
 assert got == {"w.f32", "w.bf16"}, got
 PYEOF
-rejects "$WCODEC" pack -q --lossy int4 "$T/in.safetensors" "$T/x.wcodec" || fail "--lossy int4 accepted"
+rejects "$WCODEC" pack -q --lossy int2 "$T/in.safetensors" "$T/x.wcodec" || fail "--lossy int2 accepted"
+rejects "$WCODEC" pack -q --lossy int8 --group 64 "$T/in.safetensors" "$T/x.wcodec" || fail "--group with int8 accepted"
 rejects "$WCODEC" pack -q --lossy-include 'w.*' "$T/in.safetensors" "$T/x.wcodec" ||
 	fail "--lossy-include without --lossy accepted"
+
+# int4 in groups of 64: the same tensors, smaller, at a lower SNR; info
+# reports the group.
+"$WCODEC" pack -q --lossy int4 --group 64 --tile-size 4K "$T/in.safetensors" "$T/q4.wcodec" || fail "pack --lossy int4"
+"$WCODEC" verify "$T/q4.wcodec" >/dev/null || fail "verify int4"
+"$WCODEC" unpack -q "$T/q4.wcodec" "$T/q4.out" || fail "unpack int4"
+"$WCODEC" info --json "$T/q4.wcodec" >"$T/q4.json" || fail "info --json int4"
+"$PY" - "$T/in.safetensors" "$T/q4.out" "$T/q4.json" "$T/info.json" <<'PYEOF' || fail "int4 tensors"
+import json, struct, sys
+import numpy as np
+def load(p):
+    b = open(p, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    return h, b[8 + n:]
+ha, da = load(sys.argv[1])
+hb, db = load(sys.argv[2])
+q4 = {t["name"]: t for t in json.load(open(sys.argv[3]))["tensors"]}
+q8 = {t["name"]: t for t in json.load(open(sys.argv[4]))["tensors"]}
+lossy = {k for k, t in q4.items() if t["layout"] == "int4"}
+assert lossy == {k for k, t in q8.items() if t["layout"] == "int8"}, lossy
+for k in lossy:
+    assert q4[k]["lossy"]["group"] == 64 and q4[k]["lossy"]["codes"] == "int4", q4[k]
+    assert q4[k]["coded_bytes"] < 0.9 * q8[k]["coded_bytes"], (k, q4[k]["coded_bytes"], q8[k]["coded_bytes"])
+    assert q4[k]["lossy"]["snr_db"] > 12, q4[k]
+for k, t in ha.items():
+    if k == "__metadata__" or k in lossy:
+        continue
+    o = t["data_offsets"]
+    assert da[o[0]:o[1]] == db[o[0]:o[1]], k
+PYEOF
 
 # The reader written from the format document alone agrees (it needs the
 # zstd command for the metadata naming the lossy tensors).
 if command -v zstd >/dev/null 2>&1; then
 	"$PY" "$top_srcdir/tests/doc_reader.py" "$T/a.wcodec" "$T/a.doc" || fail "doc_reader"
 	cmp "$T/a.out" "$T/a.doc" || fail "the document's reader decodes the lossy tensors differently"
+	"$PY" "$top_srcdir/tests/doc_reader.py" "$T/q4.wcodec" "$T/q4.doc" || fail "doc_reader int4"
+	cmp "$T/q4.out" "$T/q4.doc" || fail "the document's reader decodes the int4 tensors differently"
 fi
 echo "ok: lossy int8 tensors"

@@ -73,14 +73,17 @@ def gather(w, k, dictionary, planes, n):
 
 
 def dequant(codes, first, lossy):
-    """Section 2.2: element e = first + i is float32(code * scale[channel]),
-    then the dtype rounded to nearest even."""
-    dtype, axis, ch, scales, nelem = lossy
+    """Section 2.2: element e = first + i, at position k of channel c, is
+    float32(code * scale[c * groups + k // group]), then the dtype rounded
+    to nearest even."""
+    dtype, axis, ch, group, scales, nelem = lossy
     per = nelem // ch
+    groups = (per + group - 1) // group if group else 1
     out = bytearray()
     for i, c in enumerate(codes):
         e = first + i
-        s = scales[e % ch if axis else e // per]
+        chan, k = (e % ch, e // ch) if axis else (e // per, e % per)
+        s = scales[chan * groups + (k // group if group else 0)]
         c = c - 256 if c > 127 else c
         f = struct.pack("<f", c * s)  # exact in binary64, one rounding to binary32
         if dtype == 0:
@@ -171,11 +174,13 @@ def main():
                     entries.append((i, k, lay[1]))
                     pos += 4 + 4 * lay[2]
                     nplanes = 1 if k <= 256 else 2
-                elif code == 7:  # int8 (2.2): its scales are the next 4 * channels bytes
-                    dt, axis, _, _, ch = struct.unpack_from("<BBBBI", meta, pos)
+                elif code in (7, 8):  # int8, int4 (2.2): their scales follow in the dictionary section
+                    dt, axis, group, ch = struct.unpack_from("<BBHI", meta, pos)
                     w = LAYOUTS[plain][1]
-                    lossy[i] = (dt, axis, ch, None, nbytes // w)
-                    entries.append((i, ch, 4))
+                    per = nbytes // w // ch
+                    ns = ch * ((per + group - 1) // group if group else 1)
+                    lossy[i] = (dt, axis, ch, group, None, nbytes // w)
+                    entries.append((i, ns, 4))
                     pos += 24
                     nplanes = 1
                 else:
@@ -190,8 +195,8 @@ def main():
             d = b[dicts_off + cursor: dicts_off + cursor + k * w]
             cursor += k * w
             if i in lossy:
-                dt, axis, ch, _, nelem = lossy[i]
-                lossy[i] = (dt, axis, ch, struct.unpack("<%df" % ch, d), nelem)
+                dt, axis, ch, group, _, nelem = lossy[i]
+                lossy[i] = (dt, axis, ch, group, struct.unpack("<%df" % k, d), nelem)
                 continue
             assert 1 <= k <= 65536
             vals = [int.from_bytes(d[j * w: (j + 1) * w], "little") for j in range(k)]

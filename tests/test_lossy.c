@@ -99,10 +99,22 @@ static float value(const uint8_t *p, wc_lossy_dtype dt)
 static const uint64_t shapes[][4] = {{37, 53}, {1, 301}, {301, 1}, {8, 3, 5, 7}, {64, 64}};
 static const unsigned ndims[] = {2, 2, 2, 4, 2};
 
+/* Element i's scale slot under p (the header's definition, written again). */
+static uint64_t slot_of(const wc_lossy_params *p, uint64_t i)
+{
+	const uint64_t per = p->elems / p->channels, c = p->axis ? i % p->channels : i / per,
+		       k = p->axis ? i / p->channels : i % per;
+	if (!p->group)
+		return c;
+	return c * ((per + p->group - 1) / p->group) + k / p->group;
+}
+
 START_TEST(round_trip_within_half_a_step)
 {
 	const wc_lossy_dtype dt = (wc_lossy_dtype)(_i % 3);
-	const unsigned si = (unsigned)_i / 3, nd = ndims[si];
+	const unsigned si = (unsigned)_i / 3 % 5, nd = ndims[si];
+	const unsigned bits = _i >= 15 ? 4 : 8, group = bits == 4 ? 16 : 0; /* int4 in groups of 16 */
+	const float qmax = bits == 8 ? 127.0f : 7.0f;
 	const uint64_t *shape = shapes[si];
 	uint64_t n = 1;
 	for (unsigned d = 0; d < nd; d++)
@@ -110,21 +122,22 @@ START_TEST(round_trip_within_half_a_step)
 	const unsigned w = wc_lossy_dtype_size(dt);
 	uint8_t *in = malloc(n * w), *out = malloc(n * w), *part = malloc(n * w);
 	int8_t *codes = malloc(n);
-	float *scales = malloc(512 * sizeof *scales);
+	float *scales = malloc(wc_lossy_scales_room(shape, nd, group) * sizeof *scales);
 	for (uint64_t i = 0; i < n; i++) /* channels of different magnitudes along the last axis */
 		store(in + i * w, dt, (float)((urand() - 0.5) * (1.0 + (double)(i % shape[nd - 1]))));
 	wc_lossy_params p;
 	wc_lossy_stats st;
-	ck_assert_int_eq(wc_lossy_quantize_int8(in, dt, shape, nd, codes, scales, &p, &st), WC_OK);
+	ck_assert_int_eq(wc_lossy_quantize(in, dt, shape, nd, bits, group, codes, scales, &p, &st), WC_OK);
 	ck_assert_uint_eq(p.elems, n);
 	ck_assert_uint_eq(p.channels, p.axis ? shape[nd - 1] : shape[0]);
 	ck_assert(p.scales == scales);
 	wc_lossy_dequant(&p, codes, 0, (size_t)n, out);
 	double sig = 0, d2 = 0, dmax = 0;
-	const uint64_t per = n / p.channels;
+	ck_assert_uint_eq(p.bits, bits);
+	ck_assert_uint_eq(p.group, group);
 	for (uint64_t i = 0; i < n; i++) {
-		ck_assert(codes[i] >= -127 && codes[i] <= 127);
-		float s = scales[p.axis ? i % p.channels : i / per];
+		ck_assert(codes[i] >= -qmax && codes[i] <= qmax);
+		float s = scales[slot_of(&p, i)];
 		float x = value(in + i * w, dt), y = value(out + i * w, dt);
 		/* half a step, the largest clipping, and the dtype's rounding of the result */
 		double bound = 0.5 * s + (double)fabsf(x) * 0.5 + fabs((double)y) * (dt == WC_LOSSY_F32 ? 0 : 1.0 / 256);
@@ -141,7 +154,7 @@ START_TEST(round_trip_within_half_a_step)
 	}
 	ck_assert(fabs(st.snr_db - (d2 > 0 ? 10 * log10(sig / d2) : 999.0)) < 1e-6); /* 999: exact */
 	ck_assert(fabs(st.max_abs_err - dmax) < 1e-12);
-	ck_assert(st.snr_db > 30); /* int8 of uniform values: about 40 dB */
+	ck_assert(st.snr_db > (bits == 8 ? 30 : 12)); /* uniform values: about 40 dB as int8, 18 as int4 */
 	/* any part decodes as that part of the whole */
 	for (uint64_t first = 0; first < n; first += 1 + (uint64_t)(urand() * 97)) {
 		size_t len = (size_t)(n - first < 113 ? n - first : 113);
@@ -167,22 +180,22 @@ START_TEST(axis_with_less_error_and_zero_channels)
 	float scales[40];
 	wc_lossy_params p;
 	wc_lossy_stats st;
-	ck_assert_int_eq(wc_lossy_quantize_int8((const uint8_t *)in, WC_LOSSY_F32, shape, 2, codes, scales, &p, &st),
+	ck_assert_int_eq(wc_lossy_quantize((const uint8_t *)in, WC_LOSSY_F32, shape, 2, 8, 0, codes, scales, &p, &st),
 			 WC_OK);
 	ck_assert_uint_eq(p.axis, 0);
 	ck_assert_uint_eq(p.channels, 16);
 	/* an all-zero tensor: scales 0, codes 0, exact */
 	memset(in, 0, sizeof in);
-	ck_assert_int_eq(wc_lossy_quantize_int8((const uint8_t *)in, WC_LOSSY_F32, shape, 2, codes, scales, &p, &st),
+	ck_assert_int_eq(wc_lossy_quantize((const uint8_t *)in, WC_LOSSY_F32, shape, 2, 8, 0, codes, scales, &p, &st),
 			 WC_OK);
 	for (int i = 0; i < 640; i++)
 		ck_assert_int_eq(codes[i], 0);
 	ck_assert(st.snr_db == 999.0 && st.max_abs_err == 0 && st.rel_frobenius == 0);
 	/* refused: one dimension, non-finite values */
-	ck_assert_int_eq(wc_lossy_quantize_int8((const uint8_t *)in, WC_LOSSY_F32, shape, 1, codes, scales, &p, &st),
+	ck_assert_int_eq(wc_lossy_quantize((const uint8_t *)in, WC_LOSSY_F32, shape, 1, 8, 0, codes, scales, &p, &st),
 			 WC_E_INVAL);
 	in[7] = NAN;
-	ck_assert_int_eq(wc_lossy_quantize_int8((const uint8_t *)in, WC_LOSSY_F32, shape, 2, codes, scales, &p, &st),
+	ck_assert_int_eq(wc_lossy_quantize((const uint8_t *)in, WC_LOSSY_F32, shape, 2, 8, 0, codes, scales, &p, &st),
 			 WC_E_INVAL);
 	ck_assert_int_eq(wc_lossy_dtype_of("BF16"), WC_LOSSY_BF16);
 	ck_assert_int_eq(wc_lossy_dtype_of("I8"), -1);
@@ -196,7 +209,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, f16_rounds_to_nearest_even);
 	tcase_add_test(tc, bf16_rounds_to_nearest_even);
-	tcase_add_loop_test(tc, round_trip_within_half_a_step, 0, 3 * 5);
+	tcase_add_loop_test(tc, round_trip_within_half_a_step, 0, 2 * 3 * 5); /* int8, int4 */
 	tcase_add_test(tc, axis_with_less_error_and_zero_channels);
 	suite_add_tcase(s, tc);
 	return check_run(s);

@@ -195,7 +195,7 @@ START_TEST(tensor_table_checked)
 		uint32_t value, width;
 		const char *needle;
 	} cases[] = {
-		{0, 0, 8, 1, "layout code"}, /* 7 is int8 (lossy) */
+		{0, 0, 9, 1, "layout code"}, /* 7 and 8 are int8 and int4 (lossy) */
 		{0, 1, 2, 1, "reserved"},
 		{0, 3, 1, 1, "reserved"},
 		{own, 2, 1, 1, "reserved"},              /* a "plain" code without a dictionary */
@@ -338,7 +338,8 @@ START_TEST(lossy_record_checked)
 		{L + 0, 3, 1, "lossy dtype"},            /* no such dtype */
 		{L + 0, 0, 1, "layout code"},            /* F32 codes for the bf16 plain layout */
 		{L + 1, 2, 1, "axis"},
-		{L + 2, 1, 1, "reserved"},
+		{L + 2, 1, 1, "group"},                  /* a group for int8 */
+		{0, WC_TT_LAYOUT_INT4, 1, "group"},      /* int4 without a group */
 		{L + 4, 0, 4, "channels"},
 		{L + 4, 7, 4, "channels"},               /* 960 elements are not 7 channels */
 		{L + 4, 960, 4, "scales pass"},          /* more scales than the section holds */

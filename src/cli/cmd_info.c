@@ -78,7 +78,7 @@ static tensor_sum sum_tensor(const wc_container *c, const wc_tensor_info *t)
 	uint64_t pn = s.bytes / t->plain_layout.elem_size;
 	for (unsigned p = 0; !t->lossy && p < t->plain_layout.nplanes; p++)
 		s.plain_bound += t->plain_entropy[p] * (double)pn / 8.0;
-	s.dict_bytes = t->lossy ? 4ull * t->lossy_channels : (uint64_t)t->dict_entries * t->layout.elem_size;
+	s.dict_bytes = t->lossy ? 4ull * t->lossy_nscales : (uint64_t)t->dict_entries * t->layout.elem_size;
 	s.coded += s.dict_bytes;
 	s.bound += (double)s.dict_bytes;
 	s.plain_coded = t->lossy ? 0 : s.coded;
@@ -89,7 +89,7 @@ static tensor_sum sum_tensor(const wc_container *c, const wc_tensor_info *t)
 /* "int8" for a lossy tensor, else its plane layout's name. */
 static const char *layout_name(const wc_tensor_info *t)
 {
-	return t->lossy ? "int8" : wc_layout_name(t->layout);
+	return t->lossy == 8 ? "int8" : t->lossy == 4 ? "int4" : wc_layout_name(t->layout);
 }
 
 static void shape_str(const wc_tensor_info *t, char *buf, size_t cap)
@@ -157,7 +157,7 @@ static int info_text(const char *path, const wc_container *c, const dtype_sum *d
 	for (uint32_t i = 0; i < wc_container_ntensors(c); i++)
 		nlossy += wc_container_tensor(c, i)->lossy != 0;
 	if (nlossy)
-		printf("lossy:          %u tensors as int8 codes with a scale per channel: their bytes are not the "
+		printf("lossy:          %u tensors as int8 or int4 codes with scales: their bytes are not the "
 		       "original's (each one's error below)\n", nlossy);
 	printf("overhead:       %llu bytes (fixed header, frequency tables, tile index, metadata)\n",
 	       (unsigned long long)(f.fsize - total->coded - f.plen));
@@ -180,8 +180,10 @@ static int info_text(const char *path, const wc_container *c, const dtype_sum *d
 		if (t->dict)
 			printf(" (%u-entry dictionary)", t->dict_entries);
 		if (t->lossy)
-			printf(" (%u channels on the %s axis; %.2f bits/weight, SNR %.1f dB, max error %.3g, mean %.3g, "
-			       "relative Frobenius %.3g)", t->lossy_channels, t->lossy_axis ? "last" : "first",
+			printf(" (%u channels on the %s axis, scales per %u; %.2f bits/weight, SNR %.1f dB, max error %.3g, "
+			       "mean %.3g, relative Frobenius %.3g)", t->lossy_channels, t->lossy_axis ? "last" : "first",
+			       t->lossy_group ? t->lossy_group : (unsigned)((t->end - t->begin) / t->plain_layout.elem_size /
+									     t->lossy_channels),
 			       8.0 * (double)s.coded / (double)(s.bytes / t->plain_layout.elem_size), t->lossy_snr_db,
 			       t->lossy_max_abs_err, t->lossy_mean_abs_err, t->lossy_rel_frobenius);
 		printf("\n");
@@ -223,8 +225,9 @@ static int info_json(const char *path, const wc_container *c, const dtype_sum *d
 			json_object_set_new(to, "dict_entries", json_integer(t->dict_entries));
 		if (to && t->lossy)
 			json_object_set_new(to, "lossy",
-					    json_pack("{s:s, s:i, s:s, s:f, s:f, s:f, s:f, s:f}", "codes", "int8",
-						      "channels", (int)t->lossy_channels, "axis",
+					    json_pack("{s:s, s:i, s:i, s:s, s:f, s:f, s:f, s:f, s:f}", "codes",
+						      layout_name(t), "channels", (int)t->lossy_channels, "group",
+						      (int)t->lossy_group, "axis",
 						      t->lossy_axis ? "last" : "first", "bits_per_weight",
 						      8.0 * (double)s.coded / (double)(s.bytes / t->plain_layout.elem_size),
 						      "snr_db", t->lossy_snr_db, "max_abs_err", t->lossy_max_abs_err,

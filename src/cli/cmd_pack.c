@@ -14,6 +14,7 @@
 #include "cli/pack_tree.h"
 #include "config.h"
 #include "container/container.h"
+#include "container/format.h"
 #include "core/fileio.h"
 
 static void usage(FILE *out)
@@ -32,12 +33,14 @@ static void usage(FILE *out)
 		"  -c, --chunk N         rANS chunk in symbols, a multiple of 32 (default %u)\n"
 		"  -j, --threads N       encoder threads (default: the usable CPUs)\n"
 		"      --no-verify       skip decoding the written file against the input\n"
-		"      --lossy int8      store F32, BF16 and F16 tensors of 2 or more dimensions\n"
+		"      --lossy int8|int4 store F32, BF16 and F16 tensors of 2 or more dimensions\n"
 		"                        and at least 4096 elements, but not embeddings (names\n"
 		"                        with \"embed\") nor tensors of at most 256 values (kept\n"
-		"                        exact), as int8 codes with a scale per output\n"
-		"                        channel, scales chosen for the least squared error\n"
+		"                        exact), as int8 codes with a scale per output channel,\n"
+		"                        or int4 codes with a scale per group of a channel's\n"
+		"                        weights; scales chosen for the least squared error\n"
 		"                        (wcodec info shows each tensor's error)\n"
+		"      --group N         int4: weights per scale (default 128)\n"
 		"      --lossy-include GLOB  lossy: exactly the tensors whose names match GLOB\n"
 		"                        (fnmatch; repeatable) instead of the rule above\n"
 		"      --lossy-exclude GLOB  lossy: never the tensors matching GLOB (repeatable)\n"
@@ -74,7 +77,7 @@ int cmd_pack(int argc, char **argv)
 		{"version", no_argument, NULL, 'V'},         {"update", no_argument, NULL, 'u'},
 		{"json", no_argument, NULL, 'J'},            {"force", no_argument, NULL, 'f'},
 		{"lossy", required_argument, NULL, 'L'},     {"lossy-include", required_argument, NULL, 'I'},
-		{"lossy-exclude", required_argument, NULL, 'X'},
+		{"lossy-exclude", required_argument, NULL, 'X'}, {"group", required_argument, NULL, 'G'},
 		{NULL, 0, NULL, 0},
 	};
 	static cli_lossy lossy;
@@ -101,9 +104,9 @@ int cmd_pack(int argc, char **argv)
 			po.threads = (unsigned)v;
 			break;
 		case 'L':
-			if (strcmp(optarg, "int8") != 0)
-				return cli_usage_error("pack", "--lossy '%s': int8 is the lossy packing there is", optarg);
-			po.lossy_bits = 8;
+			if (strcmp(optarg, "int8") && strcmp(optarg, "int4"))
+				return cli_usage_error("pack", "--lossy '%s': int8 or int4", optarg);
+			po.lossy_bits = optarg[3] == '8' ? 8 : 4;
 			po.lossy_select = cli_lossy_select;
 			po.lossy_ctx = &lossy;
 			break;
@@ -116,6 +119,11 @@ int cmd_pack(int argc, char **argv)
 				lossy.include[lossy.ninclude++] = optarg;
 			else
 				lossy.exclude[lossy.nexclude++] = optarg;
+			break;
+		case 'G':
+			if (wc_parse_size(optarg, WC_LOSSY_GROUP_MAX, &v) || v < 8)
+				return cli_usage_error("pack", "--group '%s': want 8 to %u", optarg, WC_LOSSY_GROUP_MAX);
+			po.lossy_group = (uint32_t)v;
 			break;
 		case 'n': po.verify = 0; break;
 		case 'q': quiet = 1; break;
@@ -130,7 +138,9 @@ int cmd_pack(int argc, char **argv)
 	if (argc - optind < 1 || argc - optind > 2)
 		return cli_usage_error("pack", "expected IN.safetensors [OUT.wcodec], or DIR OUTDIR");
 	if ((lossy.ninclude || lossy.nexclude) && !po.lossy_bits)
-		return cli_usage_error("pack", "--lossy-include and --lossy-exclude need --lossy int8");
+		return cli_usage_error("pack", "--lossy-include and --lossy-exclude need --lossy");
+	if (po.lossy_group && po.lossy_bits != 4)
+		return cli_usage_error("pack", "--group needs --lossy int4");
 	const char *in = argv[optind], *out = optind + 1 < argc ? argv[optind + 1] : NULL;
 	if (strcmp(in, "-") == 0) {
 		if (!out || cli_is_dir(out))
@@ -265,8 +275,8 @@ static int pack_one(const char *in, const char *shown, const char *out, const wc
 		       cli_human_bytes(st.data_bytes, d), cli_human_bytes(coded, cd), st.entropy_bound_bytes,
 		       st.entropy_bound_bytes > 0 ? 100.0 * (double)coded / st.entropy_bound_bytes : 0.0);
 		if (st.lossy_tensors)
-			printf("lossy: %u tensors (%s of the input) as int8 codes with a scale per channel\n",
-			       st.lossy_tensors, cli_human_bytes(st.lossy_bytes, d));
+			printf("lossy: %u tensors (%s of the input) as int%d codes\n", st.lossy_tensors,
+			       cli_human_bytes(st.lossy_bytes, d), po->lossy_bits);
 		if (st.dict_tensors)
 			printf("dictionaries: %u tensors as index planes + %llu dictionary bytes; bound of the byte "
 			       "planes without them %.0f bytes (coded = %.2f%% of it)\n",

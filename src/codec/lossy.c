@@ -114,92 +114,142 @@ static float as_dtype(float v, wc_lossy_dtype dt)
 	return f;
 }
 
-static int8_t code_of(float x, float s)
+static int8_t code_of(float x, float s, float qmax)
 {
 	if (s == 0.0f)
 		return 0;
 	float q = rintf(x / s);
-	return (int8_t)(q > 127.0f ? 127 : q < -127.0f ? -127 : q);
+	return (int8_t)(q > qmax ? qmax : q < -qmax ? -qmax : q);
 }
 
-/* The channels of consecutive elements, without a division per element. */
+uint64_t wc_lossy_nscales(const wc_lossy_params *p)
+{
+	const uint64_t per = p->elems / p->channels;
+	return (uint64_t)p->channels * (p->group ? (per + p->group - 1) / p->group : 1);
+}
+
+/* The scale of each of consecutive elements, without a division per
+ * element: element e is at position k of channel c (axis 0: c = e / per,
+ * k = e % per; axis 1: c = e % C, k = e / C), in group g = k / group of
+ * it, and its scale is scales[c * groups + g]. */
 typedef struct chan_walk {
-	uint64_t c, k, per, C;
+	uint64_t c, k, g, kg; /* kg: k's place within its group */
+	uint64_t per, C, groups, group;
 	int axis;
 } chan_walk;
 
 static inline chan_walk walk_at(const wc_lossy_params *p, uint64_t e)
 {
-	const uint64_t per = p->elems / p->channels;
-	return p->axis == 0 ? (chan_walk){e / per, e % per, per, p->channels, 0}
-			    : (chan_walk){e % p->channels, 0, per, p->channels, 1};
+	chan_walk w = {.per = p->elems / p->channels, .C = p->channels, .axis = p->axis};
+	w.group = p->group ? p->group : w.per;
+	w.groups = (w.per + w.group - 1) / w.group;
+	w.c = p->axis == 0 ? e / w.per : e % p->channels;
+	w.k = p->axis == 0 ? e % w.per : e / p->channels;
+	w.g = w.k / w.group;
+	w.kg = w.k % w.group;
+	return w;
+}
+
+static inline uint64_t walk_slot(const chan_walk *w) { return w->c * w->groups + w->g; }
+
+static inline void walk_k(chan_walk *w)
+{
+	w->k++;
+	if (++w->kg == w->group) {
+		w->kg = 0;
+		w->g++;
+	}
 }
 
 static inline void walk_next(chan_walk *w)
 {
 	if (w->axis) {
-		if (++w->c == w->C)
+		if (++w->c == w->C) {
 			w->c = 0;
-	} else if (++w->k == w->per) {
-		w->k = 0;
-		w->c++;
+			walk_k(w);
+		}
+	} else {
+		walk_k(w);
+		if (w->k == w->per) {
+			w->k = w->kg = w->g = 0;
+			w->c++;
+		}
 	}
 }
 
-/* Choose the scales for channels on `axis` (C of them) of x[0..n) and
- * return the total squared error they give. */
-static double choose(const float *x, uint64_t n, int axis, uint64_t C, float *scales, double *err, float *amax)
+/* Choose the scales of p's slots (p->channels on p->axis, in groups of
+ * p->group) for x[0..n) with codes in [-qmax, qmax], and return the total
+ * squared error they give. err and amax: room for 2 * slots and slots. */
+static double choose(const float *x, const wc_lossy_params *p, float qmax, float *scales, double *err, float *amax)
 {
-	const wc_lossy_params p = {.axis = (uint8_t)axis, .channels = (uint32_t)C, .elems = n};
-	for (uint64_t c = 0; c < C; c++)
+	const uint64_t n = p->elems, S = wc_lossy_nscales(p);
+	for (uint64_t c = 0; c < S; c++)
 		amax[c] = 0.0f;
-	chan_walk w = walk_at(&p, 0);
+	chan_walk w = walk_at(p, 0);
 	for (uint64_t e = 0; e < n; e++, walk_next(&w)) {
 		float a = fabsf(x[e]);
-		if (a > amax[w.c])
-			amax[w.c] = a;
+		if (a > amax[walk_slot(&w)])
+			amax[walk_slot(&w)] = a;
 	}
-	for (uint64_t c = 0; c < C; c++) {
-		scales[c] = amax[c] / 127.0f;
+	for (uint64_t c = 0; c < S; c++) {
+		scales[c] = amax[c] / qmax;
 		err[c] = INFINITY;
 	}
-	double *cur = err + C;
+	double *cur = err + S;
 	for (int l = 0; l < LEVELS; l++) {
 		const float r = 0.5f + 0.02f * (float)l;
-		for (uint64_t c = 0; c < C; c++)
+		for (uint64_t c = 0; c < S; c++)
 			cur[c] = 0.0;
-		w = walk_at(&p, 0);
+		w = walk_at(p, 0);
 		for (uint64_t e = 0; e < n; e++, walk_next(&w)) {
-			float s = amax[w.c] * r / 127.0f;
-			double d = (double)((float)code_of(x[e], s) * s) - (double)x[e];
-			cur[w.c] += d * d;
+			const uint64_t slot = walk_slot(&w);
+			float s = amax[slot] * r / qmax;
+			double d = (double)((float)code_of(x[e], s, qmax) * s) - (double)x[e];
+			cur[slot] += d * d;
 		}
-		for (uint64_t c = 0; c < C; c++)
+		for (uint64_t c = 0; c < S; c++)
 			if (cur[c] < err[c]) {
 				err[c] = cur[c];
-				scales[c] = amax[c] * r / 127.0f;
+				scales[c] = amax[c] * r / qmax;
 			}
 	}
 	double total = 0.0;
-	for (uint64_t c = 0; c < C; c++)
+	for (uint64_t c = 0; c < S; c++)
 		total += err[c];
 	return total;
 }
 
-wc_err wc_lossy_quantize_int8(const uint8_t *in, wc_lossy_dtype dt, const uint64_t *shape, unsigned ndim,
-			      int8_t *codes, float *scales, wc_lossy_params *p, wc_lossy_stats *st)
+uint64_t wc_lossy_scales_room(const uint64_t *shape, unsigned ndim, uint32_t group)
 {
-	if (ndim < 2 || dt > WC_LOSSY_F16)
-		return wc_fail(WC_E_INVAL, "lossy: a tensor of 2 or more dimensions and dtype F32, BF16 or F16");
+	uint64_t n = 1, best = 0;
+	for (unsigned d = 0; d < ndim; d++)
+		n *= shape[d];
+	for (int a = 0; a < 2 && ndim; a++) {
+		const uint64_t C = a ? shape[ndim - 1] : shape[0];
+		if (!C)
+			continue;
+		const uint64_t per = n / C, k = C * (group ? (per + group - 1) / group : 1);
+		best = k > best ? k : best;
+	}
+	return best ? best : 1;
+}
+
+wc_err wc_lossy_quantize(const uint8_t *in, wc_lossy_dtype dt, const uint64_t *shape, unsigned ndim, unsigned bits,
+			 uint32_t group, int8_t *codes, float *scales, wc_lossy_params *p, wc_lossy_stats *st)
+{
+	if (ndim < 2 || dt > WC_LOSSY_F16 || (bits != 8 && bits != 4) || (bits == 8) != (group == 0))
+		return wc_fail(WC_E_INVAL, "lossy: a tensor of 2 or more dimensions and dtype F32, BF16 or F16; "
+					   "int8 per channel or int4 in groups");
 	uint64_t n = 1;
 	for (unsigned d = 0; d < ndim; d++)
 		n *= shape[d];
 	const uint64_t C0 = shape[0], C1 = shape[ndim - 1];
 	if (n == 0 || C0 == 0 || C1 == 0 || C0 > UINT32_MAX || C1 > UINT32_MAX)
 		return wc_fail(WC_E_INVAL, "lossy: an empty tensor, or more than 2^32 channels");
-	const uint64_t cmax = C0 > C1 ? C0 : C1;
-	float *x = malloc(n * sizeof *x), *s1 = malloc(cmax * sizeof *s1), *amax = malloc(cmax * sizeof *amax);
-	double *err = malloc(2 * cmax * sizeof *err);
+	const float qmax = bits == 8 ? 127.0f : 7.0f;
+	const uint64_t room = wc_lossy_scales_room(shape, ndim, group);
+	float *x = malloc(n * sizeof *x), *s1 = malloc(room * sizeof *s1), *amax = malloc(room * sizeof *amax);
+	double *err = malloc(2 * room * sizeof *err);
 	if (!x || !s1 || !amax || !err) {
 		free(x);
 		free(s1);
@@ -217,21 +267,24 @@ wc_err wc_lossy_quantize_int8(const uint8_t *in, wc_lossy_dtype dt, const uint64
 		 * do, the one with less error; of none, the fewer channels. */
 		const int ok0 = n / C0 >= MIN_PER_CHANNEL, ok1 = n / C1 >= MIN_PER_CHANNEL;
 		const int last = ok0 && ok1 ? -1 : ok0 != ok1 ? ok1 : C1 < C0; /* -1: by the error */
-		double e0 = choose(x, n, 0, C0, scales, err, amax), e1 = INFINITY;
+		const wc_lossy_params p0 = {.dtype = (uint8_t)dt, .bits = (uint8_t)bits, .axis = 0,
+					    .channels = (uint32_t)C0, .group = group, .elems = n, .scales = scales};
+		wc_lossy_params p1 = p0;
+		p1.axis = 1;
+		p1.channels = (uint32_t)C1;
+		double e0 = choose(x, &p0, qmax, scales, err, amax), e1 = INFINITY;
 		if (last)
-			e1 = choose(x, n, 1, C1, s1, err, amax);
-		*p = (wc_lossy_params){.dtype = (uint8_t)dt, .axis = 0, .channels = (uint32_t)C0, .elems = n,
-				       .scales = scales};
+			e1 = choose(x, &p1, qmax, s1, err, amax);
+		*p = p0;
 		if (last == 1 || (last < 0 && e1 < e0)) {
-			memcpy(scales, s1, C1 * sizeof *scales);
-			p->axis = 1;
-			p->channels = (uint32_t)C1;
+			memcpy(scales, s1, wc_lossy_nscales(&p1) * sizeof *scales);
+			*p = p1;
 		}
 		double sig = 0, d2 = 0, dabs = 0, dmax = 0;
 		chan_walk w = walk_at(p, 0);
 		for (uint64_t i = 0; i < n; i++, walk_next(&w)) {
-			float s = scales[w.c];
-			codes[i] = code_of(x[i], s);
+			float s = scales[walk_slot(&w)];
+			codes[i] = code_of(x[i], s, qmax);
 			double d = (double)as_dtype((float)codes[i] * s, dt) - (double)x[i];
 			sig += (double)x[i] * x[i];
 			d2 += d * d;
@@ -282,7 +335,7 @@ void wc_lossy_dequant(const wc_lossy_params *p, const int8_t *codes, uint64_t fi
 		 * no code after the block's. */
 		memcpy(c, codes + b, m);
 		for (size_t i = 0; i < m; i++, walk_next(&w))
-			f[i] = p->scales[w.c];
+			f[i] = p->scales[walk_slot(&w)];
 		for (size_t i = 0; i < m; i++)
 			f[i] = (float)c[i] * f[i];
 		uint8_t *o = out + b * wc_lossy_dtype_size((wc_lossy_dtype)p->dtype);

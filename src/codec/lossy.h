@@ -1,13 +1,16 @@
 /*
- * lossy.h - int8 codes of float tensors with one scale per output channel
- * (docs/FORMAT.md 2.2, layout `int8`): the encoder's quantizer and the
- * reference dequantizer every decoder must match bit for bit.
+ * lossy.h - int8 and int4 codes of float tensors with scales per output
+ * channel (docs/FORMAT.md 2.2, layouts `int8` and `int4`): the encoder's
+ * quantizer and the reference dequantizer every decoder must match bit for
+ * bit.
  *
  * A tensor of N elements is a matrix of C output channels: its first axis
  * (axis 0: channel c holds elements [c * N/C, (c+1) * N/C), as PyTorch and
  * ONNX store weights) or its last (axis 1: element e is in channel e % C, as
- * TensorFlow stores them). Element e decodes to
- *     v = (float)code[e] * scale[channel(e)]     (binary32, one rounding)
+ * TensorFlow stores them). Element e at position k of its channel c has the
+ * scale scales[c * G + k / group] (group 0: one scale per channel, G = 1;
+ * else G = ceil((N / C) / group)) and decodes to
+ *     v = (float)code[e] * scale                 (binary32, one rounding)
  * then to the tensor's dtype, rounding to nearest even (F32: v itself).
  */
 #ifndef WC_LOSSY_H
@@ -31,10 +34,12 @@ typedef enum wc_lossy_dtype {
 /* The quantity a lossy tensor's decoding needs. */
 typedef struct wc_lossy_params {
 	uint8_t dtype;        /* wc_lossy_dtype */
+	uint8_t bits;         /* 8 (codes in [-127, 127]) or 4 ([-7, 7]); decoding takes any int8 */
 	uint8_t axis;         /* 0: channels are the first axis; 1: the last */
 	uint32_t channels;    /* C >= 1, dividing elems */
+	uint32_t group;       /* 0: a scale per channel; else per group of this many of a channel's elements */
 	uint64_t elems;       /* N, the tensor's elements */
-	const float *scales;  /* C finite scales >= 0 */
+	const float *scales;  /* wc_lossy_nscales() finite scales >= 0 */
 } wc_lossy_params;
 
 /* The error of the decoded tensor against the original, for `wcodec info`. */
@@ -50,21 +55,27 @@ typedef struct wc_lossy_stats {
 unsigned wc_lossy_dtype_size(wc_lossy_dtype dt);
 int wc_lossy_dtype_of(const char *st_dtype);
 
+/* Scales of a tensor p describes: C, or C * ceil((N / C) / group). */
+uint64_t wc_lossy_nscales(const wc_lossy_params *p);
+
+/* Room for the scales of either axis of a tensor of this shape (>= 1). */
+uint64_t wc_lossy_scales_room(const uint64_t *shape, unsigned ndim, uint32_t group);
+
 /* Quantize the tensor `in` (N elements of dtype dt, little-endian, shape
- * shape[0..ndim), ndim >= 2) to int8 codes in [-127, 127] with one scale
- * per output channel chosen for the least squared error: for each channel
- * the clipping level among 26 from 0.50 to 1.00 of its largest magnitude
- * (a channel of zeros gets scale 0). The channel axis is the first or the
- * last: of those with at least 32 elements per channel (scales costing at
- * most a bit per weight), the one with the smaller total squared error
- * (bench/lossy_study.py measured both conventions on real weights); when
- * neither has, the one with fewer channels. Writes N
- * codes, the channels' scales (room for max(shape[0], shape[ndim-1])),
- * *p (dtype, axis, channels, elems; scales = the array given) and the
- * error of the decoded values. Non-finite inputs: WC_E_INVAL. Errors:
- * WC_E_INVAL, WC_E_NOMEM. */
-wc_err wc_lossy_quantize_int8(const uint8_t *in, wc_lossy_dtype dt, const uint64_t *shape, unsigned ndim,
-			      int8_t *codes, float *scales, wc_lossy_params *p, wc_lossy_stats *st);
+ * shape[0..ndim), ndim >= 2) to codes of `bits` bits: 8 with group 0 (a
+ * scale per output channel, codes in [-127, 127]) or 4 with a group size
+ * (a scale per group of `group` of a channel's elements, codes in [-7, 7]).
+ * Each scale is chosen for the least squared error of its elements: the
+ * clipping level among 26 from 0.50 to 1.00 of their largest magnitude
+ * (all zeros: scale 0). The channel axis is the first or the last: of
+ * those with at least 32 elements per channel, the one with the smaller
+ * total squared error (bench/lossy_study.py measured both conventions on
+ * real weights); when neither has, the one with fewer channels. Writes N
+ * codes, the scales (room: wc_lossy_scales_room), *p (scales = the array
+ * given) and the error of the decoded values. Errors: WC_E_INVAL (shape,
+ * dtype, bits and group, a non-finite input), WC_E_NOMEM. */
+wc_err wc_lossy_quantize(const uint8_t *in, wc_lossy_dtype dt, const uint64_t *shape, unsigned ndim, unsigned bits,
+			 uint32_t group, int8_t *codes, float *scales, wc_lossy_params *p, wc_lossy_stats *st);
 
 /* Decode n codes of elements [first, first + n) of the tensor p describes
  * into out (n * dtype size bytes), as the header above defines. The caller

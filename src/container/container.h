@@ -76,18 +76,20 @@ typedef struct wc_tensor_info {
 	 * does not record them): the bound without a dictionary. */
 	wc_layout plain_layout;
 	double plain_entropy[WC_MAX_PLANES];
-	/* Layout "int8" (lossy, docs/FORMAT.md 2.2): the tensor's bytes are
-	 * decoded from int8 codes (one byte plane: `layout` is "bytes") and a
-	 * scale per output channel, the output channels being the first axis
-	 * (lossy_axis 0) or the last (1); elements of plain_layout.elem_size
-	 * bytes, dtype F32, BF16 or F16. lossy_scales: lossy_channels host
-	 * floats, valid while the container lives. The errors against the
+	/* Layouts "int8" and "int4" (lossy, docs/FORMAT.md 2.2): the tensor's
+	 * bytes are decoded from codes of lossy bits (one byte plane: `layout`
+	 * is "bytes") and scales per output channel (lossy_group 0) or per
+	 * group of lossy_group of a channel's elements, the output channels
+	 * being the first axis (lossy_axis 0) or the last (1); elements of
+	 * plain_layout.elem_size bytes, dtype F32, BF16 or F16. lossy_scales:
+	 * lossy_nscales host floats, valid while the container lives. The errors against the
 	 * original (informative, measured when packing): SNR in dB (999: exact),
 	 * largest and mean absolute error, relative Frobenius norm of the error.
 	 * lossy is 0 and the rest 0 for lossless tensors. */
-	int lossy;
+	int lossy; /* 0, or the bits of its codes: 8 or 4 */
 	uint8_t lossy_axis;
-	uint32_t lossy_channels;
+	uint32_t lossy_channels, lossy_group;
+	uint64_t lossy_nscales;
 	const float *lossy_scales;
 	double lossy_snr_db, lossy_max_abs_err, lossy_mean_abs_err, lossy_rel_frobenius;
 	/* Nonzero when the tensor's bytes continue the previous tensor's tile
@@ -227,11 +229,14 @@ typedef struct wc_pack_opts {
 	 * a signal; may be NULL. */
 	void (*temp_file)(const char *path);
 	/* Lossy packing (docs/FORMAT.md 2.2): 0 packs every tensor losslessly;
-	 * 8 stores as int8 codes with a scale per output channel each tensor
-	 * of dtype F32, BF16 or F16 with two or more dimensions that
-	 * lossy_select accepts (NULL: every such tensor). lossy_select gets the
-	 * tensor's name, dtype, ndim and shape and returns nonzero to take it. */
+	 * 8 stores as int8 codes with a scale per output channel, 4 as int4
+	 * codes with a scale per group of lossy_group (0: 128) of a channel's
+	 * elements, each tensor of dtype F32, BF16 or F16 with two or more
+	 * dimensions and more than 256 distinct values that lossy_select
+	 * accepts (NULL: every such tensor). lossy_select gets the tensor's
+	 * name, dtype, ndim and shape and returns nonzero to take it. */
 	int lossy_bits;
+	uint32_t lossy_group;
 	int (*lossy_select)(void *ctx, const char *name, const char *dtype, unsigned ndim, const uint64_t *shape);
 	void *lossy_ctx;
 } wc_pack_opts;

@@ -51,6 +51,8 @@
 #define WC_TT_PLANE_BYTES 16u
 #define WC_TT_LAYOUT_DICT 6u
 #define WC_TT_LAYOUT_INT8 7u /* lossy: int8 codes, a scale per channel (docs/FORMAT.md 2.2) */
+#define WC_TT_LAYOUT_INT4 8u /* lossy: int4 codes, a scale per group of a channel */
+#define WC_LOSSY_GROUP_MAX 32768u
 #define WC_TT_INT8_BYTES 24u /* its fields after the head */
 #define WC_TT_SHARED 1u     /* flags bit 0 */
 #define WC_TT_NO_TABLE 0xffffffffu

@@ -96,16 +96,17 @@ static double get_f32(const uint8_t *p)
 }
 
 /* A lossy tensor's fields (docs/FORMAT.md 1.3.1, 2.2) at r and its scales,
- * the next 4 * channels bytes of the dictionary section. */
-static wc_err read_int8(wc_container *c, uint32_t i, wc_tensor_info *t, uint8_t plain, uint8_t flags,
-			const uint8_t *r, uint64_t bytes)
+ * the next 4 * nscales bytes of the dictionary section. */
+static wc_err read_lossy(wc_container *c, uint32_t i, wc_tensor_info *t, unsigned bits, uint8_t plain,
+			 uint8_t flags, const uint8_t *r, uint64_t bytes)
 {
 	static const char *const want[] = {"f32", "bf16", "shuffle2"}; /* by wc_lossy_dtype */
 	const uint8_t dtype = r[0], axis = r[1];
-	const uint32_t ch = wc_get_u32(r + 4);
-	if (dtype > WC_LOSSY_F16 || axis > 1 || r[2] || r[3] || (flags & WC_TT_SHARED))
-		return META_BAD("tensor %u: lossy dtype %u, axis %u, reserved %u %u, flags 0x%02x", i, dtype, axis,
-				r[2], r[3], flags);
+	const uint32_t ch = wc_get_u32(r + 4), group = wc_get_u16(r + 2);
+	if (dtype > WC_LOSSY_F16 || axis > 1 || (flags & WC_TT_SHARED) || (bits == 8) != (group == 0) ||
+	    group > WC_LOSSY_GROUP_MAX)
+		return META_BAD("tensor %u: lossy dtype %u, axis %u, group %u for int%u, flags 0x%02x", i, dtype, axis,
+				group, bits, flags);
 	if (wc_tt_layout_of(plain, &t->plain_layout) || strcmp(wc_layout_name(t->plain_layout), want[dtype]))
 		return META_BAD("tensor %u: layout code %u for lossy values of dtype %u", i, plain, dtype);
 	const unsigned w = t->plain_layout.elem_size;
@@ -113,18 +114,19 @@ static wc_err read_int8(wc_container *c, uint32_t i, wc_tensor_info *t, uint8_t 
 	if (bytes % w || elems == 0 || ch == 0 || elems % ch)
 		return META_BAD("tensor %u: %llu bytes are not %u channels of whole %u-byte elements", i,
 				(unsigned long long)bytes, ch, w);
-	const uint64_t sb = 4ull * ch;
+	const wc_lossy_params lp = {.channels = ch, .group = group, .elems = elems};
+	const uint64_t ns = wc_lossy_nscales(&lp), sb = 4ull * ns;
 	if (c->dict_cursor > c->h.dicts_len || sb > c->h.dicts_len - c->dict_cursor)
-		return META_BAD("tensor %u: %u scales pass the end of the %llu-byte dictionary section", i, ch,
-				(unsigned long long)c->h.dicts_len);
+		return META_BAD("tensor %u: %llu scales pass the end of the %llu-byte dictionary section", i,
+				(unsigned long long)ns, (unsigned long long)c->h.dicts_len);
 	float *sc = malloc(sb);
 	if (!sc)
-		return wc_fail(WC_E_NOMEM, "out of memory for tensor %u's %u scales", i, ch);
-	for (uint32_t k = 0; k < ch; k++) {
+		return wc_fail(WC_E_NOMEM, "out of memory for tensor %u's %llu scales", i, (unsigned long long)ns);
+	for (uint64_t k = 0; k < ns; k++) {
 		const double v = get_f32(c->dicts + c->dict_cursor + 4ull * k);
 		if (!(v >= 0) || isinf(v)) { /* NaN fails too */
 			free(sc);
-			return META_BAD("tensor %u: scale %u is %g, not a finite number >= 0", i, k, v);
+			return META_BAD("tensor %u: scale %llu is %g, not a finite number >= 0", i, (unsigned long long)k, v);
 		}
 		sc[k] = (float)v;
 	}
@@ -136,9 +138,11 @@ static wc_err read_int8(wc_container *c, uint32_t i, wc_tensor_info *t, uint8_t 
 		}
 	c->dict_cursor += sb;
 	wc_layout_parse("bytes", &t->layout);
-	t->lossy = 1;
+	t->lossy = (int)bits;
 	t->lossy_axis = axis;
 	t->lossy_channels = ch;
+	t->lossy_group = group;
+	t->lossy_nscales = ns;
 	t->lossy_scales = sc;
 	t->lossy_snr_db = stats[0];
 	t->lossy_max_abs_err = stats[1];
@@ -156,7 +160,8 @@ static wc_err read_record(wc_container *c, uint32_t i, const uint8_t *r, size_t 
 		return META_BAD("the tensor table ends before tensor %u", i);
 	const uint8_t code = r[0], flags = r[1], plain = r[2];
 	const uint64_t bytes = wc_get_u64(r + 4);
-	if ((flags & ~WC_TT_SHARED) || r[3] || (code != WC_TT_LAYOUT_DICT && code != WC_TT_LAYOUT_INT8 && plain))
+	const int lossy = code == WC_TT_LAYOUT_INT8 || code == WC_TT_LAYOUT_INT4;
+	if ((flags & ~WC_TT_SHARED) || r[3] || (code != WC_TT_LAYOUT_DICT && !lossy && plain))
 		return META_BAD("tensor %u: reserved bits set (flags 0x%02x, plain %u, reserved %u)", i, flags, plain,
 				r[3]);
 	if (bytes > c->h.virtual_size - *vcursor)
@@ -181,10 +186,10 @@ static wc_err read_record(wc_container *c, uint32_t i, const uint8_t *r, size_t 
 				return META_BAD("tensor %u: plain entropy %u is not a number in [0, 8]", i, p);
 		}
 		r += 4 + 4 * (size_t)n, left -= 4 + 4 * (size_t)n;
-	} else if (code == WC_TT_LAYOUT_INT8) {
+	} else if (lossy) {
 		if (left < WC_TT_INT8_BYTES)
 			return META_BAD("the tensor table ends inside tensor %u's lossy fields", i);
-		if ((e = read_int8(c, i, t, plain, flags, r, bytes)))
+		if ((e = read_lossy(c, i, t, code == WC_TT_LAYOUT_INT8 ? 8 : 4, plain, flags, r, bytes)))
 			return e;
 		r += WC_TT_INT8_BYTES, left -= WC_TT_INT8_BYTES;
 	} else if (wc_tt_layout_of(code, &t->layout)) {

@@ -136,7 +136,7 @@ static wc_err build_name_index(wc_container *c)
 /* ---- open ----------------------------------------------------------- */
 
 /* The decode job kind of lossy tiles (lossy_job.h), registered on open. */
-static const wc_job_kind_ops lossy_job_kind = {.name = "int8", .cpu_decode = wc_lossy_decode_job};
+static const wc_job_kind_ops lossy_job_kind = {.name = "lossy", .cpu_decode = wc_lossy_decode_job};
 
 /* Each lossy tensor's tiles' job data (its parameters, each tile's first
  * element); nothing without lossy tensors. */
@@ -160,8 +160,8 @@ static wc_err build_lossy_jobs(wc_container *c)
 		const wc_lossy_params p = {
 			.dtype = (uint8_t)(w == 4 ? WC_LOSSY_F32 : t->plain_layout.kind == WC_LAYOUT_BF16 ? WC_LOSSY_BF16
 													: WC_LOSSY_F16),
-			.axis = t->lossy_axis, .channels = t->lossy_channels, .elems = (t->end - t->begin) / w,
-			.scales = t->lossy_scales};
+			.bits = (uint8_t)t->lossy, .axis = t->lossy_axis, .channels = t->lossy_channels,
+			.group = t->lossy_group, .elems = (t->end - t->begin) / w, .scales = t->lossy_scales};
 		for (uint32_t k = 0; k < t->ntiles; k++)
 			c->lossy_jobs[t->first_tile + k] = (wc_lossy_job){p, (uint64_t)k * c->h.tile_size / w};
 	}

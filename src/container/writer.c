@@ -234,7 +234,7 @@ static size_t tensor_record(const packer *pk, uint32_t i, uint8_t *p)
 	const tensor_plan *t = &pk->tensors[i];
 	const tensor_plan *u = &pk->tensors[t->unit]; /* whose tiles and tables it uses */
 	uint8_t *q = p;
-	q[0] = t->lossy ? WC_TT_LAYOUT_INT8 : wc_tt_layout_code(u->layout);
+	q[0] = t->lossy ? (t->lp.bits == 8 ? WC_TT_LAYOUT_INT8 : WC_TT_LAYOUT_INT4) : wc_tt_layout_code(u->layout);
 	q[1] = t->unit != i ? WC_TT_SHARED : 0;
 	q[2] = t->use_dict || t->lossy ? wc_tt_layout_code(t->plain_layout) : 0;
 	q[3] = 0;
@@ -243,7 +243,7 @@ static size_t tensor_record(const packer *pk, uint32_t i, uint8_t *p)
 	if (t->lossy) {
 		q[0] = t->lp.dtype;
 		q[1] = t->lp.axis;
-		q[2] = q[3] = 0;
+		wc_put_u16(q + 2, (uint16_t)t->lp.group);
 		wc_put_u32(q + 4, t->lp.channels);
 		put_f32(q + 8, t->ls.snr_db);
 		put_f32(q + 12, t->ls.max_abs_err);
@@ -408,7 +408,7 @@ static wc_err pack_into(packer *pk, int fd, const char *tmp, wc_pack_stats *stat
 		const tensor_plan *tp = &pk->tensors[t];
 		if (tp->use_dict)
 			memcpy(dicts + tp->dict_off, tp->dict, (size_t)tp->dict_entries * tp->layout.elem_size);
-		for (uint32_t k = 0; tp->lossy && k < tp->lp.channels; k++) {
+		for (uint64_t k = 0; tp->lossy && k < wc_lossy_nscales(&tp->lp); k++) {
 			uint32_t u;
 			memcpy(&u, &tp->scales[k], 4);
 			wc_put_u32(dicts + tp->dict_off + 4ull * k, u);
@@ -499,8 +499,10 @@ static wc_err check_opts(const wc_pack_opts *o, packer *pk)
 	if (pk->chunk < WC_RANS_CHUNK_MIN || pk->chunk > WC_RANS_CHUNK_MAX || pk->chunk % WC_RANS_LANES)
 		return wc_fail(WC_E_INVAL, "chunk of %u symbols must be a multiple of 32 in [%u, %u]", pk->chunk,
 			       WC_RANS_CHUNK_MIN, WC_RANS_CHUNK_MAX);
-	if (o->lossy_bits != 0 && o->lossy_bits != 8)
-		return wc_fail(WC_E_INVAL, "lossy packing of %d bits: 0 (lossless) or 8 (int8)", o->lossy_bits);
+	if (o->lossy_bits != 0 && o->lossy_bits != 8 && o->lossy_bits != 4)
+		return wc_fail(WC_E_INVAL, "lossy packing of %d bits: 0 (lossless), 8 (int8) or 4 (int4)", o->lossy_bits);
+	if (o->lossy_group > WC_LOSSY_GROUP_MAX || (o->lossy_group && o->lossy_bits != 4))
+		return wc_fail(WC_E_INVAL, "lossy group of %u: int4 only, at most %u", o->lossy_group, WC_LOSSY_GROUP_MAX);
 	pk->threads = o->threads ? o->threads : wc_cpu_count();
 	if (pk->threads > 1024)
 		pk->threads = 1024;

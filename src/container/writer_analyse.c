@@ -148,7 +148,7 @@ void wc_pk_choose_layouts(packer *pk)
 		const wc_layout pl = t->plain_layout;
 		if (t->lossy) { /* its scales, where a dictionary would be */
 			t->dict_off = pk->dicts_len;
-			pk->dicts_len += 4ull * t->lp.channels;
+			pk->dicts_len += 4ull * wc_lossy_nscales(&t->lp);
 			continue;
 		}
 		if (!t->hist)

@@ -34,7 +34,7 @@ static int few_values(const uint8_t *p, uint64_t n, unsigned w)
 int wc_pk_lossy_wanted(const packer *pk, const wc_st_tensor *st)
 {
 	const wc_pack_opts *o = pk->opts;
-	if (o->lossy_bits != 8 || st->ndim < 2 || wc_lossy_dtype_of(st->dtype) < 0 || st->end == st->begin)
+	if (!o->lossy_bits || st->ndim < 2 || wc_lossy_dtype_of(st->dtype) < 0 || st->end == st->begin)
 		return 0;
 	if (o->lossy_select && !o->lossy_select(o->lossy_ctx, st->name, st->dtype, st->ndim, st->shape))
 		return 0;
@@ -55,16 +55,16 @@ void *wc_pk_lossy_worker(void *arg)
 		if (!t->lossy)
 			continue;
 		const wc_st_tensor *st = t->st;
-		const uint64_t c0 = st->shape[0], c1 = st->shape[st->ndim - 1];
+		const uint32_t group = pk->opts->lossy_bits == 8 ? 0 : pk->opts->lossy_group ? pk->opts->lossy_group : 128;
 		t->codes = malloc(t->nbytes);
-		t->scales = malloc((c0 > c1 ? c0 : c1) * sizeof *t->scales);
+		t->scales = malloc(wc_lossy_scales_room(st->shape, st->ndim, group) * sizeof *t->scales);
 		if (!t->codes || !t->scales) {
 			wc_pk_fail(pk, wc_fail(WC_E_NOMEM, "out of memory for tensor \"%s\"'s codes", st->name));
 			break;
 		}
-		wc_err e = wc_lossy_quantize_int8(pk->in + pk->st->data_offset + st->begin,
-						  (wc_lossy_dtype)wc_lossy_dtype_of(st->dtype), st->shape, st->ndim,
-						  t->codes, t->scales, &t->lp, &t->ls);
+		wc_err e = wc_lossy_quantize(pk->in + pk->st->data_offset + st->begin,
+					     (wc_lossy_dtype)wc_lossy_dtype_of(st->dtype), st->shape, st->ndim,
+					     (unsigned)pk->opts->lossy_bits, group, t->codes, t->scales, &t->lp, &t->ls);
 		if (e) {
 			wc_pk_fail(pk, wc_fail(e, "tensor \"%s\": %s", st->name, wc_last_detail()));
 			break;
