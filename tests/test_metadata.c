@@ -13,6 +13,7 @@
 #include "container/container.h"
 #include "container/format.h"
 #include "container_fixture.h"
+#include "core/hash.h"
 #include "st_builder.h"
 
 static wc_err open_json(const uint8_t *b, const wc_file_header *h, const char *json)
@@ -373,6 +374,47 @@ START_TEST(lossy_record_checked)
 	ck_assert_msg(strstr(wc_last_detail(), e2[L + 1] ? "channels on its last axis" : "channels on its first axis"),
 		      "%s", wc_last_detail());
 	free(m);
+	/* The codes as stored: they decode to the file's bytes; a payload
+	 * changed (with its chash made right) gives codes that do not, and is
+	 * refused naming its tile. */
+	{
+		wc_container *c;
+		ck_assert_int_eq(wc_container_open(out, &c), WC_OK);
+		wc_lossy_desc d;
+		ck_assert_int_eq(wc_container_lossy_desc(c, 0, &d), WC_OK);
+		ck_assert_uint_eq(d.bits, 8);
+		ck_assert_uint_eq(d.elems, 960);
+		int8_t *codes = malloc(d.elems);
+		float *scales = malloc(d.nscales * sizeof *scales);
+		ck_assert_int_eq(wc_container_lossy_codes(c, 0, codes, scales), WC_OK);
+		const wc_tensor_info *ti = wc_container_tensor(c, 0);
+		for (uint64_t e = 0; e < d.elems; e++) {
+			float sc = scales[d.axis ? e % d.channels : e / (d.elems / d.channels)];
+			ck_assert(sc == ti->lossy_scales[d.axis ? e % d.channels : e / (d.elems / d.channels)]);
+			ck_assert(codes[e] >= -127 && codes[e] <= 127);
+		}
+		wc_container_release(c);
+		uint8_t *bad = malloc(len);
+		memcpy(bad, b, len);
+		wc_tile_info x;
+		wc_index_entry_decode(bad + h.index_off, &x);
+		bad[x.coff + x.csize - 1] ^= 0x01; /* the last code byte of tile 0 (a RAW or rANS body) */
+		x.chash = wc_xxh3_64(bad + x.coff, x.csize);
+		wc_index_entry_encode(&x, bad + h.index_off);
+		fx_fix_check(bad, &h);
+		char p2[320];
+		snprintf(p2, sizeof p2, "%s/lossy-bad.wcodec", fx_dir);
+		ck_assert_int_eq(st_write_bytes(p2, bad, len), 0);
+		ck_assert_int_eq(wc_container_open(p2, &c), WC_OK);
+		wc_err e = wc_container_lossy_codes(c, 0, codes, scales);
+		ck_assert_msg(e == WC_E_CORRUPT && strstr(wc_last_detail(), "tile 0"), "%s: %s", wc_strerror(e),
+			      wc_last_detail());
+		ck_assert_int_eq(wc_container_lossy_desc(c, 1, &d), WC_E_RANGE);
+		wc_container_release(c);
+		free(bad);
+		free(codes);
+		free(scales);
+	}
 	/* A scale that is not a finite number >= 0. */
 	memcpy(b + h.dicts_off + 4, "\x00\x00\xc0\x7f", 4); /* NaN */
 	fx_fix_check(b, &h);

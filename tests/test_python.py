@@ -309,6 +309,25 @@ class TorchLoader(Base):
             got = wpt.load_file(packed, device=device)
             for name, (dtype, shape, raw) in ref.items():
                 self.assertEqual(t_bytes(got[name]), raw, f"{device}: {name}")
+        # the codes and scales as stored give the same values (int8: one
+        # scale per output channel on the first or the last axis)
+        n = 0
+        with wpt.safe_open(packed, framework="pt") as f:
+            for name in f.keys():
+                c = f.get_codes(name)
+                if c is None:
+                    self.assertEqual(ref[name][2], orig[name][2], name)
+                    continue
+                n += 1
+                self.assertEqual((c["codes"].dtype, tuple(c["codes"].shape), c["bits"]), (torch.int8, ref[name][1], 8))
+                codes = c["codes"].reshape(-1, c["codes"].shape[-1]) if c["axis"] else c["codes"].reshape(c["codes"].shape[0], -1)
+                s = c["scales"].reshape(1, -1) if c["axis"] else c["scales"].reshape(-1, 1)
+                want = (codes.float() * s).reshape(ref[name][1]).to(torch.bfloat16)
+                self.assertEqual(t_bytes(want), ref[name][2], name)
+        self.assertGreater(n, 0)
+        with self.assertRaises(KeyError):
+            with wpt.safe_open(packed, framework="pt") as f:
+                f.get_codes("no such tensor")
 
     def test_unsupported_dtypes_raise_type_error(self):
         missing = [v[0] for v in self.ref.values() if v[0] not in {d for d, _, _ in self.supported().values()}]

@@ -86,6 +86,32 @@ class TensorFile:
         except KeyError:
             raise KeyError(f"{self.path}: no tensor named {name!r}") from None
 
+    def lossy_codes(self, name):
+        """A lossy tensor's codes as stored (docs/FORMAT.md 2.2), or None
+        for a lossless one: a dict with "codes" (numpy int8 array of the
+        tensor's shape), "scales" (numpy float32: [C] for int8, one per
+        output channel; [C, G] for int4, one per group of `group` of a
+        channel's elements), "axis" (0: the channels are the first axis,
+        as torch.nn.Linear's [out, in] weight; 1: the last), "bits" (8 or
+        4) and "group" (0 for int8). The tensor's value is codes * scale
+        per element, rounded to its dtype. Every tile is checked; errors:
+        WcodecError (CORRUPT for a damaged tile), KeyError."""
+        import numpy as np
+        self.info(name)
+        c = _lib.lib().wc_tensor_file_container(self.handle)
+        if not c:
+            return None
+        L = _lib.lib()
+        i, d = ctypes.c_uint32(), _lib.LossyDesc()
+        _lib.check(L.wc_container_find_tensor(c, name.encode(), ctypes.byref(i)))
+        if L.wc_container_lossy_desc(c, i, ctypes.byref(d)) != 0:
+            return None  # lossless
+        codes = np.empty(d.elems, dtype=np.int8)
+        scales = np.empty(d.nscales, dtype=np.float32)
+        _lib.check(L.wc_container_lossy_codes(c, i, codes.ctypes.data, scales.ctypes.data))
+        return {"codes": codes.reshape(self.tensors[name].shape), "axis": d.axis, "bits": d.bits,
+                "group": d.group, "scales": scales.reshape(d.channels, -1) if d.group else scales}
+
     def tile_span(self, offset, length):
         """(offset, length) of the whole tiles covering data-section bytes
         [offset, offset + length); the range itself for a plain file."""

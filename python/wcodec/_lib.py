@@ -34,6 +34,12 @@ class WcodecError(OSError):
         self.reason = reason
 
 
+class LossyDesc(ctypes.Structure):
+    """wc_lossy_desc (src/container/container.h)."""
+    _fields_ = [("bits", ctypes.c_uint32), ("axis", ctypes.c_uint32), ("channels", ctypes.c_uint32),
+                ("group", ctypes.c_uint32), ("nscales", ctypes.c_uint64), ("elems", ctypes.c_uint64)]
+
+
 class LoadRange(ctypes.Structure):
     """wc_load_range: `length` bytes at data-section `offset` of files[file] into dst."""
     _fields_ = [("file", ctypes.c_uint32), ("reserved", ctypes.c_uint32), ("offset", ctypes.c_uint64),
@@ -104,6 +110,12 @@ def lib():
                                                c.POINTER(c.c_uint64)]
         L.wc_load_host.restype = c.c_int
         L.wc_load_host.argtypes = [c.POINTER(c.c_void_p), c.c_size_t, c.POINTER(LoadRange), c.c_size_t]
+        L.wc_container_find_tensor.restype = c.c_int
+        L.wc_container_find_tensor.argtypes = [c.c_void_p, c.c_char_p, c.POINTER(c.c_uint32)]
+        L.wc_container_lossy_desc.restype = c.c_int
+        L.wc_container_lossy_desc.argtypes = [c.c_void_p, c.c_uint32, c.POINTER(LossyDesc)]
+        L.wc_container_lossy_codes.restype = c.c_int
+        L.wc_container_lossy_codes.argtypes = [c.c_void_p, c.c_uint32, c.c_void_p, c.c_void_p]
         _lib = L
         return L
 

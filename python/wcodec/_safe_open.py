@@ -16,6 +16,9 @@ class _Framework:
     def address(self, array):
         raise NotImplementedError
 
+    def from_numpy(self, a):  # a numpy array as this framework's CPU array
+        return a
+
     def before_device_write(self, device):
         """Called before the GPU loader writes arrays of `device`."""
 
@@ -136,4 +139,15 @@ class SafeOpen:
 
     def get_slice(self, name):
         return Slice(self, name)
+
+    def get_codes(self, name):
+        """A lossy tensor's codes and scales as stored, for kernels that
+        take int8 (or int4) weights with scales (W8A16) instead of the
+        decoded values: the dict of TensorFile.lossy_codes with "codes"
+        and "scales" as framework arrays on the CPU; None for a lossless
+        tensor. KeyError for a missing one."""
+        got = self._file.lossy_codes(name)
+        if got is not None:
+            got["codes"], got["scales"] = self._fw.from_numpy(got["codes"]), self._fw.from_numpy(got["scales"])
+        return got
 

@@ -64,6 +64,9 @@ class _TorchFramework(_safe_open._Framework):
     def index(self, t, idx):
         return t[idx].contiguous()
 
+    def from_numpy(self, a):
+        return _torch.from_numpy(a)
+
     def before_device_write(self, device):
         # Memory torch freed on its stream may still be in use by queued
         # kernels there; the loader writes from streams of its own.

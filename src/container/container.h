@@ -213,6 +213,30 @@ wc_err wc_container_pread(const wc_container *c, uint8_t *buf, size_t len, uint6
  * entropy) while a 1 MiB BF16 tile still gives 16 chunks (warps). */
 #define WC_PACK_CHUNK_DEFAULT 65536u
 
+/* A lossy tensor's codes as stored (docs/FORMAT.md 2.2): `elems` codes of
+ * `bits` bits (int8 values), `nscales` scales, the channels on axis `axis`
+ * (0: the first, 1: the last), `group` elements of a channel per scale (0:
+ * one scale per channel). */
+typedef struct wc_lossy_desc {
+	uint32_t bits, axis, channels, group;
+	uint64_t nscales, elems;
+} wc_lossy_desc;
+
+/* Describe lossy tensor i. Errors: WC_E_RANGE (no tensor i), WC_E_INVAL
+ * (tensor i is not lossy). */
+wc_err wc_container_lossy_desc(const wc_container *c, uint32_t i, wc_lossy_desc *out);
+
+/* Lossy tensor i's codes (desc.elems int8 values, in element order) into
+ * codes and its scales (desc.nscales floats) into scales, for kernels that
+ * take int8 weights and scales (W8A16) rather than the decoded values.
+ * Each tile's payload is read and checked (chash) and its code plane
+ * decoded; codes are returned only when they decode to the bytes the
+ * tile's dhash names. Single-threaded. Errors: those of
+ * wc_container_lossy_desc, WC_E_IO, WC_E_CORRUPT (naming the tile),
+ * WC_E_NOMEM. */
+wc_err wc_container_lossy_codes(const wc_container *c, uint32_t i, int8_t *codes, float *scales);
+
+
 typedef struct wc_pack_opts {
 	uint32_t tile_size;     /* decoded bytes per tile, a multiple of 8 in
 				   [WC_TILE_SIZE_MIN, WC_TILE_SIZE_MAX]; 0 = WC_TILE_SIZE_DEFAULT */

@@ -1,7 +1,7 @@
 # src/container: the safetensors parser and the .wcodec reader and writer.
 libwcodec_impl_la_SOURCES += src/container/safetensors.c src/container/format.c \
 	src/container/reader.c src/container/metadata.c src/container/metadata_json.c \
-	src/container/lossy_job.c src/container/writer.c \
+	src/container/lossy_job.c src/container/lossy_codes.c src/container/writer.c \
 	src/container/writer_analyse.c src/container/writer_lossy.c src/container/writer_verify.c
 containerincdir = $(pkgincludedir)/container
 containerinc_HEADERS = src/container/container.h
