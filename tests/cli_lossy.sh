@@ -108,7 +108,13 @@ got = {t["name"] for t in json.load(open(sys.argv[1]))["tensors"] if t["layout"]
 assert got == {"w.f32", "w.bf16"}, got
 PYEOF
 rejects "$WCODEC" pack -q --lossy int2 "$T/in.safetensors" "$T/x.wcodec" || fail "--lossy int2 accepted"
-rejects "$WCODEC" pack -q --lossy int8 --group 64 "$T/in.safetensors" "$T/x.wcodec" || fail "--group with int8 accepted"
+rejects "$WCODEC" pack -q --group 64 "$T/in.safetensors" "$T/x.wcodec" || fail "--group without --lossy accepted"
+"$WCODEC" pack -q --lossy int8 --group 32 "$T/in.safetensors" "$T/g8.wcodec" || fail "int8 in groups"
+"$WCODEC" info --json "$T/g8.wcodec" | "$PY" -c '
+import json, sys
+t = [t for t in json.load(sys.stdin)["tensors"] if t["layout"] == "int8"]
+assert t and all(x["lossy"]["group"] == 32 for x in t), t' || fail "int8 in groups of 32"
+"$WCODEC" unpack -q "$T/g8.wcodec" "$T/g8.out" || fail "unpack int8 in groups"
 rejects "$WCODEC" pack -q --lossy-include 'w.*' "$T/in.safetensors" "$T/x.wcodec" ||
 	fail "--lossy-include without --lossy accepted"
 
@@ -150,5 +156,7 @@ if command -v zstd >/dev/null 2>&1; then
 	cmp "$T/a.out" "$T/a.doc" || fail "the document's reader decodes the lossy tensors differently"
 	"$PY" "$top_srcdir/tests/doc_reader.py" "$T/q4.wcodec" "$T/q4.doc" || fail "doc_reader int4"
 	cmp "$T/q4.out" "$T/q4.doc" || fail "the document's reader decodes the int4 tensors differently"
+	"$PY" "$top_srcdir/tests/doc_reader.py" "$T/g8.wcodec" "$T/g8.doc" || fail "doc_reader int8 in groups"
+	cmp "$T/g8.out" "$T/g8.doc" || fail "the document's reader decodes int8 in groups differently"
 fi
 echo "ok: lossy int8 tensors"

@@ -339,8 +339,7 @@ START_TEST(lossy_record_checked)
 		{L + 0, 3, 1, "lossy dtype"},            /* no such dtype */
 		{L + 0, 0, 1, "layout code"},            /* F32 codes for the bf16 plain layout */
 		{L + 1, 2, 1, "axis"},
-		{L + 2, 1, 1, "group"},                  /* a group for int8 */
-		{0, WC_TT_LAYOUT_INT4, 1, "group"},      /* int4 without a group */
+		{L + 3, 0x90, 1, "group"},               /* 36864: more than 32768 */
 		{L + 4, 0, 4, "channels"},
 		{L + 4, 7, 4, "channels"},               /* 960 elements are not 7 channels */
 		{L + 4, 960, 4, "scales pass"},          /* more scales than the section holds */

@@ -40,7 +40,8 @@ static void usage(FILE *out)
 		"                        or int4 codes with a scale per group of a channel's\n"
 		"                        weights; scales chosen for the least squared error\n"
 		"                        (wcodec info shows each tensor's error)\n"
-		"      --group N         int4: weights per scale (default 128)\n"
+		"      --group N         lossy: a scale per N weights of a channel (default:\n"
+		"                        int8 one per channel, int4 one per 128)\n"
 		"      --lossy-include GLOB  lossy: exactly the tensors whose names match GLOB\n"
 		"                        (fnmatch; repeatable) instead of the rule above\n"
 		"      --lossy-exclude GLOB  lossy: never the tensors matching GLOB (repeatable)\n"
@@ -139,8 +140,8 @@ int cmd_pack(int argc, char **argv)
 		return cli_usage_error("pack", "expected IN.safetensors [OUT.wcodec], or DIR OUTDIR");
 	if ((lossy.ninclude || lossy.nexclude) && !po.lossy_bits)
 		return cli_usage_error("pack", "--lossy-include and --lossy-exclude need --lossy");
-	if (po.lossy_group && po.lossy_bits != 4)
-		return cli_usage_error("pack", "--group needs --lossy int4");
+	if (po.lossy_group && !po.lossy_bits)
+		return cli_usage_error("pack", "--group needs --lossy");
 	const char *in = argv[optind], *out = optind + 1 < argc ? argv[optind + 1] : NULL;
 	if (strcmp(in, "-") == 0) {
 		if (!out || cli_is_dir(out))

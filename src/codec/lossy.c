@@ -237,9 +237,9 @@ uint64_t wc_lossy_scales_room(const uint64_t *shape, unsigned ndim, uint32_t gro
 wc_err wc_lossy_quantize(const uint8_t *in, wc_lossy_dtype dt, const uint64_t *shape, unsigned ndim, unsigned bits,
 			 uint32_t group, int8_t *codes, float *scales, wc_lossy_params *p, wc_lossy_stats *st)
 {
-	if (ndim < 2 || dt > WC_LOSSY_F16 || (bits != 8 && bits != 4) || (bits == 8) != (group == 0))
+	if (ndim < 2 || dt > WC_LOSSY_F16 || (bits != 8 && bits != 4))
 		return wc_fail(WC_E_INVAL, "lossy: a tensor of 2 or more dimensions and dtype F32, BF16 or F16; "
-					   "int8 per channel or int4 in groups");
+					   "int8 or int4 codes");
 	uint64_t n = 1;
 	for (unsigned d = 0; d < ndim; d++)
 		n *= shape[d];

@@ -37,7 +37,7 @@ typedef struct wc_lossy_params {
 	uint8_t bits;         /* 8 (codes in [-127, 127]) or 4 ([-7, 7]); decoding takes any int8 */
 	uint8_t axis;         /* 0: channels are the first axis; 1: the last */
 	uint32_t channels;    /* C >= 1, dividing elems */
-	uint32_t group;       /* 0: a scale per channel; else per group of this many of a channel's elements */
+	uint32_t group;       /* 0: a scale per channel; else per group of this many of a channel's elements (at most 32768) */
 	uint64_t elems;       /* N, the tensor's elements */
 	const float *scales;  /* wc_lossy_nscales() finite scales >= 0 */
 } wc_lossy_params;
@@ -62,9 +62,9 @@ uint64_t wc_lossy_nscales(const wc_lossy_params *p);
 uint64_t wc_lossy_scales_room(const uint64_t *shape, unsigned ndim, uint32_t group);
 
 /* Quantize the tensor `in` (N elements of dtype dt, little-endian, shape
- * shape[0..ndim), ndim >= 2) to codes of `bits` bits: 8 with group 0 (a
- * scale per output channel, codes in [-127, 127]) or 4 with a group size
- * (a scale per group of `group` of a channel's elements, codes in [-7, 7]).
+ * shape[0..ndim), ndim >= 2) to codes of `bits` bits (8: in [-127, 127];
+ * 4: in [-7, 7]) with a scale per output channel (group 0) or per group of
+ * `group` of a channel's elements.
  * Each scale is chosen for the least squared error of its elements: the
  * clipping level among 26 from 0.50 to 1.00 of their largest magnitude
  * (all zeros: scale 0). The channel axis is the first or the last: of

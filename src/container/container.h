@@ -253,9 +253,9 @@ typedef struct wc_pack_opts {
 	 * a signal; may be NULL. */
 	void (*temp_file)(const char *path);
 	/* Lossy packing (docs/FORMAT.md 2.2): 0 packs every tensor losslessly;
-	 * 8 stores as int8 codes with a scale per output channel, 4 as int4
-	 * codes with a scale per group of lossy_group (0: 128) of a channel's
-	 * elements, each tensor of dtype F32, BF16 or F16 with two or more
+	 * 8 stores as int8 codes, 4 as int4 codes, with a scale per group of
+	 * lossy_group of a channel's elements (0: the default, a scale per
+	 * channel for int8, groups of 128 for int4), each tensor of dtype F32, BF16 or F16 with two or more
 	 * dimensions and more than 256 distinct values that lossy_select
 	 * accepts (NULL: every such tensor). lossy_select gets the tensor's
 	 * name, dtype, ndim and shape and returns nonzero to take it. */

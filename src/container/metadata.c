@@ -103,8 +103,7 @@ static wc_err read_lossy(wc_container *c, uint32_t i, wc_tensor_info *t, unsigne
 	static const char *const want[] = {"f32", "bf16", "shuffle2"}; /* by wc_lossy_dtype */
 	const uint8_t dtype = r[0], axis = r[1];
 	const uint32_t ch = wc_get_u32(r + 4), group = wc_get_u16(r + 2);
-	if (dtype > WC_LOSSY_F16 || axis > 1 || (flags & WC_TT_SHARED) || (bits == 8) != (group == 0) ||
-	    group > WC_LOSSY_GROUP_MAX)
+	if (dtype > WC_LOSSY_F16 || axis > 1 || (flags & WC_TT_SHARED) || group > WC_LOSSY_GROUP_MAX)
 		return META_BAD("tensor %u: lossy dtype %u, axis %u, group %u for int%u, flags 0x%02x", i, dtype, axis,
 				group, bits, flags);
 	if (wc_tt_layout_of(plain, &t->plain_layout) || strcmp(wc_layout_name(t->plain_layout), want[dtype]))

@@ -501,8 +501,9 @@ static wc_err check_opts(const wc_pack_opts *o, packer *pk)
 			       WC_RANS_CHUNK_MIN, WC_RANS_CHUNK_MAX);
 	if (o->lossy_bits != 0 && o->lossy_bits != 8 && o->lossy_bits != 4)
 		return wc_fail(WC_E_INVAL, "lossy packing of %d bits: 0 (lossless), 8 (int8) or 4 (int4)", o->lossy_bits);
-	if (o->lossy_group > WC_LOSSY_GROUP_MAX || (o->lossy_group && o->lossy_bits != 4))
-		return wc_fail(WC_E_INVAL, "lossy group of %u: int4 only, at most %u", o->lossy_group, WC_LOSSY_GROUP_MAX);
+	if (o->lossy_group > WC_LOSSY_GROUP_MAX || (o->lossy_group && !o->lossy_bits))
+		return wc_fail(WC_E_INVAL, "lossy group of %u: with lossy packing, at most %u", o->lossy_group,
+			       WC_LOSSY_GROUP_MAX);
 	pk->threads = o->threads ? o->threads : wc_cpu_count();
 	if (pk->threads > 1024)
 		pk->threads = 1024;

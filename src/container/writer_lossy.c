@@ -55,7 +55,7 @@ void *wc_pk_lossy_worker(void *arg)
 		if (!t->lossy)
 			continue;
 		const wc_st_tensor *st = t->st;
-		const uint32_t group = pk->opts->lossy_bits == 8 ? 0 : pk->opts->lossy_group ? pk->opts->lossy_group : 128;
+		const uint32_t group = pk->opts->lossy_group ? pk->opts->lossy_group : pk->opts->lossy_bits == 8 ? 0 : 128;
 		t->codes = malloc(t->nbytes);
 		t->scales = malloc(wc_lossy_scales_room(st->shape, st->ndim, group) * sizeof *t->scales);
 		if (!t->codes || !t->scales) {
