@@ -5,7 +5,8 @@
 # WCODEC_PLUGIN_DIR instead.
 WCODEC_PY = python/wcodec/__init__.py python/wcodec/_lib.py python/wcodec/_file.py \
 	python/wcodec/_safe_open.py python/wcodec/numpy.py python/wcodec/torch.py \
-	python/wcodec/transformers.py python/wcodec/images.py python/wcodec/torch_images.py
+	python/wcodec/transformers.py python/wcodec/images.py python/wcodec/torch_images.py \
+	python/wcodec/packed.py
 EXTRA_DIST += $(WCODEC_PY)
 
 if HAVE_PYTHON

@@ -329,6 +329,48 @@ class TorchLoader(Base):
             with wpt.safe_open(packed, framework="pt") as f:
                 f.get_codes("no such tensor")
 
+    def test_pack_module_gives_the_same_outputs(self):
+        """pack_module keeps a tiny model's weights packed (tied embedding
+        and output weights packed once) and its outputs stay bit for bit
+        those of the plain model, call after call; the parameters it
+        packed hold nothing between calls; close() removes its file."""
+        torch.manual_seed(0)
+
+        class Tiny(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = torch.nn.Embedding(300, 64)
+                self.up = torch.nn.Linear(64, 256)
+                self.down = torch.nn.Linear(256, 64, bias=False)
+                self.norm = torch.nn.LayerNorm(64)
+                self.head = torch.nn.Linear(64, 300, bias=False)
+                self.head.weight = self.emb.weight  # tied
+
+            def forward(self, ids):
+                x = self.emb(ids)
+                x = x + self.down(torch.nn.functional.gelu(self.up(x)))
+                return self.head(self.norm(x))
+
+        for dtype in (torch.float32, torch.bfloat16):
+            model = Tiny().to(dtype).eval()
+            ids = torch.randint(0, 300, (3, 17))
+            with torch.no_grad():
+                want = model(ids)
+            packed = wpt.pack_module(model)
+            self.assertEqual(packed.names, ["down.weight", "emb.weight", "up.weight"])
+            self.assertEqual(model.up.weight.numel(), 0)
+            self.assertEqual(model.head.weight.numel(), 0)
+            self.assertEqual(packed.original_bytes, (300 * 64 + 64 * 256 * 2) * (4 if dtype == torch.float32 else 2))
+            with torch.no_grad():
+                for _ in range(2):
+                    got = model(ids)
+                    self.assertTrue(torch.equal(got, want), dtype)
+                    self.assertEqual(model.down.weight.numel(), 0)  # dropped after the call
+            path = packed.path
+            self.assertTrue(os.path.exists(path))
+            packed.close()
+            self.assertFalse(os.path.exists(path))
+
     def test_unsupported_dtypes_raise_type_error(self):
         missing = [v[0] for v in self.ref.values() if v[0] not in {d for d, _, _ in self.supported().values()}]
         for dtype in missing:

@@ -20,7 +20,8 @@ from . import _safe_open
 from ._file import TensorFile, open_checkpoint_dir
 from .torch_images import QVQDataset, QVQLoader, load_images
 
-__all__ = ["load_file", "safe_open", "load_checkpoint", "load", "load_images", "QVQDataset", "QVQLoader"]
+__all__ = ["load_file", "safe_open", "load_checkpoint", "load", "load_images", "QVQDataset", "QVQLoader",
+           "pack_module", "PackedModule"]
 
 _DTYPES = {
     "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16", "F16": "float16",
@@ -131,3 +132,6 @@ def safe_open(filename, framework="pt", device="cpu"):
     if framework not in ("pt", "torch"):
         raise ValueError(f"framework {framework!r}: wcodec supports 'pt' and 'np'")
     return _safe_open.SafeOpen(_FW, filename, device)
+
+
+from .packed import PackedModule, pack_module  # noqa: E402  (packed.py imports this module's framework)
