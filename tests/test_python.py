@@ -371,6 +371,47 @@ class TorchLoader(Base):
             packed.close()
             self.assertFalse(os.path.exists(path))
 
+    def test_pack_module_blocks_decoded_ahead(self):
+        """With blocks, each block's weights are decoded in one call and
+        the next one's while it runs: at most two at once, the outputs
+        those of the plain model."""
+        torch.manual_seed(1)
+
+        class Block(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a, self.b = torch.nn.Linear(48, 96), torch.nn.Linear(96, 48)
+
+            def forward(self, x):
+                return x + self.b(torch.relu(self.a(x)))
+
+        class Stack(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = torch.nn.Embedding(50, 48)
+                self.layers = torch.nn.ModuleList(Block() for _ in range(5))
+                self.out = torch.nn.Linear(48, 50)
+
+            def forward(self, ids):
+                x = self.emb(ids)
+                for blk in self.layers:
+                    x = blk(x)
+                return self.out(x)
+
+        model = Stack().eval()
+        ids = torch.randint(0, 50, (2, 9))
+        with torch.no_grad():
+            want = model(ids)
+        packed = wpt.pack_module(model, blocks=model.layers)
+        with torch.no_grad():
+            for _ in range(2):
+                self.assertTrue(torch.equal(model(ids), want))
+        self.assertEqual(packed.max_live, 2)
+        self.assertEqual(model.layers[3].a.weight.numel(), 0)
+        packed.close()
+        with self.assertRaises(ValueError):
+            wpt.pack_module(Stack(), blocks=[model.layers[0], model.layers[0]])
+
     def test_unsupported_dtypes_raise_type_error(self):
         missing = [v[0] for v in self.ref.values() if v[0] not in {d for d, _, _ in self.supported().values()}]
         for dtype in missing:

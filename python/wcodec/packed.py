@@ -15,6 +15,7 @@ that call (torch's caching allocator reuses the memory). Packing is
 lossless (docs/FORMAT.md), so every decoded weight equals the original
 byte for byte.
 """
+import concurrent.futures as _futures
 import ctypes
 import json
 import os
@@ -70,41 +71,72 @@ def _pack(src, dst, threads=0):
 class PackedModule:
     """The packed state of a model (pack_module's result): path (the
     .wcodec file), names (the packed parameters), packed_bytes and
-    original_bytes (of those parameters). close() removes the hooks and,
-    if pack_module made it, the file; the model is unusable after."""
+    original_bytes (of those parameters), max_live (the most units, blocks
+    or lone modules, whose weights were decoded at once). close() removes
+    the hooks and, if pack_module made it, the file; the model is unusable
+    after."""
 
-    def __init__(self, model, path, owned_dir, entries):
+    def __init__(self, model, path, owned_dir, units, blocks=()):
         self.model, self.path, self._dir = model, path, owned_dir
         self.file = TensorFile(path)
         from .torch import _TorchFramework
         self._fw = _TorchFramework()
-        self.names = sorted({name for _, _, name, _ in entries})
+        self.names = sorted({name for _, entries in units for _, _, name, _ in entries})
         self.original_bytes = sum(self.file.info(n).nbytes for n in self.names)
         self.packed_bytes = os.path.getsize(path)  # the whole file: payloads, index, header
-        self._by_module = {}
-        for mod, attr, name, dev in entries:
-            self._by_module.setdefault(mod, []).append((attr, name, dev))
+        self._units = {root: entries for root, entries in units}
+        # each block's successor, decoded ahead while the block runs
+        roots = [b for b in blocks if b in self._units]
+        self._next = {a: b for a, b in zip(roots, roots[1:])}
+        self._pending, self._live, self.max_live = {}, 0, 0
+        self._pool = _futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="wcodec-packed")
         self._hooks = []
-        for mod in self._by_module:
-            self._hooks.append(mod.register_forward_pre_hook(self._before))
-            self._hooks.append(mod.register_forward_hook(self._after))
+        for root in self._units:
+            self._hooks.append(root.register_forward_pre_hook(self._before))
+            self._hooks.append(root.register_forward_hook(self._after))
 
-    def _before(self, mod, args):
-        for attr, name, dev in self._by_module[mod]:
+    def _decode(self, root):
+        """The unit's weights: [(module, attr, tensor)], in one loader call
+        per device (its tiles decoded in parallel)."""
+        out, by_dev = [], {}
+        for mod, attr, name, dev in self._units[root]:
             info = self.file.info(name)
             d = self._fw.device(dev)
             t = self._fw.empty(info, info.shape, d)
-            _safe_open._read(self._fw, [self.file], [(0, info.begin, info.nbytes, t)], d)
-            mod._parameters[attr] = _torch.nn.Parameter(t, requires_grad=False)
+            out.append((mod, attr, t))
+            by_dev.setdefault(d, []).append((0, info.begin, info.nbytes, t))
+        for d, items in by_dev.items():
+            _safe_open._read(self._fw, [self.file], items, d)
+        return out
 
-    def _after(self, mod, args, out):
-        for attr, name, dev in self._by_module[mod]:
+    def _count(self, k):
+        self._live += k
+        self.max_live = max(self.max_live, self._live + len(self._pending))
+
+    def _before(self, root, args):
+        f = self._pending.pop(root, None)
+        got = f.result() if f is not None else self._decode(root)
+        self._count(1)
+        for mod, attr, t in got:
+            mod._parameters[attr] = _torch.nn.Parameter(t, requires_grad=False)
+        nxt = self._next.get(root)
+        if nxt is not None and nxt not in self._pending:
+            self._pending[nxt] = self._pool.submit(self._decode, nxt)
+            self._count(0)
+
+    def _after(self, root, args, out):
+        for mod, attr, name, dev in self._units[root]:
             mod._parameters[attr] = _placeholder(self.file.info(name), dev)
+        self._count(-1)
 
     def close(self):
         for h in self._hooks:
             h.remove()
         self._hooks = []
+        if getattr(self, "_pool", None) is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        self._pending = {}
         if getattr(self, "file", None) is not None:
             self.file.close()
             self.file = None
@@ -124,19 +156,31 @@ def _placeholder(info, dev):
     return _torch.nn.Parameter(_torch.empty(0, dtype=torch_dtype(info.dtype), device=dev), requires_grad=False)
 
 
-def pack_module(model, path=None, min_bytes=1 << 16, threads=0):
+def pack_module(model, path=None, min_bytes=1 << 16, threads=0, blocks=None):
     """Keep model's large weights packed: the weight of every nn.Linear and
     nn.Embedding and every other parameter of at least min_bytes bytes is
     packed losslessly into the .wcodec file `path` (default: a temporary
     file removed by close()) and replaced in its module by an empty
     placeholder; a forward pre-hook decodes it (every CPU, or the CUDA
     plugin for a parameter on a GPU) into a new tensor on its device before
-    the module runs, and a forward hook drops it after. A parameter shared
-    by several modules (tied weights) is packed once. For inference: the
-    packed parameters do not train (requires_grad False), and the model's
-    state_dict holds the placeholders. Returns a PackedModule. Errors:
-    WcodecError (packing, or a damaged file when a module runs), TypeError
-    (a dtype the packer does not take)."""
+    the module runs, and a forward hook drops it after. blocks: modules of
+    the model run in this order (a transformer's layers, say): each one's
+    weights are decoded together in one loader call before it runs, and the
+    next block's on a background thread while it runs, so that at most two
+    blocks' weights are decoded at once; weights outside blocks are decoded
+    per module. A parameter shared by several modules (tied weights) is
+    packed once. For inference: the packed parameters do not train
+    (requires_grad False), and the model's state_dict holds the
+    placeholders. Returns a PackedModule. Errors: WcodecError (packing, or a
+    damaged file when a module runs), TypeError (a dtype the packer does
+    not take), ValueError (a block given twice or inside another)."""
+    blocks = list(blocks or ())
+    owner = {}  # module -> its block
+    for b in blocks:
+        for m in b.modules():
+            if m in owner:
+                raise ValueError("a block is given twice, or lies inside another")
+            owner[m] = b
     seen, tensors, entries = {}, [], []
     for mname, mod in model.named_modules():
         for attr, p in list(mod.named_parameters(recurse=False)):
@@ -168,7 +212,12 @@ def pack_module(model, path=None, min_bytes=1 << 16, threads=0):
         if os.path.exists(src):
             os.remove(src)
     del tensors
-    packed = PackedModule(model, os.fspath(path), owned, entries)
+    units = {}
+    for e in entries:
+        units.setdefault(owner.get(e[0], e[0]), []).append(e)
+    lone = [(r, es) for r, es in units.items() if r not in owner]  # modules outside every block
+    packed = PackedModule(model, os.fspath(path), owned, [(b, units[b]) for b in blocks if b in units] + lone,
+                          blocks)
     for mod, attr, name, dev in entries:
         mod._parameters[attr] = _placeholder(packed.file.info(name), dev)
     return packed
