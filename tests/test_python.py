@@ -371,6 +371,54 @@ class TorchLoader(Base):
             packed.close()
             self.assertFalse(os.path.exists(path))
 
+    def test_load_packed_attaches_a_packed_checkpoint(self):
+        """load_packed puts a packed checkpoint's weights into a model built
+        apart (its tied output layer found under the embedding's name): the
+        same outputs as the model the checkpoint came from, large weights
+        left packed, small ones loaded; a missing or misshapen tensor is
+        refused."""
+        from wcodec.packed import _write_safetensors
+
+        class Tiny(torch.nn.Module):
+            def __init__(self, out=300):
+                super().__init__()
+                self.emb = torch.nn.Embedding(300, 64)
+                self.up = torch.nn.Linear(64, 256)
+                self.norm = torch.nn.LayerNorm(64)
+                self.head = torch.nn.Linear(64, out, bias=False)
+                if out == 300:
+                    self.head.weight = self.emb.weight
+
+            def forward(self, ids):
+                x = self.emb(ids)
+                return self.head(self.norm(self.up(x)[..., :64] + x))
+
+        torch.manual_seed(2)
+        src = Tiny().eval()
+        ids = torch.randint(0, 300, (2, 11))
+        with torch.no_grad():
+            want = src(ids)
+        st = os.path.join(self.dir, "tiny.safetensors")
+        _write_safetensors(st, [(k, v.contiguous()) for k, v in src.state_dict().items() if k != "head.weight"])
+        packed_path = st[:-12] + ".wcodec"
+        pack(st, packed_path)
+        torch.manual_seed(3)
+        dst = Tiny().eval()
+        packed = wpt.load_packed(dst, packed_path)
+        self.assertEqual(packed.names, ["emb.weight", "up.weight"])
+        self.assertEqual(dst.up.weight.numel(), 0)
+        self.assertTrue(torch.equal(dst.norm.weight, src.norm.weight))
+        with torch.no_grad():
+            self.assertTrue(torch.equal(dst(ids), want))
+        packed.close()
+        self.assertTrue(os.path.exists(packed_path))  # not pack_module's own file
+        with self.assertRaises(KeyError):
+            wpt.load_packed(Tiny(out=299), packed_path)  # head.weight: no tensor, not tied
+        bad = Tiny()
+        bad.up = torch.nn.Linear(64, 128)
+        with self.assertRaises(ValueError):
+            wpt.load_packed(bad, packed_path)
+
     def test_pack_module_blocks_decoded_ahead(self):
         """With blocks, each block's weights are decoded in one call and
         the next one's while it runs: at most two at once, the outputs

@@ -28,7 +28,7 @@ import torch as _torch
 from . import _lib, _safe_open
 from ._file import TensorFile
 
-__all__ = ["pack_module", "PackedModule"]
+__all__ = ["pack_module", "load_packed", "PackedModule"]
 
 
 class _PackOpts(ctypes.Structure):
@@ -69,21 +69,23 @@ def _pack(src, dst, threads=0):
 
 
 class PackedModule:
-    """The packed state of a model (pack_module's result): path (the
-    .wcodec file), names (the packed parameters), packed_bytes and
-    original_bytes (of those parameters), max_live (the most units, blocks
-    or lone modules, whose weights were decoded at once). close() removes
-    the hooks and, if pack_module made it, the file; the model is unusable
-    after."""
+    """The packed state of a model (pack_module's and load_packed's
+    result): path (the .wcodec file or directory), names (the packed
+    parameters), packed_bytes (of the files) and original_bytes (of those
+    parameters), max_live (the most units, blocks or lone modules, whose
+    weights were decoded at once). close() removes the hooks and, if
+    pack_module made it, the file; the model is unusable after."""
 
-    def __init__(self, model, path, owned_dir, units, blocks=()):
-        self.model, self.path, self._dir = model, path, owned_dir
-        self.file = TensorFile(path)
+    def __init__(self, model, path, owned_dir, files, units, blocks=()):
+        """files: open TensorFiles; units: [(root module, [(module, attr,
+        name, device, file)])], file an index into files."""
+        self.model, self.path, self._dir, self.files = model, path, owned_dir, files
         from .torch import _TorchFramework
         self._fw = _TorchFramework()
-        self.names = sorted({name for _, entries in units for _, _, name, _ in entries})
-        self.original_bytes = sum(self.file.info(n).nbytes for n in self.names)
-        self.packed_bytes = os.path.getsize(path)  # the whole file: payloads, index, header
+        self.names = sorted({e[2] for _, entries in units for e in entries})
+        where = {e[2]: files[e[4]] for _, entries in units for e in entries}
+        self.original_bytes = sum(where[n].info(n).nbytes for n in self.names)
+        self.packed_bytes = sum(os.path.getsize(f.path) for f in files)  # payloads, index, header
         self._units = {root: entries for root, entries in units}
         # each block's successor, decoded ahead while the block runs
         roots = [b for b in blocks if b in self._units]
@@ -99,14 +101,14 @@ class PackedModule:
         """The unit's weights: [(module, attr, tensor)], in one loader call
         per device (its tiles decoded in parallel)."""
         out, by_dev = [], {}
-        for mod, attr, name, dev in self._units[root]:
-            info = self.file.info(name)
+        for mod, attr, name, dev, fi in self._units[root]:
+            info = self.files[fi].info(name)
             d = self._fw.device(dev)
             t = self._fw.empty(info, info.shape, d)
             out.append((mod, attr, t))
-            by_dev.setdefault(d, []).append((0, info.begin, info.nbytes, t))
+            by_dev.setdefault(d, []).append((fi, info.begin, info.nbytes, t))
         for d, items in by_dev.items():
-            _safe_open._read(self._fw, [self.file], items, d)
+            _safe_open._read(self._fw, self.files, items, d)
         return out
 
     def _count(self, k):
@@ -125,8 +127,8 @@ class PackedModule:
             self._count(0)
 
     def _after(self, root, args, out):
-        for mod, attr, name, dev in self._units[root]:
-            mod._parameters[attr] = _placeholder(self.file.info(name), dev)
+        for mod, attr, name, dev, fi in self._units[root]:
+            mod._parameters[attr] = _placeholder(self.files[fi].info(name), dev)
         self._count(-1)
 
     def close(self):
@@ -137,9 +139,9 @@ class PackedModule:
             self._pool.shutdown(wait=True)
             self._pool = None
         self._pending = {}
-        if getattr(self, "file", None) is not None:
-            self.file.close()
-            self.file = None
+        for f in getattr(self, "files", None) or ():
+            f.close()
+        self.files = []
         if self._dir:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
@@ -174,13 +176,7 @@ def pack_module(model, path=None, min_bytes=1 << 16, threads=0, blocks=None):
     placeholders. Returns a PackedModule. Errors: WcodecError (packing, or a
     damaged file when a module runs), TypeError (a dtype the packer does
     not take), ValueError (a block given twice or inside another)."""
-    blocks = list(blocks or ())
-    owner = {}  # module -> its block
-    for b in blocks:
-        for m in b.modules():
-            if m in owner:
-                raise ValueError("a block is given twice, or lies inside another")
-            owner[m] = b
+    blocks, owner = _blocks_of(blocks)
     seen, tensors, entries = {}, [], []
     for mname, mod in model.named_modules():
         for attr, p in list(mod.named_parameters(recurse=False)):
@@ -195,7 +191,7 @@ def pack_module(model, path=None, min_bytes=1 << 16, threads=0, blocks=None):
             if key not in seen:
                 seen[key] = f"{mname}.{attr}" if mname else attr
                 tensors.append((seen[key], p.detach().to("cpu").contiguous()))
-            entries.append((mod, attr, seen[key], p.device))
+            entries.append((mod, attr, seen[key], p.device, 0))
     owned = None
     if path is None:
         owned = tempfile.mkdtemp(prefix="wcodec-packed-")
@@ -212,12 +208,95 @@ def pack_module(model, path=None, min_bytes=1 << 16, threads=0, blocks=None):
         if os.path.exists(src):
             os.remove(src)
     del tensors
+    return _attach(model, os.fspath(path), owned, [TensorFile(path)], entries, blocks, owner)
+
+
+def _blocks_of(blocks):
+    """blocks as a list, and each module of them -> its block."""
+    blocks = list(blocks or ())
+    owner = {}
+    for b in blocks:
+        for m in b.modules():
+            if m in owner:
+                raise ValueError("a block is given twice, or lies inside another")
+            owner[m] = b
+    return blocks, owner
+
+
+def _attach(model, path, owned, files, entries, blocks, owner):
+    """Group entries into units (blocks, lone modules), hook them, and put
+    the placeholders in."""
     units = {}
     for e in entries:
         units.setdefault(owner.get(e[0], e[0]), []).append(e)
     lone = [(r, es) for r, es in units.items() if r not in owner]  # modules outside every block
-    packed = PackedModule(model, os.fspath(path), owned, [(b, units[b]) for b in blocks if b in units] + lone,
-                          blocks)
-    for mod, attr, name, dev in entries:
-        mod._parameters[attr] = _placeholder(packed.file.info(name), dev)
+    packed = PackedModule(model, path, owned, files, [(b, units[b]) for b in blocks if b in units] + lone, blocks)
+    for mod, attr, name, dev, fi in entries:
+        mod._parameters[attr] = _placeholder(files[fi].info(name), dev)
     return packed
+
+
+def load_packed(model, source, device="cpu", min_bytes=1 << 16, blocks=None):
+    """Attach a packed checkpoint to a model without unpacking it: source is
+    a .wcodec (or safetensors) file or a model directory (shards, an
+    *.safetensors.index.json honoured, as load_checkpoint). Each parameter
+    of the model is looked up by its name (a tied parameter by any of its
+    names); the weight of every nn.Linear and nn.Embedding and every other
+    parameter of at least min_bytes bytes stays packed and is decoded on
+    `device` around each call of its module (or block), as pack_module
+    does; the other parameters, and the buffers the checkpoint holds, are
+    loaded onto `device` now. Build the model on the CPU or the meta device
+    (buffers the checkpoint lacks keep the values the model gave them).
+    Returns a PackedModule. Errors: KeyError (a parameter the checkpoint
+    lacks), ValueError (shape or dtype differs; blocks as pack_module),
+    FileNotFoundError, WcodecError."""
+    from ._file import open_checkpoint_dir
+    from .torch import _TorchFramework, torch_dtype
+    blocks, owner = _blocks_of(blocks)
+    source = os.fspath(source)
+    paths = open_checkpoint_dir(source)[0] if os.path.isdir(source) else [source]
+    files = [TensorFile(p) for p in paths]
+    try:
+        at = {n: i for i, f in enumerate(files) for n in f.tensors}
+        names = {}
+        for mname, mod in model.named_modules():
+            for attr, p in list(mod.named_parameters(recurse=False)):
+                names.setdefault(id(p), []).append(f"{mname}.{attr}" if mname else attr)
+        fw, dev, entries, now = _TorchFramework(), _torch.device(device), [], []
+        d = fw.device(dev)
+        for mname, mod in model.named_modules():
+            for attr, p in list(mod.named_parameters(recurse=False)) + list(mod.named_buffers(recurse=False)):
+                full = f"{mname}.{attr}" if mname else attr
+                if attr in mod._buffers:
+                    if full in at:
+                        now.append((mod, attr, full, at[full], True))
+                    continue
+                name = next((n for n in names[id(p)] if n in at), None)
+                if name is None:
+                    raise KeyError(f"{source}: no tensor for parameter {full}")
+                info = files[at[name]].info(name)
+                if tuple(info.shape) != tuple(p.shape) or torch_dtype(info.dtype) != p.dtype:
+                    raise ValueError(f"{full}: {info.dtype} {tuple(info.shape)} in {source}, {p.dtype} "
+                                     f"{tuple(p.shape)} in the model")
+                big = info.nbytes >= min_bytes
+                if big or (attr == "weight" and isinstance(mod, (_torch.nn.Linear, _torch.nn.Embedding))):
+                    entries.append((mod, attr, name, dev, at[name]))
+                else:
+                    now.append((mod, attr, name, at[name], False))
+        items, made = [], []
+        for mod, attr, name, fi, buf in now:
+            info = files[fi].info(name)
+            t = fw.empty(info, info.shape, d)
+            items.append((fi, info.begin, info.nbytes, t))
+            made.append((mod, attr, t, buf))
+        _safe_open._read(fw, files, items, d)
+        for mod, attr, t, buf in made:
+            if buf:
+                mod._buffers[attr] = t
+            else:
+                mod._parameters[attr] = _torch.nn.Parameter(t, requires_grad=False)
+        return _attach(model, source, None, files, entries, blocks, owner)
+    except BaseException:
+        for f in files:
+            f.close()
+        raise
