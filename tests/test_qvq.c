@@ -915,6 +915,20 @@ START_TEST(resize_limits)
 	for (size_t i = 0; i < 3 * 2 * 3; i++)
 		ck_assert_uint_eq(out.rgb[i], px[i % 3]);
 	wc_image_free(&out);
+	/* A 1 x 14000 sliver cropped to 14000 x 1 (its other aspect) keeps one
+	 * row of a 14000-times enlargement: only the source rows it draws on
+	 * are resampled (all of them would be 2.35 GB; a fuzzer found it). */
+	wc_image tall = {.width = 1, .height = 14000, .rgb = malloc(14000 * 3)};
+	ck_assert_ptr_nonnull(tall.rgb);
+	for (size_t i = 0; i < 14000 * 3; i++)
+		tall.rgb[i] = (uint8_t)(i / 3 % 2 ? 200 : 40);
+	ck_assert_int_eq(wc_image_resize_crop(&tall, 14000, 1, &out), WC_OK);
+	ck_assert_uint_eq(out.width, 14000);
+	ck_assert_uint_eq(out.height, 1);
+	for (size_t i = 0; i < 14000 * 3; i++)
+		ck_assert(out.rgb[i] >= 40 && out.rgb[i] <= 200);
+	wc_image_free(&out);
+	wc_image_free(&tall);
 }
 END_TEST
 

@@ -87,19 +87,36 @@ wc_err wc_image_resize_crop(const wc_image *src, uint32_t w, uint32_t h, wc_imag
 	uint32_t x0 = (rw - w) / 2, y0 = (rh - h) / 2;
 	double scx = (double)rw / src->width, scy = (double)rh / src->height;
 	coeffs cx = {0}, cy = {0};
-	float *tmp = malloc((size_t)src->height * w * 3 * sizeof *tmp);
+	float *tmp = NULL;
 	uint8_t *dst = malloc((size_t)w * h * 3);
 	wc_err e = WC_OK;
-	if (!tmp || !dst || make_coeffs(src->width, scx, x0, w, &cx) ||
-	    make_coeffs(src->height, scy, y0, h, &cy)) {
+	if (!dst || make_coeffs(src->width, scx, x0, w, &cx) || make_coeffs(src->height, scy, y0, h, &cy)) {
 		e = wc_fail(WC_E_NOMEM, "resize: no memory");
 		free(dst);
 		goto out;
 	}
-	/* Horizontal pass: every source row -> w columns. */
-	for (uint32_t y = 0; y < src->height; y++) {
+	/* Only the source rows [r0, r1) the kept rows draw on are resampled:
+	 * a sliver enlarged to a wide crop keeps a few of its rows, not
+	 * src->height rows of w columns (gigabytes). */
+	uint32_t r0 = src->height, r1 = 0;
+	for (uint32_t y = 0; y < h; y++) {
+		uint32_t lo = (uint32_t)cy.start[y], hi = lo + (uint32_t)cy.ntaps;
+		r0 = lo < r0 ? lo : r0;
+		r1 = hi > r1 ? hi : r1;
+	}
+	if (r1 > src->height)
+		r1 = src->height;
+	if (r0 > r1)
+		r0 = r1;
+	if (!(tmp = malloc(((size_t)(r1 - r0) * w * 3 + 1) * sizeof *tmp))) {
+		e = wc_fail(WC_E_NOMEM, "resize: no memory");
+		free(dst);
+		goto out;
+	}
+	/* Horizontal pass: those source rows -> w columns. */
+	for (uint32_t y = r0; y < r1; y++) {
 		const uint8_t *row = src->rgb + (size_t)y * src->width * 3;
-		float *t = tmp + (size_t)y * w * 3;
+		float *t = tmp + (size_t)(y - r0) * w * 3;
 		for (uint32_t x = 0; x < w; x++) {
 			const float *wt = cx.w + (size_t)x * cx.ntaps;
 			int st = cx.start[x];
@@ -119,7 +136,7 @@ wc_err wc_image_resize_crop(const wc_image *src, uint32_t w, uint32_t h, wc_imag
 		for (uint32_t x = 0; x < w * 3; x++) {
 			float v = 0;
 			for (int k = 0; k < cy.ntaps && st + k < (int)src->height; k++)
-				v += wt[k] * tmp[(size_t)(st + k) * w * 3 + x];
+				v += wt[k] * tmp[(size_t)(st + k - (int)r0) * w * 3 + x];
 			long r = lroundf(v);
 			o[x] = (uint8_t)(r < 0 ? 0 : r > 255 ? 255 : r);
 		}
