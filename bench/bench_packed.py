@@ -71,31 +71,29 @@ def main():
     p.add_argument("--reps", type=int, default=5)
     a = p.parse_args()
     dt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[a.dtype]
-    torch.manual_seed(0)
-    model = Stack(a.layers, a.hidden, a.mlp)
-    with torch.no_grad():
-        for prm in model.parameters():
-            prm.normal_(0, 0.02)
-    model = model.to(dt).to(a.device).eval()
+
+    def build():  # the same weights each time
+        torch.manual_seed(0)
+        m = Stack(a.layers, a.hidden, a.mlp)
+        with torch.no_grad():
+            for prm in m.parameters():
+                prm.normal_(0, 0.02)
+        return m.to(dt).to(a.device).eval()
+
+    model = build()
     x = torch.randn(a.tokens, a.hidden, dtype=dt, device=a.device)
     sync = torch.cuda.synchronize if a.device.startswith("cuda") else (lambda: None)
     weights = sum(prm.numel() * prm.element_size() for prm in model.parameters())
     t_plain, want = timed(model, x, a.reps, sync)
     rows = [("plain", t_plain, weights)]
-    for name, blocks in (("packed, per module", None), ("packed, blocks decoded ahead", model.layers)):
-        packed = wpt.pack_module(model, blocks=blocks)
+    for name, in_blocks in (("packed, per module", False), ("packed, blocks decoded ahead", True)):
+        model = build()
+        packed = wpt.pack_module(model, blocks=model.layers if in_blocks else None)
         t, got = timed(model, x, a.reps, sync)
         assert torch.equal(got, want), name
-        per_block = weights // a.layers
-        held = per_block * (2 if blocks is not None else 1)  # decoded at once, at most
+        held = weights // a.layers * (packed.max_live if in_blocks else 1)  # decoded at once, at most
         rows.append((f"{name} (file {packed.packed_bytes / 1e6:.1f} MB)", t, held))
         packed.close()
-        torch.manual_seed(0)
-        model = Stack(a.layers, a.hidden, a.mlp)
-        with torch.no_grad():
-            for prm in model.parameters():
-                prm.normal_(0, 0.02)
-        model = model.to(dt).to(a.device).eval()
     print(f"{a.layers} blocks, hidden {a.hidden}, MLP {a.mlp}, {a.dtype}, {weights / 1e6:.1f} MB of weights; "
           f"{a.tokens} tokens on {a.device}, {os.cpu_count()} CPUs")
     print("| model | ms per forward | weights decoded and held at most |\n|---|---:|---:|")

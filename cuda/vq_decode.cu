@@ -381,18 +381,16 @@ extern "C" wc_err wcc_vq_place(wcc_vq *vq, wc_tile_job *jobs, size_t n, const wc
 	wc_tile_job *shadow = (wc_tile_job *)calloc(n ? n : 1, sizeof *shadow);
 	uint8_t **dev_idx = (uint8_t **)calloc(n ? n : 1, sizeof *dev_idx);
 	const uint8_t **dcb = (const uint8_t **)calloc(n ? n : 1, sizeof *dcb);
-	wcc_vq_image *desc = (wcc_vq_image *)calloc(ndst ? ndst : 1, sizeof *desc);
-	if (!shadow || !dev_idx || !dcb || !desc) {
+	if (!shadow || !dev_idx || !dcb) {
 		free(shadow);
 		free(dev_idx);
 		free(dcb);
-		free(desc);
 		return wc_fail(WC_E_NOMEM, "cuda vq: no memory");
 	}
 	size_t idx_total = 0;
 	for (size_t a = 0; a < n; a++)
 		idx_total += A16((size_t)wc_qvq_job_of(&jobs[a])->nindices * wc_qvq_job_of(&jobs[a])->index_bytes);
-	size_t desc_bytes = A16(ndst * sizeof *desc), status_bytes = A16(n * 4);
+	size_t desc_bytes = A16(ndst * sizeof(wcc_vq_image)), status_bytes = A16(n * 4);
 	vq_slot *s = slot_take(vq);
 	cudaError_t ce = cudaSetDevice(vq->gpu);
 	if (ce == cudaSuccess && grow_slot(s, idx_total + desc_bytes + status_bytes, status_bytes + desc_bytes))
@@ -401,7 +399,8 @@ extern "C" wc_err wcc_vq_place(wcc_vq *vq, wc_tile_job *jobs, size_t n, const wc
 	wcc_vq_image *d_desc = (wcc_vq_image *)(d_idx + idx_total);
 	uint32_t *d_status = (uint32_t *)((uint8_t *)d_desc + desc_bytes);
 	uint32_t *h_status = (uint32_t *)s->h_buf;
-	wcc_vq_image *h_desc = (wcc_vq_image *)(s->h_buf + status_bytes); /* page-locked: copied async */
+	/* the descriptors are written straight into page-locked memory, copied async */
+	wcc_vq_image *h_desc = (wcc_vq_image *)(s->h_buf + status_bytes);
 	wc_err ret = WC_OK;
 
 	/* Step 1: every job's index array, by the plane pipeline, into the slot. */
@@ -447,7 +446,7 @@ extern "C" wc_err wcc_vq_place(wcc_vq *vq, wc_tile_job *jobs, size_t n, const wc
 				po += wc_qvq_patches(q->dims[2 * i], q->dims[2 * i + 1], q->patch_w, q->patch_h);
 			uint32_t w = q->dims[2 * dsts[d].image], h = q->dims[2 * dsts[d].image + 1];
 			uint64_t np = wc_qvq_patches(w, h, q->patch_w, q->patch_h);
-			wcc_vq_image *di = &desc[nd++];
+			wcc_vq_image *di = &h_desc[nd++];
 			memset(di, 0, sizeof *di);
 			di->idx = dev_idx[dsts[d].job] + po * q->index_bytes;
 			di->out = (uint8_t *)dsts[d].device_dst;
@@ -472,10 +471,8 @@ extern "C" wc_err wcc_vq_place(wcc_vq *vq, wc_tile_job *jobs, size_t n, const wc
 			ce = cudaEventRecord(s->after, (cudaStream_t)stream);
 		if (ce == cudaSuccess)
 			ce = cudaStreamWaitEvent(s->stream, s->after, 0);
-		if (ce == cudaSuccess && nd) {
-			memcpy(h_desc, desc, nd * sizeof *desc);
-			ce = cudaMemcpyAsync(d_desc, h_desc, nd * sizeof *desc, cudaMemcpyHostToDevice, s->stream);
-		}
+		if (ce == cudaSuccess && nd)
+			ce = cudaMemcpyAsync(d_desc, h_desc, nd * sizeof *h_desc, cudaMemcpyHostToDevice, s->stream);
 		if (ce == cudaSuccess)
 			ce = cudaMemsetAsync(d_status, 0, n * 4, s->stream);
 		if (ce == cudaSuccess && nd)
@@ -498,7 +495,6 @@ out:
 	free(shadow);
 	free(dev_idx);
 	free(dcb);
-	free(desc);
 	return ret;
 }
 

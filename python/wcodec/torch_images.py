@@ -73,39 +73,31 @@ def _decode(s, idx, pad, dev, chw, affine=None):
     written by the GPU in the same pass, when it writes one tensor (the
     images share a size; otherwise uint8, for _finish to convert)."""
     lay = "CHW" if chw else "HWC"
-    if dev.type == "cuda" and s.backend == "cuda":
-        stream = _torch.cuda.current_stream(dev).cuda_stream
+    sizes = s.sizes[idx]
+    same = len(idx) == 0 or bool((sizes == sizes[0]).all())
+    gpu = dev.type == "cuda" and s.backend == "cuda"
+    fused = gpu and affine is not None and same and len(idx) > 0
+    dtype = _torch.float32 if fused else _torch.uint8
+    where = {"device": dev} if gpu else {"pin_memory": dev.type == "cuda"}
 
-        def new(shape, zero):
-            return (_torch.zeros if zero else _torch.empty)(shape, dtype=_torch.uint8, device=dev)
+    def new(shape, zero):
+        return (_torch.zeros if zero else _torch.empty)(shape, dtype=dtype, **where)
+
+    if gpu:
+        stream = _torch.cuda.current_stream(dev).cuda_stream
+        kw = {"scale": affine[0].tolist(), "bias": affine[1].tolist()} if fused else {}
 
         def read(indices, addresses):
-            s.read_into_device(indices, addresses, lay, stream)
-
-        sizes = s.sizes[idx]
-        if affine is not None and len(idx) and bool((sizes == sizes[0]).all()):
-            h, w = int(sizes[0][0]), int(sizes[0][1])
-            out = _torch.empty((len(idx), 3, h, w) if chw else (len(idx), h, w, 3), dtype=_torch.float32,
-                               device=dev)
-            base, step = out.data_ptr(), h * w * 3 * 4
-            s.read_into_device(idx, [base + k * step for k in range(len(idx))], lay, stream,
-                               scale=affine[0].tolist(), bias=affine[1].tolist())
-            return out
+            s.read_into_device(indices, addresses, lay, stream, **kw)
     else:
-        pin = dev.type == "cuda"
-
-        def new(shape, zero):
-            return (_torch.zeros if zero else _torch.empty)(shape, dtype=_torch.uint8, pin_memory=pin)
-
         def read(indices, addresses):
             s.read_into(indices, addresses, lay)
 
     c = s.channels
-    sizes = s.sizes[idx]
-    if len(idx) == 0 or bool((sizes == sizes[0]).all()):
+    if same:
         h, w = (int(sizes[0][0]), int(sizes[0][1])) if len(idx) else (0, 0)
         out = new((len(idx), c, h, w) if chw else (len(idx), h, w, c), False)
-        base, step = out.data_ptr(), h * w * c
+        base, step = out.data_ptr(), h * w * c * out.element_size()
         read(idx, [base + k * step for k in range(len(idx))])
         return out
     one = [new((c, int(h), int(w)) if chw else (int(h), int(w), c), False) for h, w in sizes]

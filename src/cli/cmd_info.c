@@ -37,6 +37,7 @@ typedef struct tensor_sum {
 	double bound; /* bytes: sum over planes of entropy * elements / 8 (+ dictionary) */
 	double plain_bound;
 	uint64_t dict_bytes;
+	double bits_per_weight; /* lossy tensors: coded bits (scales included) per element */
 } tensor_sum;
 
 /* Whole-file facts both reports print. */
@@ -82,6 +83,8 @@ static tensor_sum sum_tensor(const wc_container *c, const wc_tensor_info *t)
 	s.coded += s.dict_bytes;
 	s.bound += (double)s.dict_bytes;
 	s.plain_coded = t->lossy ? 0 : s.coded;
+	if (t->lossy)
+		s.bits_per_weight = 8.0 * (double)s.coded / (double)n;
 	return s;
 }
 
@@ -184,7 +187,7 @@ static int info_text(const char *path, const wc_container *c, const dtype_sum *d
 			       "mean %.3g, relative Frobenius %.3g)", t->lossy_channels, t->lossy_axis ? "last" : "first",
 			       t->lossy_group ? t->lossy_group : (unsigned)((t->end - t->begin) / t->plain_layout.elem_size /
 									     t->lossy_channels),
-			       8.0 * (double)s.coded / (double)(s.bytes / t->plain_layout.elem_size), t->lossy_snr_db,
+			       s.bits_per_weight, t->lossy_snr_db,
 			       t->lossy_max_abs_err, t->lossy_mean_abs_err, t->lossy_rel_frobenius);
 		printf("\n");
 	}
@@ -229,7 +232,7 @@ static int info_json(const char *path, const wc_container *c, const dtype_sum *d
 						      layout_name(t), "channels", (int)t->lossy_channels, "group",
 						      (int)t->lossy_group, "axis",
 						      t->lossy_axis ? "last" : "first", "bits_per_weight",
-						      8.0 * (double)s.coded / (double)(s.bytes / t->plain_layout.elem_size),
+						      s.bits_per_weight,
 						      "snr_db", t->lossy_snr_db, "max_abs_err", t->lossy_max_abs_err,
 						      "mean_abs_err", t->lossy_mean_abs_err, "rel_frobenius",
 						      t->lossy_rel_frobenius));

@@ -272,13 +272,16 @@ wc_err wc_lossy_quantize(const uint8_t *in, wc_lossy_dtype dt, const uint64_t *s
 		wc_lossy_params p1 = p0;
 		p1.axis = 1;
 		p1.channels = (uint32_t)C1;
-		double e0 = choose(x, &p0, qmax, scales, err, amax), e1 = INFINITY;
-		if (last)
-			e1 = choose(x, &p1, qmax, s1, err, amax);
-		*p = p0;
-		if (last == 1 || (last < 0 && e1 < e0)) {
-			memcpy(scales, s1, wc_lossy_nscales(&p1) * sizeof *scales);
+		if (last == 1) { /* the only axis that qualifies: no trial of the other */
+			choose(x, &p1, qmax, scales, err, amax);
 			*p = p1;
+		} else {
+			double e0 = choose(x, &p0, qmax, scales, err, amax);
+			*p = p0;
+			if (last < 0 && choose(x, &p1, qmax, s1, err, amax) < e0) {
+				memcpy(scales, s1, wc_lossy_nscales(&p1) * sizeof *scales);
+				*p = p1;
+			}
 		}
 		double sig = 0, d2 = 0, dabs = 0, dmax = 0;
 		chan_walk w = walk_at(p, 0);

@@ -6,6 +6,7 @@
 #include "codec/lossy.h"
 #include "codec/tile_codec.h"
 #include "container/container_impl.h"
+#include "container/lossy_job.h"
 #include "core/hash.h"
 
 wc_err wc_container_lossy_desc(const wc_container *c, uint32_t i, wc_lossy_desc *out)
@@ -33,14 +34,11 @@ wc_err wc_container_lossy_codes(const wc_container *c, uint32_t i, int8_t *codes
 	uint32_t cap = 0;
 	if (!values)
 		return wc_fail(WC_E_NOMEM, "out of memory for a tile");
-	const wc_lossy_params p = {.dtype = (uint8_t)(w == 4 ? WC_LOSSY_F32 : t->plain_layout.kind == WC_LAYOUT_BF16
-								      ? WC_LOSSY_BF16 : WC_LOSSY_F16),
-				   .bits = (uint8_t)d.bits, .axis = (uint8_t)d.axis, .channels = d.channels,
-				   .group = d.group, .elems = d.elems, .scales = t->lossy_scales};
-	uint64_t at = 0;
 	for (uint32_t k = 0; k < t->ntiles && !e; k++) {
 		const uint32_t ti = t->first_tile + k;
 		const wc_tile_info *x = &c->tiles[ti];
+		const wc_lossy_job *lj = &c->lossy_jobs[ti]; /* the tensor's parameters, the tile's first element */
+		const uint64_t at = lj->first;
 		const size_t n = x->dsize / w;
 		if (x->csize > cap) {
 			uint8_t *b = realloc(payload, x->csize);
@@ -63,10 +61,9 @@ wc_err wc_container_lossy_codes(const wc_container *c, uint32_t i, int8_t *codes
 			break;
 		}
 		/* the codes are returned only if they decode to the file's bytes */
-		wc_lossy_dequant(&p, codes + at, at, n, values);
+		wc_lossy_dequant(&lj->p, codes + at, at, n, values);
 		if (wc_xxh3_64(values, x->dsize) != x->dhash)
 			e = wc_fail(WC_E_CORRUPT, "tile %u: its codes do not decode to the bytes its checksum names", ti);
-		at += n;
 	}
 	if (!e)
 		memcpy(scales, t->lossy_scales, d.nscales * sizeof *scales);

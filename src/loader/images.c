@@ -43,9 +43,9 @@ typedef struct batch_buf {
 struct wc_image_set {
 	wc_qvq *q;
 	wc_backend *be;
-	wc_threadpool *readers; /* payload reads of a batch, in parallel */
+	wc_threadpool *readers; /* payload reads of a batch, in parallel; started by the first decode */
 	char *path;
-	pthread_mutex_t lock; /* the free buffers */
+	pthread_mutex_t lock; /* the free buffers, starting the readers */
 	batch_buf *free;
 	unsigned nfree;
 };
@@ -152,10 +152,6 @@ wc_err wc_image_set_open(const char *path, const char *backend, unsigned threads
 		e = wc_qvq_open(path, &s->q);
 	if (!e)
 		e = wc_backend_create(name, &bo, &s->be);
-	if (!e) {
-		unsigned cpus = wc_cpu_count();
-		e = wc_threadpool_create((cpus < READ_THREADS ? cpus : READ_THREADS) - 1, &s->readers);
-	}
 	if (e) {
 		wc_image_set_close(s);
 		return e;
@@ -409,11 +405,28 @@ static wc_err batches(decode_call *d, size_t n, bool run, size_t *max_tiles, siz
 	return WC_OK;
 }
 
+/* Start the payload readers on first use: a set opened for its labels and
+ * names, or one in each DataLoader worker, starts no threads for nothing. */
+static wc_err start_readers(wc_image_set *s)
+{
+	wc_err e = WC_OK;
+	pthread_mutex_lock(&s->lock);
+	if (!s->readers) {
+		unsigned cpus = wc_cpu_count();
+		e = wc_threadpool_create((cpus < READ_THREADS ? cpus : READ_THREADS) - 1, &s->readers);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return e;
+}
+
 static wc_err decode_images(decode_call d, const uint32_t *idx, size_t n)
 {
 	wc_image_set *s = d.s;
 	if (n == 0)
 		return WC_OK;
+	wc_err e0 = start_readers(s);
+	if (e0)
+		return e0;
 	if (d.layout != WC_IMAGE_HWC && d.layout != WC_IMAGE_CHW)
 		return wc_fail(WC_E_INVAL, "image layout %d", (int)d.layout);
 	const uint32_t count = wc_qvq_nimages(s->q);
