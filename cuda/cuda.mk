@@ -4,9 +4,10 @@
 
 CUDA_DIST = cuda/wcc_kernels.cu cuda/wcc_kernels.h cuda/wcc_device.c cuda/wcc_device.h \
 	cuda/wcc_lane.c cuda/wcc_copy.c cuda/wcc_pinned.c cuda/wcc_impl.h \
-	cuda/plugin.c cuda/direct.c cuda/loader.c cuda/wcodec_cuda.h \
+	cuda/plugin.c cuda/direct.c cuda/loader.c cuda/resident.c cuda/resident_plan.c cuda/resident_impl.h \
+	cuda/wcodec_cuda.h \
 	cuda/vq_gather.cu cuda/vq_gather.h cuda/vq_decode.cu cuda/vq_nearest.cu cuda/vq_nearest.h \
-	tests/test_cuda.c
+	tests/test_cuda.c tests/test_cuda_resident.c
 EXTRA_DIST += $(CUDA_DIST)
 
 if HAVE_CUDA
@@ -41,7 +42,8 @@ pkglib_LTLIBRARIES += cuda/wcodec-cuda.la
 # reads, hashing, the thread pool) are compiled in,
 # hidden, so it loads beside libwcodec.so alone (Python) as well as into a
 # program that holds the library's code itself.
-cuda_wcodec_cuda_la_SOURCES = cuda/plugin.c cuda/direct.c cuda/loader.c cuda/wcc_device.c \
+cuda_wcodec_cuda_la_SOURCES = cuda/plugin.c cuda/direct.c cuda/loader.c cuda/resident.c cuda/resident_plan.c \
+	cuda/resident_impl.h cuda/wcc_device.c \
 	cuda/wcc_lane.c cuda/wcc_copy.c cuda/wcc_pinned.c cuda/wcc_impl.h \
 	cuda/wcc_device.h cuda/wcc_kernels.h cuda/wcodec_cuda.h \
 	src/core/limits.c src/core/fileio.c src/core/hash.c src/core/hash_avx2.c src/core/cpu.c \
@@ -61,5 +63,12 @@ tests_test_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_cuda_CFLAGS = $(TEST_CFLAGS)
 tests_test_cuda_LDADD = $(TEST_LIBS) -lcudart -ldl
 tests_test_cuda_LDFLAGS = $(AM_LDFLAGS) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR)
+check_PROGRAMS += tests/test_cuda_resident
+TESTS += tests/test_cuda_resident
+tests_test_cuda_resident_SOURCES = tests/test_cuda_resident.c tests/st_builder.c tests/st_builder.h
+tests_test_cuda_resident_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_test_cuda_resident_CFLAGS = $(TEST_CFLAGS)
+tests_test_cuda_resident_LDADD = $(TEST_LIBS) -lcudart -ldl
+tests_test_cuda_resident_LDFLAGS = $(AM_LDFLAGS) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR)
 
 endif

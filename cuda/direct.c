@@ -3,7 +3,6 @@
  * (wcodec_cuda.h): whole tensors go through the pipelined loader
  * (loader.c); job lists through the batch pipeline with device targets.
  */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,25 +10,13 @@
 #include "wcodec_cuda.h"
 
 #define EXPORT __attribute__((visibility("default")))
-#define MAX_GPUS 64
-
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static wcc_ctx *g_ctx[MAX_GPUS];
+static wcc_ctx *g_ctx[WCC_MAX_GPUS];
 
 /* The process-wide context of a GPU, created on first use. */
 static wc_err get_ctx(int gpu, wcc_ctx **out)
 {
-	if (gpu < 0 || gpu >= MAX_GPUS)
-		return wc_fail(WC_E_BACKEND, "cuda: GPU ordinal %d out of range", gpu);
-	wc_err e = WC_OK;
-	pthread_mutex_lock(&g_mu);
-	if (!g_ctx[gpu]) {
-		wcc_ctx_opts o = { .gpu = gpu, .memory_limit = 0, .lanes = 3, .host_threads = 3 };
-		e = wcc_ctx_create(&o, &g_ctx[gpu]);
-	}
-	*out = g_ctx[gpu];
-	pthread_mutex_unlock(&g_mu);
-	return e;
+	wcc_ctx_opts o = { .gpu = gpu, .memory_limit = 0, .lanes = 3, .host_threads = 3 };
+	return wcc_ctx_once(g_ctx, &o, out);
 }
 
 EXPORT wc_err wcodec_cuda_decode_jobs(wc_tile_job *jobs, size_t n, void *const *device_dst, int gpu)

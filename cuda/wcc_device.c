@@ -163,6 +163,20 @@ wc_err wcc_ctx_create(const wcc_ctx_opts *opts, wcc_ctx **out)
 	return WC_OK;
 }
 
+wc_err wcc_ctx_once(wcc_ctx **slots, const wcc_ctx_opts *o, wcc_ctx **out)
+{
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	if (o->gpu < 0 || o->gpu >= WCC_MAX_GPUS)
+		return wc_fail(WC_E_BACKEND, "cuda: GPU ordinal %d out of range", o->gpu);
+	wc_err e = WC_OK;
+	pthread_mutex_lock(&mu);
+	if (!slots[o->gpu])
+		e = wcc_ctx_create(o, &slots[o->gpu]);
+	*out = slots[o->gpu];
+	pthread_mutex_unlock(&mu);
+	return e;
+}
+
 void wcc_ctx_destroy(wcc_ctx *ctx)
 {
 	if (!ctx)

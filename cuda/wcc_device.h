@@ -52,6 +52,13 @@ typedef struct wcc_ctx_opts {
 wc_err wcc_ctx_create(const wcc_ctx_opts *opts, wcc_ctx **out);
 void wcc_ctx_destroy(wcc_ctx *ctx);
 
+/* Process-wide contexts, one per GPU and use: the context of GPU o->gpu in
+ * slots[] (WCC_MAX_GPUS entries, NULL until then), created with *o on
+ * first use and kept for the life of the process. Errors: WC_E_BACKEND (an
+ * ordinal out of range), those of wcc_ctx_create. */
+#define WCC_MAX_GPUS 64
+wc_err wcc_ctx_once(wcc_ctx **slots, const wcc_ctx_opts *o, wcc_ctx **out);
+
 /* Decoded bytes one lane holds: jobs larger than this are decoded on the CPU. */
 size_t wcc_ctx_lane_bytes(const wcc_ctx *ctx);
 

@@ -130,6 +130,10 @@ int wcc_lane_fits(const wcc_lane *ln, const wc_tile_job *job, const job_plan *pl
 /* Add the planned job to the lane's batch. Errors: WC_E_NOMEM. */
 wc_err wcc_lane_add(wcc_lane *ln, wc_tile_job *job, uint8_t *dev_out, const job_plan *pl);
 
+/* Grow *arr (*cap elements of elem bytes) to hold need: 0, or -1 when out
+ * of memory (*arr kept). */
+int wcc_grow(void **arr, size_t *cap, size_t need, size_t elem);
+
 /* Empty the lane's batch. */
 void wcc_lane_reset(wcc_lane *ln);
 

@@ -15,6 +15,8 @@
  * and written 512 at a time as 16-byte stores (or merged with the tile's
  * other planes into tensor bytes).
  */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -411,6 +413,100 @@ wcc_rans_kernel(const wcc_rans_block *__restrict__ blocks, const wcc_chunk *__re
 	}
 }
 
+/* A lossy element's place: channel c, position k in it, group g, place kg
+ * in the group; next() walks to the following element as src/codec/lossy.c
+ * does. */
+struct lossy_walk {
+	uint32_t c, k, g, kg;
+
+	__device__ __forceinline__ void at(const wcc_lossy_tile &q, uint32_t e)
+	{
+		if (q.axis == 0) {
+			c = e / q.per;
+			k = e - c * q.per;
+		} else {
+			k = e / q.channels;
+			c = e - k * q.channels;
+		}
+		g = k / q.group;
+		kg = k - g * q.group;
+	}
+
+	__device__ __forceinline__ void next(const wcc_lossy_tile &q)
+	{
+		if (q.axis == 0 || ++c == q.channels) {
+			if (q.axis)
+				c = 0;
+			k++;
+			if (++kg == q.group) {
+				kg = 0;
+				g++;
+			}
+			if (q.axis == 0 && k == q.per) {
+				k = kg = g = 0;
+				c++;
+			}
+		}
+	}
+
+	__device__ __forceinline__ float scale(const wcc_lossy_tile &q) const
+	{
+		return q.scales[c * q.groups + g - q.scale_base];
+	}
+};
+
+/* One binary32 multiply (no contraction) and a conversion rounding to
+ * nearest even: the CPU's arithmetic (src/codec/lossy.c), bit for bit. */
+__device__ __forceinline__ uint32_t lossy_bits(const wcc_lossy_tile &q, int8_t code, float s)
+{
+	const float v = __fmul_rn((float)code, s);
+	if (q.dtype == 1)
+		return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+	if (q.dtype == 2)
+		return __half_as_ushort(__float2half_rn(v));
+	return __float_as_uint(v);
+}
+
+/* Elements [begin, end) of a lossy tile. Aligned: 8 consecutive elements a
+ * thread, codes read as 8 bytes and 16-bit outputs stored 16 bytes at a
+ * time; else one element a thread. */
+__device__ static void dequant(const wcc_lossy_tile &q, uint8_t *out, uint32_t begin, uint32_t end)
+{
+	const bool vec = q.dtype != 0 && ((uintptr_t)q.codes & 7u) == 0 && ((uintptr_t)out & 15u) == 0 &&
+			 (begin & 7u) == 0;
+	uint32_t i = begin;
+	if (vec) {
+		const uint32_t vend = begin + ((end - begin) & ~7u);
+		for (uint32_t j = begin + 8u * threadIdx.x; j < vend; j += 8u * blockDim.x) {
+			const uint2 cw = *(const uint2 *)(q.codes + j);
+			lossy_walk w;
+			w.at(q, q.first + j);
+			uint32_t o[4];
+#pragma unroll
+			for (unsigned h = 0; h < 8; h++) {
+				const int8_t code = (int8_t)(((h < 4 ? cw.x : cw.y) >> (8u * (h & 3u))) & 0xffu);
+				const uint32_t b = lossy_bits(q, code, w.scale(q));
+				if (h & 1u)
+					o[h >> 1] |= b << 16;
+				else
+					o[h >> 1] = b;
+				w.next(q);
+			}
+			*(uint4 *)(out + 2u * j) = make_uint4(o[0], o[1], o[2], o[3]);
+		}
+		i = vend;
+	}
+	for (uint32_t j = i + threadIdx.x; j < end; j += blockDim.x) {
+		lossy_walk w;
+		w.at(q, q.first + j);
+		const uint32_t b = lossy_bits(q, q.codes[j], w.scale(q));
+		if (q.dtype == 0)
+			((uint32_t *)out)[j] = b;
+		else
+			((uint16_t *)out)[j] = (uint16_t)b;
+	}
+}
+
 __global__ void __launch_bounds__(256)
 wcc_merge_kernel(const wcc_merge_seg *__restrict__ segs, const wcc_merge_tile *__restrict__ tiles)
 {
@@ -422,6 +518,10 @@ wcc_merge_kernel(const wcc_merge_seg *__restrict__ segs, const wcc_merge_tile *_
 		t = tiles[sg.tile];
 	__syncthreads();
 	const uint32_t end = sg.begin + sg.count;
+	if (t.kind == WCC_KIND_LOSSY) {
+		dequant(t.lossy, t.out, sg.begin, end);
+		return;
+	}
 
 	bool vec = (sg.begin & 3u) == 0;
 	const unsigned oalign = t.elem_size >= 4 ? 16u : 4u * t.elem_size;

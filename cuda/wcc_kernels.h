@@ -55,13 +55,34 @@ typedef struct wcc_rans_block {
 	uint32_t pad;
 } wcc_rans_block;
 
+/* Merge tile kind of a lossy tile (docs/FORMAT.md 2.2): its int8 codes
+ * dequantized, element e of the tensor to (float)code * scale, rounded to
+ * the tensor's dtype (src/codec/lossy.h defines it bit for bit). */
+#define WCC_KIND_LOSSY 0x80u
+
+typedef struct wcc_lossy_tile {
+	const int8_t *codes;  /* the tile's n codes */
+	const float *scales;  /* scales [scale_base, ...) of the tensor */
+	uint32_t first;       /* the tile's first element within the tensor */
+	uint32_t per;         /* elements per output channel (N / C) */
+	uint32_t channels;    /* C */
+	uint32_t group;       /* elements per scale within a channel (per when one per channel) */
+	uint32_t groups;      /* scales per channel: ceil(per / group) */
+	uint32_t scale_base;  /* index of scales[0] in the tensor's scales */
+	uint8_t axis;         /* 0: channels are the first axis; 1: the last */
+	uint8_t dtype;        /* wc_lossy_dtype: 0 F32, 1 BF16, 2 F16 */
+} wcc_lossy_tile;
+
 /* One tile to merge: planes -> tensor bytes. */
 typedef struct wcc_merge_tile {
-	const uint8_t *src[8]; /* plane k's n bytes (a PACK plane's body when
-				* bits[k]); NULL = CONST plane with value[k] */
+	union {
+		const uint8_t *src[8]; /* plane k's n bytes (a PACK plane's body when
+					* bits[k]); NULL = CONST plane with value[k] */
+		wcc_lossy_tile lossy;  /* kind WCC_KIND_LOSSY */
+	};
 	uint8_t *out;          /* n * elem_size bytes */
 	uint32_t n;            /* elements */
-	uint8_t kind;          /* wc_layout_kind */
+	uint8_t kind;          /* wc_layout_kind, or WCC_KIND_LOSSY */
 	uint8_t elem_size;     /* 1, 2, 4, 8 */
 	uint8_t nplanes;
 	uint8_t pad0;

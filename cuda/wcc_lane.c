@@ -182,7 +182,7 @@ int wcc_lane_fits(const wcc_lane *ln, const wc_tile_job *job, const job_plan *pl
 	return in <= ln->cap_in && out <= ln->cap_out && ln->used_scr + pl->scr <= ln->cap_scr;
 }
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
+int wcc_grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
 	if (need <= *cap)
 		return 0;
@@ -214,8 +214,8 @@ wc_err wcc_lane_add(wcc_lane *ln, wc_tile_job *job, uint8_t *dev_out, const job_
 			return wc_fail(WC_E_NOMEM, "cuda: batch descriptors");
 		ln->cap_chunks = c;
 	}
-	if (grow((void **)&ln->tiles, &ln->cap_tiles, ln->ntiles + 1, sizeof(wcc_merge_tile)) ||
-	    grow((void **)&ln->segs, &ln->cap_segs, ln->nsegs + pl->nsegs, sizeof(wcc_merge_seg)))
+	if (wcc_grow((void **)&ln->tiles, &ln->cap_tiles, ln->ntiles + 1, sizeof(wcc_merge_tile)) ||
+	    wcc_grow((void **)&ln->segs, &ln->cap_segs, ln->nsegs + pl->nsegs, sizeof(wcc_merge_seg)))
 		return wc_fail(WC_E_NOMEM, "cuda: batch descriptors");
 	const uint32_t j = (uint32_t)ln->njobs;
 	lane_job *lj = &ln->jobs[j];

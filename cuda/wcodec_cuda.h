@@ -107,6 +107,74 @@ wc_err wcodec_cuda_decode_tensor_c(wc_container *c, const char *tensor_name, voi
  * trusted) or WC_E_NOMEM. */
 wc_err wcodec_cuda_decode_jobs(wc_tile_job *jobs, size_t n, void *const *device_dst, int gpu);
 
+/* ---- packed tensors resident in device memory ------------------------
+ * For models whose weights stay packed on the GPU (a transformer block's
+ * tensors decoded just before the block runs): the tiles of a set of
+ * tensors are uploaded once and decoded on the device, as often as wanted,
+ * into a caller's buffer, with no host work per decode beyond two kernel
+ * launches per 4096 tiles. Decoded bytes are exactly the tensors' bytes of
+ * the original safetensors file. */
+typedef struct wcodec_cuda_resident wcodec_cuda_resident;
+
+/* Create: also decode once and check every tile's decoded bytes against its
+ * XXH3-64 dhash on the host (costs a device-to-host copy of the tensors). */
+#define WCODEC_CUDA_RESIDENT_VERIFY 1u
+
+/* Read tensors names[0..n) of container c (n >= 1; each tensor's tiles its
+ * own, not shared with another tensor), check every payload's chash,
+ * upload the payloads to GPU `gpu` and plan their decode. The decoded
+ * tensors lie in one buffer of wcodec_cuda_resident_out_bytes() bytes,
+ * tensor k at wcodec_cuda_resident_offset(r, k) (256-byte aligned, in the
+ * order given). Lossy tensors (docs/FORMAT.md 2.2) decode to their
+ * dequantized values, bit-identical to the CPU decoder (their codes by
+ * the rANS kernel, the scaling by the merge kernel). A tile a tensor shares with others (small tensors packed
+ * together, docs/FORMAT.md 1.6) is decoded whole into a work buffer and
+ * the tensor's part copied. flags: 0 or WCODEC_CUDA_RESIDENT_VERIFY.
+ * Device memory, reported by wcodec_cuda_resident_device_bytes(): the
+ * payloads (16-byte aligned each) and, for each destination in use (at
+ * most four), a copy of the descriptors (about 0.1% of the decoded bytes)
+ * and a work buffer (shared tiles; plane scratch, up to 64 MiB, for
+ * layouts with several rANS planes: none for BF16); plus the process's
+ * decode context for the GPU (wcodec_cuda_decode_jobs's). c may be
+ * released after. Errors: WC_E_INVAL (n), WC_E_NOTFOUND (a name),
+ * WC_E_UNSUPPORTED (tiles the GPU decoder does not take: zstd or
+ * dictionary planes; the reason names the tensor: keep such a tensor
+ * decoded), WC_E_IO, WC_E_CORRUPT (a payload's chash, or with
+ * VERIFY a tile's decoded bytes; the reason names tensor and tile),
+ * WC_E_BACKEND (no usable GPU, a CUDA call failed, device memory
+ * exhausted), WC_E_NOMEM. */
+wc_err wcodec_cuda_resident_create(wc_container *c, const char *const *names, size_t n, int gpu,
+				   unsigned flags, wcodec_cuda_resident **out);
+
+/* Enqueue the decode of every tensor of r into device_dst (device memory of
+ * r's GPU, 256-byte aligned, dst_bytes >= out_bytes) on `stream` (NULL:
+ * the legacy default stream) and return without waiting: the bytes are in
+ * place once the work queued on the stream so far has run. The first
+ * decode into an address not among the last four used uploads the
+ * descriptors for it and waits for the stream; later ones only launch
+ * kernels. Decodes on several streams may overlap, each into its own
+ * destination. Each rANS chunk's stream checks (docs/FORMAT.md 4) run on
+ * the device; a failure is recorded for wcodec_cuda_resident_check().
+ * Errors: WC_E_INVAL (alignment), WC_E_RANGE (dst_bytes), WC_E_BACKEND (a
+ * launch or copy failed). */
+wc_err wcodec_cuda_resident_decode(wcodec_cuda_resident *r, void *device_dst, size_t dst_bytes,
+				   cudaStream_t stream);
+
+/* WC_OK, or WC_E_CORRUPT naming the tensor and tile when a completed decode
+ * failed a device stream check (whose output must then not be used). Reads
+ * page-locked host memory the kernels write: synchronize the decode's
+ * stream first to cover it. */
+wc_err wcodec_cuda_resident_check(const wcodec_cuda_resident *r);
+
+/* Bytes of the decode buffer; tensor k's offset in it (UINT64_MAX for k out
+ * of range); device bytes r holds. */
+uint64_t wcodec_cuda_resident_out_bytes(const wcodec_cuda_resident *r);
+uint64_t wcodec_cuda_resident_offset(const wcodec_cuda_resident *r, size_t k);
+size_t wcodec_cuda_resident_device_bytes(const wcodec_cuda_resident *r);
+
+/* Wait for r's decodes in flight and free it (NULL: nothing). */
+void wcodec_cuda_resident_free(wcodec_cuda_resident *r);
+
 /* Page-locked host memory for tile buffers (payloads and decoded tiles):
  * the backend DMAs straight to and from such buffers instead of staging
  * them through its own pinned buffers, which saves two memory copies per

@@ -459,6 +459,8 @@ class TorchLoader(Base):
         packed.close()
         with self.assertRaises(ValueError):
             wpt.pack_module(Stack(), blocks=[model.layers[0], model.layers[0]])
+        with self.assertRaises(ValueError):  # not a module of the model packed
+            wpt.pack_module(Stack(), blocks=[model.layers[0]])
 
     def test_unsupported_dtypes_raise_type_error(self):
         missing = [v[0] for v in self.ref.values() if v[0] not in {d for d, _, _ in self.supported().values()}]

@@ -145,6 +145,23 @@ def cuda():
                 P.wcodec_cuda_loader_memory.restype = ctypes.c_int
                 P.wcodec_cuda_loader_memory.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_size_t),
                                                         ctypes.POINTER(ctypes.c_size_t)]
+                P.wcodec_cuda_resident_create.restype = ctypes.c_int
+                P.wcodec_cuda_resident_create.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p),
+                                                          ctypes.c_size_t, ctypes.c_int, ctypes.c_uint,
+                                                          ctypes.POINTER(ctypes.c_void_p)]
+                P.wcodec_cuda_resident_decode.restype = ctypes.c_int
+                P.wcodec_cuda_resident_decode.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                                          ctypes.c_void_p]
+                P.wcodec_cuda_resident_check.restype = ctypes.c_int
+                P.wcodec_cuda_resident_check.argtypes = [ctypes.c_void_p]
+                P.wcodec_cuda_resident_out_bytes.restype = ctypes.c_uint64
+                P.wcodec_cuda_resident_out_bytes.argtypes = [ctypes.c_void_p]
+                P.wcodec_cuda_resident_offset.restype = ctypes.c_uint64
+                P.wcodec_cuda_resident_offset.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+                P.wcodec_cuda_resident_device_bytes.restype = ctypes.c_size_t
+                P.wcodec_cuda_resident_device_bytes.argtypes = [ctypes.c_void_p]
+                P.wcodec_cuda_resident_free.restype = None
+                P.wcodec_cuda_resident_free.argtypes = [ctypes.c_void_p]
                 _cuda = P
                 return P
             except (OSError, AttributeError) as e:

@@ -8,10 +8,12 @@ after, with outputs bit-identical to the plain model's.
     packed.packed_bytes, packed.original_bytes
     packed.close()                       # the hooks and the packed file go
 
-This is the reference path: the packed file lives on the host (the page
-cache) and each module's weights are decoded by the library on every CPU,
-or on a GPU model by the CUDA plugin's loader, into a tensor allocated for
-that call (torch's caching allocator reuses the memory). Packing is
+On a GPU model with the CUDA plugin the packed tiles live in GPU memory
+and each unit is decoded there (wcodec.packed_cuda). Otherwise, the
+reference path: the packed file lives on the host (the page cache) and each
+module's weights are decoded by the library on every CPU, or by the CUDA
+plugin's loader, into a tensor allocated for that call (torch's caching
+allocator reuses the memory). Packing is
 lossless (docs/FORMAT.md), so every decoded weight equals the original
 byte for byte.
 """
@@ -73,13 +75,17 @@ class PackedModule:
     result): path (the .wcodec file or directory), names (the packed
     parameters), packed_bytes (of the files) and original_bytes (of those
     parameters), max_live (the most units, blocks or lone modules, whose
-    weights were decoded at once). close() removes the hooks and, if
+    weights were decoded at once), device_units (the packed_cuda.DeviceUnits
+    holding the tiles in GPU memory, or None). close() removes the hooks and, if
     pack_module made it, the file; the model is unusable after."""
 
-    def __init__(self, model, path, owned_dir, files, units, blocks=()):
+    def __init__(self, model, path, owned_dir, files, units, blocks=(), device_units=None):
         """files: open TensorFiles; units: [(root module, [(module, attr,
-        name, device, file)])], file an index into files."""
+        name, device, file)])], file an index into files; device_units: a
+        packed_cuda.DeviceUnits holding the units' tiles on the GPU, or
+        None (decoded by the loaders from the file)."""
         self.model, self.path, self._dir, self.files = model, path, owned_dir, files
+        self.device_units = device_units
         from .torch import _TorchFramework
         self._fw = _TorchFramework()
         self.names = sorted({e[2] for _, entries in units for e in entries})
@@ -116,6 +122,11 @@ class PackedModule:
         self.max_live = max(self.max_live, self._live + len(self._pending))
 
     def _before(self, root, args):
+        if self.device_units is not None:
+            for mod, attr, t in self.device_units.before(root):
+                mod._parameters[attr] = _torch.nn.Parameter(t, requires_grad=False)
+            self._count(1)
+            return
         f = self._pending.pop(root, None)
         got = f.result() if f is not None else self._decode(root)
         self._count(1)
@@ -127,6 +138,8 @@ class PackedModule:
             self._count(0)
 
     def _after(self, root, args, out):
+        if self.device_units is not None:
+            self.device_units.after(root)
         for mod, attr, name, dev, fi in self._units[root]:
             mod._parameters[attr] = _placeholder(self.files[fi].info(name), dev)
         self._count(-1)
@@ -139,6 +152,9 @@ class PackedModule:
             self._pool.shutdown(wait=True)
             self._pool = None
         self._pending = {}
+        if getattr(self, "device_units", None) is not None:
+            self.device_units.close()
+            self.device_units = None
         for f in getattr(self, "files", None) or ():
             f.close()
         self.files = []
@@ -158,7 +174,7 @@ def _placeholder(info, dev):
     return _torch.nn.Parameter(_torch.empty(0, dtype=torch_dtype(info.dtype), device=dev), requires_grad=False)
 
 
-def pack_module(model, path=None, min_bytes=1 << 16, threads=0, blocks=None):
+def pack_module(model, path=None, min_bytes=1 << 16, threads=0, blocks=None, resident=None):
     """Keep model's large weights packed: the weight of every nn.Linear and
     nn.Embedding and every other parameter of at least min_bytes bytes is
     packed losslessly into the .wcodec file `path` (default: a temporary
@@ -171,12 +187,17 @@ def pack_module(model, path=None, min_bytes=1 << 16, threads=0, blocks=None):
     next block's on a background thread while it runs, so that at most two
     blocks' weights are decoded at once; weights outside blocks are decoded
     per module. A parameter shared by several modules (tied weights) is
-    packed once. For inference: the packed parameters do not train
+    packed once. resident: on a model on one GPU, None (the default) or
+    True keeps the packed tiles in GPU memory and decodes each unit there
+    (wcodec.packed_cuda: two scratch buffers of the largest unit, the next
+    unit decoded on a second stream; True fails without the CUDA plugin,
+    None then falls back to the file), False decodes from the file. For inference: the packed parameters do not train
     (requires_grad False), and the model's state_dict holds the
     placeholders. Returns a PackedModule. Errors: WcodecError (packing, or a
     damaged file when a module runs), TypeError (a dtype the packer does
-    not take), ValueError (a block given twice or inside another)."""
-    blocks, owner = _blocks_of(blocks)
+    not take), ValueError (a block given twice, inside another, or not a
+    module of the model)."""
+    blocks, owner = _blocks_of(model, blocks)
     seen, tensors, entries = {}, [], []
     for mname, mod in model.named_modules():
         for attr, p in list(mod.named_parameters(recurse=False)):
@@ -208,14 +229,16 @@ def pack_module(model, path=None, min_bytes=1 << 16, threads=0, blocks=None):
         if os.path.exists(src):
             os.remove(src)
     del tensors
-    return _attach(model, os.fspath(path), owned, [TensorFile(path)], entries, blocks, owner)
+    return _attach(model, os.fspath(path), owned, [TensorFile(path)], entries, blocks, owner, resident)
 
 
-def _blocks_of(blocks):
+def _blocks_of(model, blocks):
     """blocks as a list, and each module of them -> its block."""
     blocks = list(blocks or ())
-    owner = {}
+    owner, mods = {}, set(model.modules())
     for b in blocks:
+        if b not in mods:
+            raise ValueError(f"block {type(b).__name__} is not a module of the model")
         for m in b.modules():
             if m in owner:
                 raise ValueError("a block is given twice, or lies inside another")
@@ -223,20 +246,35 @@ def _blocks_of(blocks):
     return blocks, owner
 
 
-def _attach(model, path, owned, files, entries, blocks, owner):
-    """Group entries into units (blocks, lone modules), hook them, and put
-    the placeholders in."""
+def _attach(model, path, owned, files, entries, blocks, owner, resident):
+    """Group entries into units (blocks, lone modules), keep their tiles on
+    the GPU if asked and possible, hook them, and put the placeholders in."""
     units = {}
     for e in entries:
         units.setdefault(owner.get(e[0], e[0]), []).append(e)
     lone = [(r, es) for r, es in units.items() if r not in owner]  # modules outside every block
-    packed = PackedModule(model, path, owned, files, [(b, units[b]) for b in blocks if b in units] + lone, blocks)
+    ulist = [(b, units[b]) for b in blocks if b in units] + lone
+    devs = {_torch.device(e[3]) for e in entries}
+    dev = next(iter(devs)) if len(devs) == 1 else None
+    on_gpu = dev is not None and dev.type == "cuda"
+    if resident and not on_gpu:
+        raise ValueError("resident=True needs every packed parameter on one GPU")
+    du = None
+    if on_gpu and resident is not False:
+        from ._lib import WcodecError
+        from .packed_cuda import DeviceUnits
+        try:
+            du = DeviceUnits(files, ulist, dev, order=blocks)
+        except WcodecError as e:
+            if resident or e.code != "BACKEND":
+                raise
+    packed = PackedModule(model, path, owned, files, ulist, blocks, du)
     for mod, attr, name, dev, fi in entries:
         mod._parameters[attr] = _placeholder(files[fi].info(name), dev)
     return packed
 
 
-def load_packed(model, source, device="cpu", min_bytes=1 << 16, blocks=None):
+def load_packed(model, source, device="cpu", min_bytes=1 << 16, blocks=None, resident=None):
     """Attach a packed checkpoint to a model without unpacking it: source is
     a .wcodec (or safetensors) file or a model directory (shards, an
     *.safetensors.index.json honoured, as load_checkpoint). Each parameter
@@ -247,12 +285,14 @@ def load_packed(model, source, device="cpu", min_bytes=1 << 16, blocks=None):
     does; the other parameters, and the buffers the checkpoint holds, are
     loaded onto `device` now. Build the model on the CPU or the meta device
     (buffers the checkpoint lacks keep the values the model gave them).
+    resident: as pack_module's, for device "cuda" or "cuda:N" (the tiles of
+    the packed parameters in GPU memory, checked once at load).
     Returns a PackedModule. Errors: KeyError (a parameter the checkpoint
     lacks), ValueError (shape or dtype differs; blocks as pack_module),
     FileNotFoundError, WcodecError."""
     from ._file import open_checkpoint_dir
     from .torch import _TorchFramework, torch_dtype
-    blocks, owner = _blocks_of(blocks)
+    blocks, owner = _blocks_of(model, blocks)
     source = os.fspath(source)
     paths = open_checkpoint_dir(source)[0] if os.path.isdir(source) else [source]
     files = [TensorFile(p) for p in paths]
@@ -295,7 +335,7 @@ def load_packed(model, source, device="cpu", min_bytes=1 << 16, blocks=None):
                 mod._buffers[attr] = t
             else:
                 mod._parameters[attr] = _torch.nn.Parameter(t, requires_grad=False)
-        return _attach(model, source, None, files, entries, blocks, owner)
+        return _attach(model, source, None, files, entries, blocks, owner, resident)
     except BaseException:
         for f in files:
             f.close()

@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""bench_resident.py - decode throughput of packed tensors held in GPU
+memory (wcodec_cuda_resident_*, the path of models with packed weights and
+of lossy tensors on the GPU): every tensor of a .wcodec file decoded into
+one device buffer, back to back, timed with CUDA events
+(docs/BENCHMARKS.md, "Packed tensors decoded in GPU memory").
+
+  bench_resident.py FILE.wcodec [--reps 20] [--min-bytes 65536]
+
+Prints the decoded bytes, the time of one decode of all of them and the
+output rate (GB/s of decoded bytes), and checks the bytes against the CPU
+decoder once.
+"""
+import argparse
+import sys
+
+import numpy as np
+import torch
+
+import wcodec
+from wcodec import _lib
+from wcodec._file import load_host
+from wcodec.packed_cuda import _Resident
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("file")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--min-bytes", type=int, default=1 << 16)
+    a = ap.parse_args()
+    P = _lib.cuda()
+    if P is None:
+        sys.exit(_lib.cuda_error())
+    tf = wcodec.TensorFile(a.file)
+    names = [n for n in tf.tensors if tf.info(n).nbytes >= a.min_bytes]
+    r = _Resident(P, tf, names, torch.cuda.current_device(), verify=True)
+    buf = torch.empty(r.out_bytes, dtype=torch.uint8, device="cuda")
+    s = torch.cuda.current_stream()
+    r.decode(buf.data_ptr(), s.cuda_stream)
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    for _ in range(a.reps):
+        r.decode(buf.data_ptr(), s.cuda_stream)
+    e1.record()
+    torch.cuda.synchronize()
+    r.check()
+    ms = e0.elapsed_time(e1) / a.reps
+    out = sum(tf.info(n).nbytes for n in names)
+    host = buf.cpu().numpy()
+    want = np.empty(r.out_bytes, dtype=np.uint8)
+    load_host([tf], [(0, tf.info(n).begin, tf.info(n).nbytes, want.ctypes.data + r.offsets[k])
+                     for k, n in enumerate(names)])
+    for k, n in enumerate(names):
+        o, nb = r.offsets[k], tf.info(n).nbytes
+        if not np.array_equal(host[o:o + nb], want[o:o + nb]):
+            sys.exit(f"{n}: GPU bytes differ from the CPU decoder's")
+    print(f"{a.file}: {len(names)} tensors, {out / 1e9:.3f} GB decoded (equal to the CPU decoder's), tiles "
+          f"{r.device_bytes() / 1e9:.3f} GB on the device; one decode {ms:.2f} ms = {out / ms / 1e6:.0f} GB/s "
+          f"of output ({torch.cuda.get_device_name()})")
+    r.close()
+    tf.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

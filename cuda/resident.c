@@ -1,0 +1,341 @@
+/*
+ * resident.c - packed tensors kept in device memory and decoded there on a
+ * caller's stream, with no host work per decode (wcodec_cuda.h,
+ * wcodec_cuda_resident_*): the model-weights path of the Python package
+ * (python/wcodec/packed_cuda.py), where a transformer block's weights are
+ * decoded just before the block runs.
+ *
+ * At create every tile's payload is read and checked (chash), uploaded
+ * once, and planned into the batch descriptors of the GPU decoder
+ * (wcc_kernels.h) as for a lane, in "steps" of at most STEP_JOBS tiles and
+ * STEP_SCRATCH bytes of plane scratch. The descriptors name the destination
+ * through REL (an address no device pointer has); a decode into a
+ * destination not seen before rebases a copy of them onto it and uploads
+ * it into one of NSLOT descriptor slots (once per destination: a model's
+ * decode buffers are a fixed few), after which a decode is two kernel
+ * launches per step on the caller's stream.
+ *
+ * Integrity: payload checksums at create; with WCODEC_CUDA_RESIDENT_VERIFY
+ * also a first decode whose bytes are checked against every tile's dhash on
+ * the host; every later decode's rANS stream checks (docs/FORMAT.md 4) write
+ * a failed tile's status into page-locked host memory that
+ * wcodec_cuda_resident_check() reads without touching the GPU.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/limits.h"
+#include "resident_impl.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+static wcc_ctx *g_ctx[WCC_MAX_GPUS];
+
+/* The resident sets' decode context of a GPU, created on first use and kept
+ * for the process: only its frequency-table cache and host threads serve
+ * (the sets launch on callers' streams), so its lane is the smallest. */
+static wc_err resident_ctx(int gpu, wcc_ctx **out)
+{
+	unsigned threads = wc_cpu_count();
+	wcc_ctx_opts o = { .gpu = gpu, .memory_limit = (uint64_t)TABLE_SLOTS * 512u + 8u * MIB, .lanes = 1,
+			   .host_threads = threads > 1 ? (threads > 16 ? 15 : threads - 1) : 1, .device_only = 1 };
+	return wcc_ctx_once(g_ctx, &o, out);
+}
+
+static wc_err cuda_err(const char *what, cudaError_t e)
+{
+	return wc_fail(WC_E_BACKEND, "cuda resident: %s: %s", what, cudaGetErrorString(e));
+}
+
+/* ---- building ----------------------------------------------------------- */
+
+typedef struct read_ctx {
+	const wc_container *c;
+	const piece *pc;
+	uint8_t *buf;
+	wc_err *err;
+	char (*why)[256];
+} read_ctx;
+
+static void read_one(void *arg, size_t i)
+{
+	read_ctx *r = arg;
+	if (i > 0 && r->pc[i].poff == r->pc[i - 1].poff)
+		return; /* the same tile for the next tensor */
+	r->err[i] = wc_container_read_payload(r->c, r->pc[i].tile, r->buf + r->pc[i].poff);
+	if (r->err[i] != WC_OK)
+		snprintf(r->why[i], sizeof r->why[i], "%s", wc_last_detail());
+}
+
+/* With WCODEC_CUDA_RESIDENT_VERIFY: decode once into scratch and check
+ * every tile's bytes (in the destination, or the work buffer for shared
+ * tiles) against its dhash on the host. */
+static wc_err verify(wcodec_cuda_resident *r, const wc_container *c, const piece *pc)
+{
+	uint8_t *d = NULL, *h = NULL;
+	const size_t bytes = r->out_bytes + r->part_bytes + 16;
+	cudaError_t ce;
+	if ((ce = cudaMalloc((void **)&d, r->out_bytes + 16)) != cudaSuccess ||
+	    (ce = cudaMallocHost((void **)&h, bytes)) != cudaSuccess) {
+		cudaFree(d);
+		return cuda_err("verify buffers", ce);
+	}
+	wc_err e = wcodec_cuda_resident_decode(r, d, r->out_bytes + 16, 0);
+	const slot *s = NULL;
+	for (unsigned k = 0; k < NSLOT; k++)
+		if (r->slots[k].dst == (uintptr_t)d)
+			s = &r->slots[k];
+	if (e == WC_OK && (ce = cudaMemcpy(h, d, r->out_bytes, cudaMemcpyDeviceToHost)) != cudaSuccess)
+		e = cuda_err("verify copy", ce);
+	if (e == WC_OK && s && r->part_bytes &&
+	    (ce = cudaMemcpy(h + r->out_bytes, s->d_work, r->part_bytes, cudaMemcpyDeviceToHost)) != cudaSuccess)
+		e = cuda_err("verify copy", ce);
+	if (e == WC_OK)
+		e = wcodec_cuda_resident_check(r);
+	for (size_t j = 0; j < r->ntiles && e == WC_OK; j++) {
+		const wc_tile_info *tl = wc_container_tile(c, pc[j].tile);
+		wc_tile_job job;
+		memset(&job, 0, sizeof job);
+		job.out = pc[j].out >= WORK ? h + r->out_bytes + (pc[j].out - WORK) : h + (pc[j].out - REL);
+		job.out_size = tl->dsize;
+		job.dhash = tl->dhash;
+		if (wc_job_check_hash(&job) != WC_OK)
+			e = wc_fail(WC_E_CORRUPT, "cuda resident: tensor '%s', tile %u: decoded bytes fail their checksum",
+				    pc[j].name, pc[j].tile);
+	}
+	/* d leaves no slot behind pointing at it */
+	for (unsigned k = 0; k < NSLOT; k++)
+		if (r->slots[k].dst == (uintptr_t)d)
+			r->slots[k].dst = 0, r->slots[k].last = 0;
+	cudaDeviceSynchronize();
+	cudaFree(d);
+	cudaFreeHost(h);
+	return e;
+}
+
+EXPORT wc_err wcodec_cuda_resident_create(wc_container *c, const char *const *names, size_t n, int gpu,
+					  unsigned flags, wcodec_cuda_resident **out)
+{
+	*out = NULL;
+	if (n == 0 || n > UINT32_MAX)
+		return wc_fail(WC_E_INVAL, "cuda resident: %zu tensors", n);
+	wcodec_cuda_resident *r = calloc(1, sizeof *r);
+	if (!r)
+		return wc_fail(WC_E_NOMEM, "cuda resident");
+	r->gpu = gpu;
+	r->ntensors = (uint32_t)n;
+	int prev = 0;
+	cudaGetDevice(&prev);
+	piece *pc = NULL;
+	uint8_t *host = NULL;
+	wc_err *errs = NULL;
+	char(*why)[256] = NULL;
+	cudaError_t ce;
+	wc_err e = resident_ctx(gpu, &r->ctx);
+	if (e == WC_OK && (ce = cudaSetDevice(gpu)) != cudaSuccess)
+		e = cuda_err("device", ce);
+	if (e == WC_OK && !(r->offsets = calloc(n, sizeof *r->offsets)))
+		e = wc_fail(WC_E_NOMEM, "cuda resident");
+	if (e == WC_OK)
+		e = wcr_lay_out(r, c, names, n, &pc);
+	if (e != WC_OK)
+		goto done;
+	r->tile_names = calloc(r->ntiles + 1, sizeof *r->tile_names);
+	r->tile_index = calloc(r->ntiles + 1, sizeof *r->tile_index);
+	errs = calloc(r->ntiles + 1, sizeof *errs);
+	why = calloc(r->ntiles + 1, sizeof *why);
+	host = malloc(r->payload_bytes + 16);
+	if (!r->tile_names || !r->tile_index || !errs || !why || !host) {
+		e = wc_fail(WC_E_NOMEM, "cuda resident: %zu payload bytes", r->payload_bytes);
+		goto done;
+	}
+	for (size_t j = 0; j < r->ntiles; j++) {
+		r->tile_names[j] = (char *)pc[j].name;
+		r->tile_index[j] = pc[j].tile;
+	}
+	/* payloads: read and checked on the host, uploaded once */
+	read_ctx rc = { c, pc, host, errs, why };
+	wc_threadpool_run(r->ctx->pool, read_one, &rc, r->ntiles);
+	for (size_t j = 0; j < r->ntiles; j++)
+		if (errs[j] != WC_OK) {
+			e = wc_fail(errs[j], "cuda resident: tensor '%s', tile %u: %s", pc[j].name, pc[j].tile, why[j]);
+			goto done;
+		}
+	for (size_t j = 0; j < r->ntiles; j++)
+		if (pc[j].lossy)
+			memcpy(host + pc[j].soff, pc[j].lossy->lossy_scales + pc[j].slo, (pc[j].shi - pc[j].slo) * 4);
+	if ((ce = cudaMalloc((void **)&r->d_payload, r->payload_bytes + 16)) != cudaSuccess ||
+	    (ce = cudaHostAlloc((void **)&r->h_status, 4u * (r->ntiles + 1), cudaHostAllocMapped)) != cudaSuccess ||
+	    (ce = cudaHostGetDevicePointer((void **)&r->d_status, r->h_status, 0)) != cudaSuccess ||
+	    (ce = cudaMemcpy(r->d_payload, host, r->payload_bytes, cudaMemcpyHostToDevice)) != cudaSuccess) {
+		e = cuda_err("allocating and uploading payloads", ce);
+		goto done;
+	}
+	memset(r->h_status, 0, 4u * (r->ntiles + 1));
+	e = wcr_plan_all(r, c, pc, host);
+	if (e != WC_OK)
+		goto done;
+	if ((ce = cudaHostAlloc((void **)&r->h_stage, r->blob_bytes + 16, 0)) != cudaSuccess) {
+		e = cuda_err("descriptors", ce);
+		goto done;
+	}
+	for (unsigned s = 0; s < NSLOT; s++)
+		if ((ce = cudaEventCreateWithFlags(&r->slots[s].used, cudaEventDisableTiming)) != cudaSuccess) {
+			e = cuda_err("events", ce);
+			goto done;
+		}
+	if (flags & WCODEC_CUDA_RESIDENT_VERIFY)
+		e = verify(r, c, pc);
+done:
+	free(pc);
+	free(host);
+	free(errs);
+	free(why);
+	cudaSetDevice(prev);
+	if (e != WC_OK) {
+		wcodec_cuda_resident_free(r);
+		return e;
+	}
+	*out = r;
+	return WC_OK;
+}
+
+/* ---- decoding ----------------------------------------------------------- */
+
+/* The slot whose descriptors point at dst, rebasing and uploading them into
+ * the least recently used slot on first sight (after its last reader). */
+static wc_err slot_for(wcodec_cuda_resident *r, uintptr_t dst, cudaStream_t stream, slot **out)
+{
+	slot *lru = &r->slots[0];
+	for (unsigned s = 0; s < NSLOT; s++) {
+		if (r->slots[s].dst == dst) {
+			*out = &r->slots[s];
+			return WC_OK;
+		}
+		if (r->slots[s].last < lru->last)
+			lru = &r->slots[s];
+	}
+	cudaError_t ce = cudaStreamWaitEvent(stream, lru->used, 0);
+	if (ce == cudaSuccess)
+		ce = cudaStreamSynchronize(stream); /* the slot's last decode is over: reuse it */
+	if (ce == cudaSuccess && !lru->d_blob)
+		ce = cudaMalloc((void **)&lru->d_blob, r->blob_bytes + 16);
+	if (ce == cudaSuccess && !lru->d_work && r->work_bytes)
+		ce = cudaMalloc((void **)&lru->d_work, r->work_bytes);
+	if (ce != cudaSuccess)
+		return cuda_err("descriptor slot", ce);
+	wcr_rebase(r, dst, (uintptr_t)lru->d_work);
+	ce = cudaMemcpyAsync(lru->d_blob, r->h_stage, r->blob_bytes, cudaMemcpyHostToDevice, stream);
+	if (ce == cudaSuccess)
+		ce = cudaStreamSynchronize(stream);
+	if (ce != cudaSuccess)
+		return cuda_err("descriptor upload", ce);
+	lru->dst = dst;
+	*out = lru;
+	return WC_OK;
+}
+
+EXPORT wc_err wcodec_cuda_resident_decode(wcodec_cuda_resident *r, void *device_dst, size_t dst_bytes,
+					  cudaStream_t stream)
+{
+	if (!r || !device_dst || ((uintptr_t)device_dst & (OUT_ALIGN - 1u)))
+		return wc_fail(WC_E_INVAL, "cuda resident: destination %p is not %u-byte aligned", device_dst,
+			       OUT_ALIGN);
+	if (dst_bytes < r->out_bytes)
+		return wc_fail(WC_E_RANGE, "cuda resident: destination holds %zu bytes, the tensors need %llu",
+			       dst_bytes, (unsigned long long)r->out_bytes);
+	int prev = r->gpu;
+	cudaGetDevice(&prev);
+	if (prev != r->gpu)
+		cudaSetDevice(r->gpu);
+	slot *s = NULL;
+	wc_err e = slot_for(r, (uintptr_t)device_dst, stream, &s);
+	for (size_t k = 0; k < r->nsteps && e == WC_OK; k++) {
+		const step *st = &r->steps[k];
+		const uint8_t *b = s->d_blob;
+		const wcc_merge_tile *tl = (const wcc_merge_tile *)(b + st->tiles_off);
+		int le = wcc_launch_rans((const wcc_rans_block *)(b + st->blocks_off), st->nblocks,
+					 (const wcc_chunk *)(b + st->chunks_off), r->ctx->d_freqs, tl, r->d_status,
+					 stream);
+		if (!le)
+			le = wcc_launch_merge((const wcc_merge_seg *)(b + st->segs_off), st->nsegs, tl, stream);
+		if (le)
+			e = cuda_err("kernel launch", (cudaError_t)le);
+	}
+	for (size_t k = 0; k < r->ncopies && e == WC_OK; k++) {
+		const piece_copy *pcp = &r->copies[k];
+		cudaError_t ce = cudaMemcpyAsync((uint8_t *)device_dst + pcp->dst_off, s->d_work + pcp->work_off,
+						 pcp->len, cudaMemcpyDeviceToDevice, stream);
+		if (ce != cudaSuccess)
+			e = cuda_err("shared tile copy", ce);
+	}
+	if (e == WC_OK) {
+		cudaError_t ce = cudaEventRecord(s->used, stream);
+		if (ce != cudaSuccess)
+			e = cuda_err("event", ce);
+		s->last = ++r->ndecodes;
+	}
+	if (prev != r->gpu)
+		cudaSetDevice(prev);
+	return e;
+}
+
+EXPORT wc_err wcodec_cuda_resident_check(const wcodec_cuda_resident *r)
+{
+	for (size_t i = 0; i < r->ntiles; i++) {
+		uint32_t v = __atomic_load_n(&r->h_status[i], __ATOMIC_ACQUIRE);
+		if (v)
+			return wc_fail(WC_E_CORRUPT, "cuda resident: tensor '%s', tile %u failed the rANS stream checks "
+				       "on the GPU", r->tile_names[i], r->tile_index[i]);
+	}
+	return WC_OK;
+}
+
+EXPORT uint64_t wcodec_cuda_resident_out_bytes(const wcodec_cuda_resident *r)
+{
+	return r->out_bytes;
+}
+
+EXPORT uint64_t wcodec_cuda_resident_offset(const wcodec_cuda_resident *r, size_t k)
+{
+	return k < r->ntensors ? r->offsets[k] : UINT64_MAX;
+}
+
+EXPORT size_t wcodec_cuda_resident_device_bytes(const wcodec_cuda_resident *r)
+{
+	size_t b = r->payload_bytes;
+	for (unsigned s = 0; s < NSLOT; s++)
+		b += (r->slots[s].d_blob ? r->blob_bytes : 0) + (r->slots[s].d_work ? r->work_bytes : 0);
+	return b;
+}
+
+EXPORT void wcodec_cuda_resident_free(wcodec_cuda_resident *r)
+{
+	if (!r)
+		return;
+	int prev = r->gpu;
+	cudaGetDevice(&prev);
+	cudaSetDevice(r->gpu);
+	for (unsigned s = 0; s < NSLOT; s++) {
+		if (r->slots[s].used) {
+			cudaEventSynchronize(r->slots[s].used);
+			cudaEventDestroy(r->slots[s].used);
+		}
+		cudaFree(r->slots[s].d_blob);
+		cudaFree(r->slots[s].d_work);
+	}
+	cudaFree(r->d_payload);
+	if (r->h_status)
+		cudaFreeHost(r->h_status);
+	if (r->h_stage)
+		cudaFreeHost(r->h_stage);
+	cudaSetDevice(prev);
+	free(r->offsets);
+	free(r->copies);
+	free(r->blob);
+	free(r->steps);
+	free(r->tile_names);
+	free(r->tile_index);
+	free(r);
+}

@@ -1,0 +1,100 @@
+/*
+ * resident_impl.h - the state of a set of packed tensors resident in device
+ * memory (resident.c: create, decode, free; resident_plan.c: the layout of
+ * the decoded tensors and the batch descriptors). Not installed.
+ */
+#ifndef WCC_RESIDENT_IMPL_H
+#define WCC_RESIDENT_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "container/container.h"
+#include "wcc_impl.h"
+#include "wcodec_cuda.h"
+
+#define REL ((uintptr_t)1 << 56)  /* destination-relative addresses: REL + offset */
+#define WORK ((uintptr_t)1 << 57) /* addresses in a slot's work buffer: WORK + offset */
+#define NSLOT 4u                 /* destinations whose descriptors stay on the device */
+#define STEP_JOBS 4096u
+#define STEP_SCRATCH (64u * MIB)
+#define OUT_ALIGN 256u
+
+/* One step's descriptors, as byte offsets into the host blob. */
+typedef struct step {
+	size_t chunks_off, blocks_off, tiles_off, segs_off;
+	uint32_t nchunks, nblocks, ntiles, nsegs;
+} step;
+
+/* A tile shared with bytes outside the tensor: decoded into the work
+ * buffer, its tensor's part copied to the destination after. */
+typedef struct piece_copy {
+	uint64_t work_off, dst_off, len;
+} piece_copy;
+
+typedef struct slot {
+	uintptr_t dst;     /* 0: empty */
+	uint8_t *d_blob;   /* the descriptors rebased onto dst and work */
+	uint8_t *d_work;   /* shared tiles, then plane scratch: work_bytes */
+	cudaEvent_t used;  /* after the last decode that read them */
+	uint64_t last;     /* for eviction: the decode count at its last use */
+} slot;
+
+struct wcodec_cuda_resident {
+	wcc_ctx *ctx;
+	int gpu;
+	uint32_t ntensors;
+	uint64_t *offsets;  /* tensor k's bytes at dst + offsets[k] */
+	uint64_t out_bytes;
+	size_t ntiles;
+	uint8_t *d_payload; /* every tile's payload, 16-byte aligned */
+	size_t payload_bytes;
+	size_t part_bytes;  /* shared tiles' room at the start of a work buffer */
+	size_t work_bytes;  /* part_bytes + the most plane scratch a step uses */
+	piece_copy *copies;
+	size_t ncopies;
+	uint32_t *h_status, *d_status; /* page-locked, mapped: status per tile */
+	uint8_t *blob;      /* host descriptors of every step (relative) */
+	uint8_t *h_stage;   /* page-locked copy being rebased for upload */
+	size_t blob_bytes;
+	step *steps;
+	size_t nsteps;
+	slot slots[NSLOT];
+	uint64_t ndecodes;
+	char **tile_names;  /* the tensor each tile belongs to, for reasons */
+	uint32_t *tile_index;
+};
+
+/* One tile to decode: the tiles of the tensors, a tile shared by two of them
+ * once per tensor. */
+typedef struct piece {
+	uint32_t tile;
+	size_t poff;     /* its payload in d_payload */
+	uintptr_t out;   /* REL + destination offset, or WORK + work offset */
+	const char *name;
+	/* a lossy tensor's tile: the scales it reads, [slo, shi) of the
+	 * tensor's, at soff in d_payload; its first element */
+	const wc_tensor_info *lossy;
+	uint64_t slo, shi, first;
+	size_t soff;
+} piece;
+
+/* The pieces of tensors names[0..n) (*out, r->ntiles of them; the caller
+ * frees): the tensors' offsets in the destination, r->out_bytes, the
+ * payloads' places (r->payload_bytes, lossy tiles' scales after their
+ * payloads), shared tiles' places in the work buffer and their copies.
+ * Errors: WC_E_NOTFOUND, WC_E_UNSUPPORTED (a lossy tensor's tiles or
+ * scales), WC_E_NOMEM. */
+wc_err wcr_lay_out(wcodec_cuda_resident *r, const wc_container *c, const char *const *names, size_t n,
+		   piece **out);
+
+/* Plan every piece into the steps' descriptors (r->blob, r->steps;
+ * r->work_bytes). host_payloads: the payloads as laid out, on the host.
+ * Errors: WC_E_UNSUPPORTED (tiles the GPU does not decode), WC_E_NOMEM. */
+wc_err wcr_plan_all(wcodec_cuda_resident *r, const wc_container *c, const piece *pc, const uint8_t *host_payloads);
+
+/* The descriptors rebased onto a destination and a work buffer, into
+ * r->h_stage. */
+void wcr_rebase(const wcodec_cuda_resident *r, uintptr_t dst, uintptr_t work);
+
+#endif /* WCC_RESIDENT_IMPL_H */

@@ -1,0 +1,349 @@
+/*
+ * resident_plan.c - how a set of packed tensors resident in device memory
+ * is decoded (resident_impl.h): where each tensor and tile goes, and the
+ * batch descriptors of the GPU decoder (wcc_kernels.h) in steps, with
+ * addresses relative to the destination (REL) and to a work buffer (WORK)
+ * that wcr_rebase() makes absolute.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "container/lossy_job.h"
+#include "resident_impl.h"
+
+/* Append the lane's current batch (chunks sorted by table, cut into
+ * blocks; tiles; segments) to the blob as one step. */
+static wc_err close_step(wcodec_cuda_resident *r, wcc_lane *ln)
+{
+	if (ln->nchunks == 0 && ln->ntiles == 0)
+		return WC_OK;
+	uint32_t *cnt = calloc(TABLE_SLOTS + 1u, sizeof *cnt);
+	step *ns = realloc(r->steps, (r->nsteps + 1) * sizeof *ns);
+	if (ns)
+		r->steps = ns;
+	size_t add = ALIGN16(sizeof(wcc_chunk) * ln->nchunks) + ALIGN16(sizeof(wcc_rans_block) * ln->nchunks) +
+		     ALIGN16(sizeof(wcc_merge_tile) * ln->ntiles) + ALIGN16(sizeof(wcc_merge_seg) * ln->nsegs);
+	uint8_t *nb = cnt && ns ? realloc(r->blob, r->blob_bytes + add) : NULL;
+	if (!nb) {
+		free(cnt);
+		return wc_fail(WC_E_NOMEM, "cuda resident: descriptors");
+	}
+	r->blob = nb;
+	step *s = &r->steps[r->nsteps];
+	size_t off = r->blob_bytes;
+	s->chunks_off = off;
+	off += ALIGN16(sizeof(wcc_chunk) * ln->nchunks);
+	s->blocks_off = off;
+	off += ALIGN16(sizeof(wcc_rans_block) * ln->nchunks);
+	s->tiles_off = off;
+	off += ALIGN16(sizeof(wcc_merge_tile) * ln->ntiles);
+	s->segs_off = off;
+	off += ALIGN16(sizeof(wcc_merge_seg) * ln->nsegs);
+	memset(r->blob + r->blob_bytes, 0, add);
+	r->blob_bytes = off;
+	/* chunks sorted by table slot (stable counting sort), as lane_submit does */
+	for (size_t i = 0; i < ln->nchunks; i++)
+		cnt[ln->chunk_table[i] + 1u]++;
+	for (uint32_t t = 0; t < TABLE_SLOTS; t++)
+		cnt[t + 1u] += cnt[t];
+	wcc_chunk *hc = (wcc_chunk *)(r->blob + s->chunks_off);
+	for (size_t i = 0; i < ln->nchunks; i++)
+		hc[cnt[ln->chunk_table[i]]++] = ln->chunks[i];
+	wcc_rans_block *hb = (wcc_rans_block *)(r->blob + s->blocks_off);
+	uint32_t nblocks = 0, start = 0;
+	for (uint32_t t = 0; t < TABLE_SLOTS && start < ln->nchunks; t++) {
+		uint32_t end = cnt[t];
+		for (uint32_t c = start; c < end; c += WCC_RANS_WARPS)
+			hb[nblocks++] = (wcc_rans_block){ .first = c,
+							  .count = end - c < WCC_RANS_WARPS ? end - c : WCC_RANS_WARPS,
+							  .table = t };
+		if (end > start)
+			start = end;
+	}
+	free(cnt);
+	memcpy(r->blob + s->tiles_off, ln->tiles, sizeof(wcc_merge_tile) * ln->ntiles);
+	memcpy(r->blob + s->segs_off, ln->segs, sizeof(wcc_merge_seg) * ln->nsegs);
+	s->nchunks = (uint32_t)ln->nchunks;
+	s->nblocks = nblocks;
+	s->ntiles = (uint32_t)ln->ntiles;
+	s->nsegs = (uint32_t)ln->nsegs;
+	r->nsteps++;
+	if (r->part_bytes + ln->used_scr > r->work_bytes)
+		r->work_bytes = r->part_bytes + ln->used_scr;
+	ln->nchunks = ln->ntiles = ln->nsegs = 0;
+	ln->used_scr = 0;
+	return WC_OK;
+}
+
+/* A lossy tile: its code plane decoded by the rANS kernel into the work
+ * buffer (or read in place when stored raw), then a merge tile of kind
+ * WCC_KIND_LOSSY dequantizes it into the destination. job: room for the
+ * code plane's job, kept until the descriptors are built. */
+static wc_err plan_lossy(wcodec_cuda_resident *r, const wc_container *c, const piece *p,
+			 const uint8_t *host_payloads, wc_tile_job *job, wcc_lane *ln, size_t *in_step)
+{
+	wc_tile_source *src = wc_container_source((wc_container *)c);
+	const wc_tile_info *tl = wc_container_tile(c, p->tile);
+	src->ops->describe_job(src, p->tile, job);
+	const wc_lossy_job *lj = job->kind_data;
+	const uint32_t w = p->lossy->plain_layout.elem_size, n = tl->dsize / w;
+	if (job->kind != WC_JOB_LOSSY || !lj || job->layout.elem_size != 1 || job->layout.nplanes != 1)
+		return wc_fail(WC_E_UNSUPPORTED, "cuda resident: tile %u of tensor '%s': not a lossy code plane",
+			       p->tile, p->name);
+	/* the codes as a plain one-plane job of n bytes */
+	job->kind = WC_JOB_PLANES;
+	job->kind_data = NULL;
+	job->payload = host_payloads + p->poff;
+	job->payload_size = tl->csize;
+	job->out_size = n;
+	if (*in_step == STEP_JOBS || ln->used_scr + ALIGN16(n) > ln->cap_scr) {
+		wc_err e = close_step(r, ln);
+		if (e != WC_OK)
+			return e;
+		*in_step = 0;
+	}
+	uint8_t *codes = ln->d_scr + ln->used_scr;
+	job_plan pl;
+	memset(&pl, 0, sizeof pl);
+	if (ALIGN16(n) > ln->cap_scr || !wcc_plan_job(r->ctx, job, codes, &pl))
+		return wc_fail(WC_E_UNSUPPORTED, "cuda resident: tile %u of tensor '%s': its code plane cannot be "
+			       "decoded on the GPU", p->tile, p->name);
+	ln->used_in = p->poff;
+	if (pl.direct) { /* rANS: the kernel writes the codes */
+		wc_err e = wcc_lane_add(ln, job, codes, &pl);
+		if (e != WC_OK)
+			return e;
+		ln->used_scr += ALIGN16(n);
+	} else if (pl.v[0].mode == WC_PLANE_RAW) { /* read in place */
+		codes = r->d_payload + p->poff + (pl.v[0].body - job->payload);
+		memset(&ln->jobs[ln->njobs], 0, sizeof ln->jobs[ln->njobs]);
+		ln->jobs[ln->njobs++].job = job; /* keeps status indices = pieces */
+	} else {
+		return wc_fail(WC_E_UNSUPPORTED, "cuda resident: tile %u of tensor '%s': code plane mode %u",
+			       p->tile, p->name, (unsigned)pl.v[0].mode);
+	}
+	(*in_step)++;
+	const uint32_t per = (uint32_t)(lj->p.elems / lj->p.channels);
+	if (wcc_grow((void **)&ln->tiles, &ln->cap_tiles, ln->ntiles + 1, sizeof(wcc_merge_tile)) ||
+	    wcc_grow((void **)&ln->segs, &ln->cap_segs, ln->nsegs + n / WCC_MERGE_SEG + 1, sizeof(wcc_merge_seg)))
+		return wc_fail(WC_E_NOMEM, "cuda resident: descriptors");
+	wcc_merge_tile t;
+	memset(&t, 0, sizeof t);
+	t.lossy = (wcc_lossy_tile){ .codes = (const int8_t *)codes,
+				    .scales = (const float *)(r->d_payload + p->soff),
+				    .first = (uint32_t)p->first,
+				    .per = per,
+				    .channels = lj->p.channels,
+				    .group = lj->p.group ? lj->p.group : per,
+				    .groups = lj->p.group ? (per + lj->p.group - 1) / lj->p.group : 1,
+				    .scale_base = (uint32_t)p->slo,
+				    .axis = lj->p.axis,
+				    .dtype = lj->p.dtype };
+	t.out = (uint8_t *)p->out;
+	t.n = n;
+	t.kind = WCC_KIND_LOSSY;
+	t.elem_size = (uint8_t)w;
+	const uint32_t ti = (uint32_t)ln->ntiles++;
+	ln->tiles[ti] = t;
+	for (uint32_t b = 0; b < n; b += WCC_MERGE_SEG)
+		ln->segs[ln->nsegs++] = (wcc_merge_seg){ .tile = ti, .begin = b,
+							 .count = n - b < WCC_MERGE_SEG ? n - b : WCC_MERGE_SEG };
+	return WC_OK;
+}
+
+/* The planned descriptors of every piece (payloads already at d_payload;
+ * host_payloads: the same bytes on the host, for parsing). */
+wc_err wcr_plan_all(wcodec_cuda_resident *r, const wc_container *c, const piece *pc,
+		       const uint8_t *host_payloads)
+{
+	wc_tile_source *src = wc_container_source((wc_container *)c);
+	wc_tile_job *jobs = calloc(r->ntiles ? r->ntiles : 1, sizeof *jobs);
+	wcc_lane ln;
+	memset(&ln, 0, sizeof ln);
+	ln.jobs = calloc(r->ntiles ? r->ntiles : 1, sizeof *ln.jobs);
+	ln.d_in = r->d_payload;
+	ln.d_scr = (uint8_t *)(WORK + r->part_bytes);
+	ln.cap_scr = STEP_SCRATCH;
+	r->work_bytes = r->part_bytes;
+	wc_err e = jobs && ln.jobs ? WC_OK : wc_fail(WC_E_NOMEM, "cuda resident: jobs");
+	job_plan pl;
+	memset(&pl, 0, sizeof pl);
+	size_t in_step = 0;
+	for (size_t i = 0; i < r->ntiles && e == WC_OK; i++) {
+		wc_tile_job *job = &jobs[i];
+		if (pc[i].lossy) {
+			e = plan_lossy(r, c, &pc[i], host_payloads, job, &ln, &in_step);
+			continue;
+		}
+		src->ops->describe_job(src, pc[i].tile, job);
+		const wc_tile_info *tl = wc_container_tile(c, pc[i].tile);
+		job->payload = host_payloads + pc[i].poff;
+		job->payload_size = tl->csize;
+		job->out_size = tl->dsize;
+		uint8_t *dev_out = (uint8_t *)pc[i].out;
+		if (!wcc_plan_job(r->ctx, job, dev_out, &pl)) {
+			e = wc_fail(WC_E_UNSUPPORTED,
+				    "cuda resident: tile %u of tensor '%s' cannot be decoded on the GPU "
+				    "(zstd or dictionary planes, or a malformed payload)",
+				    pc[i].tile, pc[i].name);
+			break;
+		}
+		if (pl.scr > ln.cap_scr) {
+			e = wc_fail(WC_E_UNSUPPORTED, "cuda resident: tile %u of tensor '%s' needs %zu bytes of "
+				    "plane scratch", pc[i].tile, pc[i].name, pl.scr);
+			break;
+		}
+		if (in_step == STEP_JOBS || ln.used_scr + pl.scr > ln.cap_scr) {
+			e = close_step(r, &ln);
+			in_step = 0;
+		}
+		ln.used_in = pc[i].poff; /* where lane_add takes the payload from */
+		if (e == WC_OK)
+			e = wcc_lane_add(&ln, job, dev_out, &pl);
+		in_step++;
+	}
+	if (e == WC_OK)
+		e = close_step(r, &ln);
+	free(ln.chunks);
+	free(ln.chunk_table);
+	free(ln.tiles);
+	free(ln.segs);
+	free(ln.jobs);
+	free(jobs);
+	return e;
+}
+
+/* An address of the descriptors, rebased onto dst and work. */
+static void *fix(const void *p, uintptr_t dst, uintptr_t work)
+{
+	const uintptr_t a = (uintptr_t)p;
+	if (a >= WORK)
+		return (void *)(work + (a - WORK));
+	if (a >= REL)
+		return (void *)(dst + (a - REL));
+	return (void *)a;
+}
+
+/* The descriptors rebased onto dst and work, into h_stage. */
+void wcr_rebase(const wcodec_cuda_resident *r, uintptr_t dst, uintptr_t work)
+{
+	memcpy(r->h_stage, r->blob, r->blob_bytes);
+	for (size_t k = 0; k < r->nsteps; k++) {
+		const step *s = &r->steps[k];
+		wcc_chunk *ch = (wcc_chunk *)(r->h_stage + s->chunks_off);
+		for (uint32_t i = 0; i < s->nchunks; i++)
+			ch[i].out = fix(ch[i].out, dst, work);
+		wcc_merge_tile *t = (wcc_merge_tile *)(r->h_stage + s->tiles_off);
+		for (uint32_t i = 0; i < s->ntiles; i++) {
+			t[i].out = fix(t[i].out, dst, work);
+			if (t[i].kind == WCC_KIND_LOSSY)
+				t[i].lossy.codes = fix(t[i].lossy.codes, dst, work);
+			else
+				for (unsigned p = 0; p < 8; p++)
+					t[i].src[p] = fix(t[i].src[p], dst, work);
+		}
+	}
+}
+
+/* The scales a lossy tile reads: [slo, shi) of its tensor's, placed after
+ * its payload (the caller has just placed it). Lossy tiles hold one
+ * tensor's codes (never shared). */
+static wc_err lossy_slice(wcodec_cuda_resident *r, const wc_tensor_info *t, const wc_tile_info *tl, piece *p)
+{
+	const uint64_t w = t->plain_layout.elem_size;
+	const uint64_t N = w ? (t->end - t->begin) / w : 0;
+	if (w == 0 || N >= UINT32_MAX || tl->voff < t->begin || tl->voff + tl->dsize > t->end || tl->dsize % w ||
+	    t->lossy_channels == 0 || N % t->lossy_channels)
+		return wc_fail(WC_E_UNSUPPORTED, "cuda resident: lossy tensor '%s' (its size or tiles)", t->name);
+	const uint64_t per = N / t->lossy_channels, group = t->lossy_group ? t->lossy_group : per;
+	const uint64_t groups = (per + group - 1) / group;
+	const uint64_t first = (tl->voff - t->begin) / w, last = first + tl->dsize / w - 1;
+	if (t->lossy_axis == 0) {
+		p->slo = first / per * groups + first % per / group;
+		p->shi = last / per * groups + last % per / group + 1;
+	} else {
+		p->slo = first / t->lossy_channels / group;
+		p->shi = (t->lossy_channels - 1) * groups + last / t->lossy_channels / group + 1;
+	}
+	if (p->shi > t->lossy_nscales || (p->shi - p->slo) * 4 > (tl->dsize > 65536 ? tl->dsize : 65536))
+		return wc_fail(WC_E_UNSUPPORTED, "cuda resident: lossy tensor '%s': its tiles' scales", t->name);
+	p->lossy = t;
+	p->first = first;
+	p->soff = r->payload_bytes; /* right after the payload */
+	r->payload_bytes += ALIGN16((p->shi - p->slo) * 4);
+	return WC_OK;
+}
+
+/* The pieces of tensors names[0..n): offsets in the destination, tiles,
+ * payload offsets (a tile shared by consecutive tensors read once), shared
+ * tiles' places in the work buffer and their copies. */
+wc_err wcr_lay_out(wcodec_cuda_resident *r, const wc_container *c, const char *const *names, size_t n,
+		      piece **out)
+{
+	size_t cap = 0;
+	uint32_t *idx = calloc(n, sizeof *idx);
+	if (!idx)
+		return wc_fail(WC_E_NOMEM, "cuda resident");
+	uint64_t pos = 0;
+	for (size_t k = 0; k < n; k++) {
+		if (!names[k] || wc_container_find_tensor(c, names[k], &idx[k]) != WC_OK) {
+			free(idx);
+			return wc_fail(WC_E_NOTFOUND, "cuda resident: no tensor '%s'", names[k] ? names[k] : "(null)");
+		}
+		const wc_tensor_info *t = wc_container_tensor(c, idx[k]);
+		pos = (pos + OUT_ALIGN - 1u) & ~(uint64_t)(OUT_ALIGN - 1u);
+		r->offsets[k] = pos;
+		pos += t->end - t->begin;
+		cap += t->end > t->begin ? t->ntiles : 0;
+	}
+	r->out_bytes = pos;
+	piece *pc = calloc(cap + 1, sizeof *pc);
+	r->copies = calloc(cap + 1, sizeof *r->copies);
+	if (!pc || !r->copies) {
+		free(idx);
+		free(pc);
+		return wc_fail(WC_E_NOMEM, "cuda resident");
+	}
+	size_t np = 0;
+	for (size_t k = 0; k < n; k++) {
+		const wc_tensor_info *t = wc_container_tensor(c, idx[k]);
+		for (uint32_t j = 0; t->end > t->begin && j < t->ntiles; j++) {
+			const uint32_t ti = t->first_tile + j;
+			const wc_tile_info *tl = wc_container_tile(c, ti);
+			piece *p = &pc[np];
+			p->tile = ti;
+			p->name = t->name;
+			if (np > 0 && pc[np - 1].tile == ti) {
+				p->poff = pc[np - 1].poff;
+			} else {
+				p->poff = r->payload_bytes;
+				r->payload_bytes += ALIGN16(tl->csize);
+			}
+			if (t->lossy) {
+				wc_err e = lossy_slice(r, t, tl, p);
+				if (e != WC_OK) {
+					free(idx);
+					free(pc);
+					return e;
+				}
+			}
+			const uint64_t lo = tl->voff > t->begin ? tl->voff : t->begin;
+			const uint64_t hi = tl->voff + tl->dsize < t->end ? tl->voff + tl->dsize : t->end;
+			if (lo == tl->voff && hi == tl->voff + tl->dsize) {
+				p->out = REL + r->offsets[k] + (tl->voff - t->begin);
+			} else {
+				p->out = WORK + r->part_bytes;
+				r->copies[r->ncopies++] = (piece_copy){ .work_off = r->part_bytes + (lo - tl->voff),
+									.dst_off = r->offsets[k] + (lo - t->begin),
+									.len = hi - lo };
+				r->part_bytes += ALIGN16(tl->dsize);
+			}
+			np++;
+		}
+	}
+	free(idx);
+	r->ntiles = np;
+	*out = pc;
+	return WC_OK;
+}
