@@ -110,7 +110,6 @@ def weights_bytes(model):
 
 def run(a):
     import wcodec.torch as wpt
-    from wcodec import _file
     # cuDNN's attention builds a plan per new sequence length on first sight
     # (the first model measured paid for every KV-cache length: 60.7 against
     # 34.5 ms per step) and may pick other kernels run to run: flash
@@ -145,12 +144,12 @@ def run(a):
         # every packed weight decoded once, back to back (the decode part of a token step)
         buf = torch.empty(du.scratch_bytes, dtype=torch.uint8, device="cuda")
         s = torch.cuda.current_stream()
-        units = list(du._units)
+        units = du.units
         for u in units:
-            du._decode(u, buf, s)
-        t_dec, _ = timed(lambda: [du._decode(u, buf, s) for u in units], 5)
+            du.decode_into(u, buf, s)
+        t_dec, _ = timed(lambda: [du.decode_into(u, buf, s) for u in units], 5)
         del buf
-        dec_bytes = sum(u.nbytes for u in du._units.values())
+        dec_bytes = sum(du.unit_bytes(u) for u in units)
         r = measure(model, a, a.new, "packed", ref)
         torch.cuda.synchronize()
         du.check()

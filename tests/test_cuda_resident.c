@@ -41,7 +41,7 @@ static uint8_t *g_bytes;
 static size_t g_len;
 /* weight-like tensors (BF16, F16, F32; odd sizes) and a tiny one sharing a tile */
 static const char *const g_names[] = { "blk.q.weight", "blk.tiny", "blk.odd", "blk.f16", "blk.f32",
-				       "blk.k.weight" };
+				       "blk.k.weight", "blk.tf" };
 #define NNAMES (sizeof g_names / sizeof g_names[0])
 
 /* Outside any test (no ck_assert): 0, or -1 after a message. */
@@ -56,6 +56,17 @@ static int build_file(void)
 	st_add(&g_f, "blk.f16", "F16", 2, s3, "weights", &rng);
 	st_add(&g_f, "blk.f32", "F32", 2, s4, "weights", &rng);
 	st_add(&g_f, "blk.k.weight", "BF16", 2, s1, "weights", &rng);
+	/* channels last (TensorFlow's layout): columns 2^(c % 8) apart in
+	 * magnitude, so the lossy quantizer takes the last axis */
+	uint64_t s6[2] = { 160, 96 };
+	st_add(&g_f, "blk.tf", "F32", 2, s6, "weights", &rng);
+	st_tensor *tf = &g_f.t[g_f.n - 1];
+	for (size_t e = 0; e < s6[0] * s6[1]; e++) {
+		float v;
+		memcpy(&v, tf->data + 4 * e, 4);
+		v *= (float)(1u << (e % s6[1] % 8));
+		memcpy(tf->data + 4 * e, &v, 4);
+	}
 	g_bytes = st_serialize(&g_f, &g_len);
 	snprintf(g_dir, sizeof g_dir, "%s/wc_test_res.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	if (!mkdtemp(g_dir))
@@ -167,7 +178,12 @@ START_TEST(lossy_tiles_equal_the_cpu_decoder)
 			ck_assert_int_eq(wc_container_find_tensor(c, g_names[i], &ti), WC_OK);
 			nlossy += wc_container_tensor(c, ti)->lossy != 0;
 		}
-		ck_assert_uint_ge(nlossy, 4);
+		ck_assert_uint_ge(nlossy, 5);
+		wc_lossy_desc ld;
+		uint32_t tfi;
+		ck_assert_int_eq(wc_container_find_tensor(c, "blk.tf", &tfi), WC_OK);
+		ck_assert_int_eq(wc_container_lossy_desc(c, tfi, &ld), WC_OK);
+		ck_assert_uint_eq(ld.axis, 1); /* the channels-last walk is decoded too */
 		wcodec_cuda_resident *r;
 		wc_err e = r_create(c, g_names, NNAMES, 0, WCODEC_CUDA_RESIDENT_VERIFY, &r);
 		ck_assert_msg(e == WC_OK, "create: %s", wc_last_detail());
