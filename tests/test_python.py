@@ -419,6 +419,45 @@ class TorchLoader(Base):
         with self.assertRaises(ValueError):
             wpt.load_packed(bad, packed_path)
 
+    def test_load_packed_into_a_model_built_without_weights(self):
+        """Under empty_weights() a model's parameters take no memory while a
+        buffer it computes (no checkpoint holds it) is real; load_packed
+        then gives the source model's outputs. The same buffer on the meta
+        device (a model moved there whole) is refused."""
+        from wcodec.packed import _write_safetensors
+
+        class Rot(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = torch.nn.Embedding(200, 64)
+                self.proj = torch.nn.Linear(64, 200, bias=False)
+                self.register_buffer("freq", 1.0 + torch.arange(64.0) / 64, persistent=False)
+
+            def forward(self, ids):
+                return self.proj(self.emb(ids) * self.freq)
+
+        torch.manual_seed(4)
+        src = Rot().eval()
+        ids = torch.randint(0, 200, (3, 7))
+        with torch.no_grad():
+            want = src(ids)
+        st = os.path.join(self.dir, "rot.safetensors")
+        _write_safetensors(st, [(k, v.contiguous()) for k, v in src.state_dict().items()])
+        packed_path = st[:-12] + ".wcodec"
+        pack(st, packed_path)
+        with wpt.empty_weights():
+            dst = Rot().eval()
+        self.assertTrue(dst.proj.weight.is_meta)
+        self.assertFalse(dst.freq.is_meta)
+        self.assertFalse(torch.nn.Linear(2, 2).weight.is_meta)  # the patch is gone after
+        packed = wpt.load_packed(dst, packed_path)
+        with torch.no_grad():
+            self.assertTrue(torch.equal(dst(ids), want))
+        packed.close()
+        meta = Rot().to("meta")
+        with self.assertRaises(ValueError):
+            wpt.load_packed(meta, packed_path)
+
     def test_pack_module_blocks_decoded_ahead(self):
         """With blocks, each block's weights are decoded in one call and
         the next one's while it runs: at most two at once, the outputs

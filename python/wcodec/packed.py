@@ -18,6 +18,7 @@ lossless (docs/FORMAT.md), so every decoded weight equals the original
 byte for byte.
 """
 import concurrent.futures as _futures
+import contextlib
 import ctypes
 import json
 import os
@@ -30,7 +31,7 @@ import torch as _torch
 from . import _lib, _safe_open
 from ._file import TensorFile
 
-__all__ = ["pack_module", "load_packed", "PackedModule"]
+__all__ = ["pack_module", "load_packed", "PackedModule", "empty_weights"]
 
 
 class _PackOpts(ctypes.Structure):
@@ -274,6 +275,30 @@ def _attach(model, path, owned, files, entries, blocks, owner, resident):
     return packed
 
 
+@contextlib.contextmanager
+def empty_weights():
+    """Within it, modules built put their parameters on the meta device (no
+    memory, no initialisation) while their buffers (a rotary embedding's
+    table, say, which no checkpoint holds) are made as usual: build a model
+    under it, then give it its weights with load_packed (or
+    load_state_dict(..., assign=True)). Parameters are made by the module
+    (uninitialised torch.empty) and moved to the meta device as each is
+    registered (torch.nn.Module.register_parameter, patched for the
+    duration; not thread-safe)."""
+    orig = _torch.nn.Module.register_parameter
+
+    def register(module, name, param):
+        orig(module, name, param)
+        if param is not None and not param.is_meta:
+            module._parameters[name] = type(param)(param.to("meta"), requires_grad=param.requires_grad)
+
+    _torch.nn.Module.register_parameter = register
+    try:
+        yield
+    finally:
+        _torch.nn.Module.register_parameter = orig
+
+
 def load_packed(model, source, device="cpu", min_bytes=1 << 16, blocks=None, resident=None):
     """Attach a packed checkpoint to a model without unpacking it: source is
     a .wcodec (or safetensors) file or a model directory (shards, an
@@ -284,12 +309,15 @@ def load_packed(model, source, device="cpu", min_bytes=1 << 16, blocks=None, res
     `device` around each call of its module (or block), as pack_module
     does; the other parameters, and the buffers the checkpoint holds, are
     loaded onto `device` now. Build the model on the CPU or the meta device
-    (buffers the checkpoint lacks keep the values the model gave them).
+    (buffers the checkpoint lacks keep the values the model gave them and
+    move to `device`; under empty_weights() building takes no memory for
+    the parameters).
     resident: as pack_module's, for device "cuda" or "cuda:N" (the tiles of
     the packed parameters in GPU memory, checked once at load).
     Returns a PackedModule. Errors: KeyError (a parameter the checkpoint
-    lacks), ValueError (shape or dtype differs; blocks as pack_module),
-    FileNotFoundError, WcodecError."""
+    lacks), ValueError (shape or dtype differs; a buffer on the meta device
+    that the checkpoint lacks; blocks as pack_module), FileNotFoundError,
+    WcodecError."""
     from ._file import open_checkpoint_dir
     from .torch import _TorchFramework, torch_dtype
     blocks, owner = _blocks_of(model, blocks)
@@ -310,6 +338,11 @@ def load_packed(model, source, device="cpu", min_bytes=1 << 16, blocks=None, res
                 if attr in mod._buffers:
                     if full in at:
                         now.append((mod, attr, full, at[full], True))
+                    elif p.is_meta:
+                        raise ValueError(f"{full}: a buffer on the meta device that {source} lacks: build the "
+                                         f"model under wcodec.torch.empty_weights() (buffers then stay real)")
+                    else:  # computed by the model (a rotary table, say): where the model runs
+                        mod._buffers[attr] = p.to(dev)
                     continue
                 name = next((n for n in names[id(p)] if n in at), None)
                 if name is None:

@@ -21,7 +21,7 @@ from ._file import TensorFile, open_checkpoint_dir
 from .torch_images import QVQDataset, QVQLoader, load_images
 
 __all__ = ["load_file", "safe_open", "load_checkpoint", "load", "load_images", "QVQDataset", "QVQLoader",
-           "pack_module", "load_packed", "PackedModule"]
+           "pack_module", "load_packed", "PackedModule", "empty_weights"]
 
 _DTYPES = {
     "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16", "F16": "float16",
@@ -134,4 +134,4 @@ def safe_open(filename, framework="pt", device="cpu"):
     return _safe_open.SafeOpen(_FW, filename, device)
 
 
-from .packed import PackedModule, load_packed, pack_module  # noqa: E402  (packed.py imports this module's framework)
+from .packed import PackedModule, empty_weights, load_packed, pack_module  # noqa: E402  (packed.py imports this module's framework)
