@@ -21,40 +21,20 @@ save_pretrained writes), device_map a single device ("cpu", "cuda",
 map, quantization configs, adapters, and legacy key renames; use the mount
 for those (from_pretrained of the mounted directory reads the same bytes).
 """
-import contextlib
 import os
 
 import torch
 
-from .torch import load_checkpoint
+from .torch import empty_weights, load_checkpoint
 
 __all__ = ["from_pretrained"]
-
-
-@contextlib.contextmanager
-def _parameters_on_meta():
-    """Every nn.Parameter registered inside the block is moved to the meta
-    device as it is registered (buffers stay where they are made)."""
-    register = torch.nn.Module.register_parameter
-
-    def on_meta(module, name, param):
-        register(module, name, param)
-        if param is not None:
-            p = module._parameters[name]
-            module._parameters[name] = type(p)(p.to("meta"), requires_grad=p.requires_grad)
-
-    torch.nn.Module.register_parameter = on_meta
-    try:
-        yield
-    finally:
-        torch.nn.Module.register_parameter = register
 
 
 def _build(model_class, config, dtype):
     kwargs = {}
     if dtype is not None:
         kwargs["torch_dtype"] = dtype
-    with _parameters_on_meta():
+    with empty_weights():
         if hasattr(model_class, "from_config"):
             try:
                 return model_class.from_config(config, **kwargs)
