@@ -7,7 +7,7 @@ CUDA_DIST = cuda/wcc_kernels.cu cuda/wcc_kernels.h cuda/wcc_device.c cuda/wcc_de
 	cuda/plugin.c cuda/direct.c cuda/loader.c cuda/resident.c cuda/resident_plan.c cuda/resident_impl.h \
 	cuda/wcodec_cuda.h \
 	cuda/vq_gather.cu cuda/vq_gather.h cuda/vq_decode.cu cuda/vq_nearest.cu cuda/vq_nearest.h \
-	tests/test_cuda.c tests/test_cuda_resident.c
+	tests/test_cuda.c tests/test_cuda_resident.c tests/cuda_plugin.h
 EXTRA_DIST += $(CUDA_DIST)
 
 if HAVE_CUDA
@@ -58,14 +58,16 @@ pkginclude_HEADERS += cuda/wcodec_cuda.h
 # make check: bit-exactness against the CPU decoder; exits 77 without a GPU.
 check_PROGRAMS += tests/test_cuda
 TESTS += tests/test_cuda
-tests_test_cuda_SOURCES = tests/test_cuda.c tests/st_builder.c tests/st_builder.h tests/codec_testutil.h
+tests_test_cuda_SOURCES = tests/test_cuda.c tests/st_builder.c tests/st_builder.h tests/codec_testutil.h \
+	tests/cuda_plugin.h
 tests_test_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_cuda_CFLAGS = $(TEST_CFLAGS)
 tests_test_cuda_LDADD = $(TEST_LIBS) -lcudart -ldl
 tests_test_cuda_LDFLAGS = $(AM_LDFLAGS) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR)
 check_PROGRAMS += tests/test_cuda_resident
 TESTS += tests/test_cuda_resident
-tests_test_cuda_resident_SOURCES = tests/test_cuda_resident.c tests/st_builder.c tests/st_builder.h
+tests_test_cuda_resident_SOURCES = tests/test_cuda_resident.c tests/st_builder.c tests/st_builder.h \
+	tests/cuda_plugin.h
 tests_test_cuda_resident_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_cuda_resident_CFLAGS = $(TEST_CFLAGS)
 tests_test_cuda_resident_LDADD = $(TEST_LIBS) -lcudart -ldl

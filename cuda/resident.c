@@ -68,10 +68,29 @@ static void read_one(void *arg, size_t i)
 		snprintf(r->why[i], sizeof r->why[i], "%s", wc_last_detail());
 }
 
+typedef struct hash_ctx {
+	const wcodec_cuda_resident *r;
+	const uint8_t *h; /* the destination's bytes, then the work buffer's shared tiles */
+	wc_err *err;
+} hash_ctx;
+
+static void hash_one(void *arg, size_t j)
+{
+	const hash_ctx *x = arg;
+	const piece *p = &x->r->pieces[j];
+	const wc_tile_info *tl = wc_container_tile(x->r->c, p->tile);
+	wc_tile_job job;
+	memset(&job, 0, sizeof job);
+	job.out = (uint8_t *)(p->out >= WORK ? x->h + x->r->out_bytes + (p->out - WORK) : x->h + (p->out - REL));
+	job.out_size = tl->dsize;
+	job.dhash = tl->dhash;
+	x->err[j] = wc_job_check_hash(&job);
+}
+
 /* With WCODEC_CUDA_RESIDENT_VERIFY: decode once into scratch and check
  * every tile's bytes (in the destination, or the work buffer for shared
- * tiles) against its dhash on the host. */
-static wc_err verify(wcodec_cuda_resident *r, const wc_container *c, const piece *pc)
+ * tiles) against its dhash on the host, on the context's threads. */
+static wc_err verify(wcodec_cuda_resident *r, wc_err *errs)
 {
 	uint8_t *d = NULL, *h = NULL;
 	const size_t bytes = r->out_bytes + r->part_bytes + 16;
@@ -93,16 +112,13 @@ static wc_err verify(wcodec_cuda_resident *r, const wc_container *c, const piece
 		e = cuda_err("verify copy", ce);
 	if (e == WC_OK)
 		e = wcodec_cuda_resident_check(r);
-	for (size_t j = 0; j < r->ntiles && e == WC_OK; j++) {
-		const wc_tile_info *tl = wc_container_tile(c, pc[j].tile);
-		wc_tile_job job;
-		memset(&job, 0, sizeof job);
-		job.out = pc[j].out >= WORK ? h + r->out_bytes + (pc[j].out - WORK) : h + (pc[j].out - REL);
-		job.out_size = tl->dsize;
-		job.dhash = tl->dhash;
-		if (wc_job_check_hash(&job) != WC_OK)
-			e = wc_fail(WC_E_CORRUPT, "cuda resident: tensor '%s', tile %u: decoded bytes fail their checksum",
-				    pc[j].name, pc[j].tile);
+	if (e == WC_OK) {
+		hash_ctx x = { r, h, errs };
+		wc_threadpool_run(r->ctx->pool, hash_one, &x, r->ntiles);
+		for (size_t j = 0; j < r->ntiles && e == WC_OK; j++)
+			if (errs[j] != WC_OK)
+				e = wc_fail(WC_E_CORRUPT, "cuda resident: tensor '%s', tile %u: decoded bytes fail their "
+					    "checksum", r->pieces[j].name, r->pieces[j].tile);
 	}
 	/* d leaves no slot behind pointing at it */
 	for (unsigned k = 0; k < NSLOT; k++)
@@ -125,9 +141,10 @@ EXPORT wc_err wcodec_cuda_resident_create(wc_container *c, const char *const *na
 		return wc_fail(WC_E_NOMEM, "cuda resident");
 	r->gpu = gpu;
 	r->ntensors = (uint32_t)n;
+	r->c = c;
+	wc_container_retain(c);
 	int prev = 0;
 	cudaGetDevice(&prev);
-	piece *pc = NULL;
 	uint8_t *host = NULL;
 	wc_err *errs = NULL;
 	char(*why)[256] = NULL;
@@ -138,21 +155,16 @@ EXPORT wc_err wcodec_cuda_resident_create(wc_container *c, const char *const *na
 	if (e == WC_OK && !(r->offsets = calloc(n, sizeof *r->offsets)))
 		e = wc_fail(WC_E_NOMEM, "cuda resident");
 	if (e == WC_OK)
-		e = wcr_lay_out(r, c, names, n, &pc);
+		e = wcr_lay_out(r, c, names, n);
 	if (e != WC_OK)
 		goto done;
-	r->tile_names = calloc(r->ntiles + 1, sizeof *r->tile_names);
-	r->tile_index = calloc(r->ntiles + 1, sizeof *r->tile_index);
+	const piece *pc = r->pieces;
 	errs = calloc(r->ntiles + 1, sizeof *errs);
 	why = calloc(r->ntiles + 1, sizeof *why);
 	host = malloc(r->payload_bytes + 16);
-	if (!r->tile_names || !r->tile_index || !errs || !why || !host) {
+	if (!errs || !why || !host) {
 		e = wc_fail(WC_E_NOMEM, "cuda resident: %zu payload bytes", r->payload_bytes);
 		goto done;
-	}
-	for (size_t j = 0; j < r->ntiles; j++) {
-		r->tile_names[j] = (char *)pc[j].name;
-		r->tile_index[j] = pc[j].tile;
 	}
 	/* payloads: read and checked on the host, uploaded once */
 	read_ctx rc = { c, pc, host, errs, why };
@@ -173,7 +185,7 @@ EXPORT wc_err wcodec_cuda_resident_create(wc_container *c, const char *const *na
 		goto done;
 	}
 	memset(r->h_status, 0, 4u * (r->ntiles + 1));
-	e = wcr_plan_all(r, c, pc, host);
+	e = wcr_plan_all(r, c, host);
 	if (e != WC_OK)
 		goto done;
 	if ((ce = cudaHostAlloc((void **)&r->h_stage, r->blob_bytes + 16, 0)) != cudaSuccess) {
@@ -186,9 +198,8 @@ EXPORT wc_err wcodec_cuda_resident_create(wc_container *c, const char *const *na
 			goto done;
 		}
 	if (flags & WCODEC_CUDA_RESIDENT_VERIFY)
-		e = verify(r, c, pc);
+		e = verify(r, errs);
 done:
-	free(pc);
 	free(host);
 	free(errs);
 	free(why);
@@ -216,9 +227,8 @@ static wc_err slot_for(wcodec_cuda_resident *r, uintptr_t dst, cudaStream_t stre
 		if (r->slots[s].last < lru->last)
 			lru = &r->slots[s];
 	}
+	/* the upload below follows the slot's last decode, on any stream */
 	cudaError_t ce = cudaStreamWaitEvent(stream, lru->used, 0);
-	if (ce == cudaSuccess)
-		ce = cudaStreamSynchronize(stream); /* the slot's last decode is over: reuse it */
 	if (ce == cudaSuccess && !lru->d_blob)
 		ce = cudaMalloc((void **)&lru->d_blob, r->blob_bytes + 16);
 	if (ce == cudaSuccess && !lru->d_work && r->work_bytes)
@@ -228,7 +238,7 @@ static wc_err slot_for(wcodec_cuda_resident *r, uintptr_t dst, cudaStream_t stre
 	wcr_rebase(r, dst, (uintptr_t)lru->d_work);
 	ce = cudaMemcpyAsync(lru->d_blob, r->h_stage, r->blob_bytes, cudaMemcpyHostToDevice, stream);
 	if (ce == cudaSuccess)
-		ce = cudaStreamSynchronize(stream);
+		ce = cudaStreamSynchronize(stream); /* h_stage is free again */
 	if (ce != cudaSuccess)
 		return cuda_err("descriptor upload", ce);
 	lru->dst = dst;
@@ -254,12 +264,12 @@ EXPORT wc_err wcodec_cuda_resident_decode(wcodec_cuda_resident *r, void *device_
 	for (size_t k = 0; k < r->nsteps && e == WC_OK; k++) {
 		const step *st = &r->steps[k];
 		const uint8_t *b = s->d_blob;
-		const wcc_merge_tile *tl = (const wcc_merge_tile *)(b + st->tiles_off);
-		int le = wcc_launch_rans((const wcc_rans_block *)(b + st->blocks_off), st->nblocks,
-					 (const wcc_chunk *)(b + st->chunks_off), r->ctx->d_freqs, tl, r->d_status,
+		const wcc_merge_tile *tl = (const wcc_merge_tile *)(b + st->d.tiles);
+		int le = wcc_launch_rans((const wcc_rans_block *)(b + st->d.blocks), st->d.nblocks,
+					 (const wcc_chunk *)(b + st->d.chunks), r->ctx->d_freqs, tl, r->d_status,
 					 stream);
 		if (!le)
-			le = wcc_launch_merge((const wcc_merge_seg *)(b + st->segs_off), st->nsegs, tl, stream);
+			le = wcc_launch_merge((const wcc_merge_seg *)(b + st->d.segs), st->nsegs, tl, stream);
 		if (le)
 			e = cuda_err("kernel launch", (cudaError_t)le);
 	}
@@ -287,7 +297,7 @@ EXPORT wc_err wcodec_cuda_resident_check(const wcodec_cuda_resident *r)
 		uint32_t v = __atomic_load_n(&r->h_status[i], __ATOMIC_ACQUIRE);
 		if (v)
 			return wc_fail(WC_E_CORRUPT, "cuda resident: tensor '%s', tile %u failed the rANS stream checks "
-				       "on the GPU", r->tile_names[i], r->tile_index[i]);
+				       "on the GPU", r->pieces[i].name, r->pieces[i].tile);
 	}
 	return WC_OK;
 }
@@ -335,7 +345,8 @@ EXPORT void wcodec_cuda_resident_free(wcodec_cuda_resident *r)
 	free(r->copies);
 	free(r->blob);
 	free(r->steps);
-	free(r->tile_names);
-	free(r->tile_index);
+	free(r->pieces);
+	if (r->c)
+		wc_container_release(r->c);
 	free(r);
 }

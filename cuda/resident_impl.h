@@ -20,11 +20,25 @@
 #define STEP_SCRATCH (64u * MIB)
 #define OUT_ALIGN 256u
 
-/* One step's descriptors, as byte offsets into the host blob. */
+/* One step's descriptors: where they lie in the host blob, and counts. */
 typedef struct step {
-	size_t chunks_off, blocks_off, tiles_off, segs_off;
-	uint32_t nchunks, nblocks, ntiles, nsegs;
+	wcc_desc_offsets d;
+	uint32_t nchunks, ntiles, nsegs;
 } step;
+
+/* One tile to decode: the tiles of the tensors, a tile shared by two of them
+ * once per tensor. */
+typedef struct piece {
+	uint32_t tile;
+	size_t poff;     /* its payload in d_payload */
+	uintptr_t out;   /* REL + destination offset, or WORK + work offset */
+	const char *name;
+	/* a lossy tensor's tile: the scales it reads, [slo, shi) of the
+	 * tensor's, at soff in d_payload; its first element */
+	const wc_tensor_info *lossy;
+	uint64_t slo, shi, first;
+	size_t soff;
+} piece;
 
 /* A tile shared with bytes outside the tensor: decoded into the work
  * buffer, its tensor's part copied to the destination after. */
@@ -41,12 +55,14 @@ typedef struct slot {
 } slot;
 
 struct wcodec_cuda_resident {
+	wc_container *c;    /* a reference: the pieces name its tensors and tiles */
 	wcc_ctx *ctx;
 	int gpu;
 	uint32_t ntensors;
 	uint64_t *offsets;  /* tensor k's bytes at dst + offsets[k] */
 	uint64_t out_bytes;
-	size_t ntiles;
+	piece *pieces;      /* the tiles decoded (wcr_lay_out) */
+	size_t ntiles;      /* of pieces */
 	uint8_t *d_payload; /* every tile's payload, 16-byte aligned */
 	size_t payload_bytes;
 	size_t part_bytes;  /* shared tiles' room at the start of a work buffer */
@@ -61,37 +77,21 @@ struct wcodec_cuda_resident {
 	size_t nsteps;
 	slot slots[NSLOT];
 	uint64_t ndecodes;
-	char **tile_names;  /* the tensor each tile belongs to, for reasons */
-	uint32_t *tile_index;
 };
 
-/* One tile to decode: the tiles of the tensors, a tile shared by two of them
- * once per tensor. */
-typedef struct piece {
-	uint32_t tile;
-	size_t poff;     /* its payload in d_payload */
-	uintptr_t out;   /* REL + destination offset, or WORK + work offset */
-	const char *name;
-	/* a lossy tensor's tile: the scales it reads, [slo, shi) of the
-	 * tensor's, at soff in d_payload; its first element */
-	const wc_tensor_info *lossy;
-	uint64_t slo, shi, first;
-	size_t soff;
-} piece;
 
-/* The pieces of tensors names[0..n) (*out, r->ntiles of them; the caller
- * frees): the tensors' offsets in the destination, r->out_bytes, the
+/* The pieces of tensors names[0..n) (r->pieces, r->ntiles of them): the
+ * tensors' offsets in the destination, r->out_bytes, the
  * payloads' places (r->payload_bytes, lossy tiles' scales after their
  * payloads), shared tiles' places in the work buffer and their copies.
  * Errors: WC_E_NOTFOUND, WC_E_UNSUPPORTED (a lossy tensor's tiles or
  * scales), WC_E_NOMEM. */
-wc_err wcr_lay_out(wcodec_cuda_resident *r, const wc_container *c, const char *const *names, size_t n,
-		   piece **out);
+wc_err wcr_lay_out(wcodec_cuda_resident *r, const wc_container *c, const char *const *names, size_t n);
 
-/* Plan every piece into the steps' descriptors (r->blob, r->steps;
+/* Plan r's pieces into the steps' descriptors (r->blob, r->steps;
  * r->work_bytes). host_payloads: the payloads as laid out, on the host.
  * Errors: WC_E_UNSUPPORTED (tiles the GPU does not decode), WC_E_NOMEM. */
-wc_err wcr_plan_all(wcodec_cuda_resident *r, const wc_container *c, const piece *pc, const uint8_t *host_payloads);
+wc_err wcr_plan_all(wcodec_cuda_resident *r, const wc_container *c, const uint8_t *host_payloads);
 
 /* The descriptors rebased onto a destination and a work buffer, into
  * r->h_stage. */

@@ -12,68 +12,56 @@
 #include "container/lossy_job.h"
 #include "resident_impl.h"
 
-/* Append the lane's current batch (chunks sorted by table, cut into
- * blocks; tiles; segments) to the blob as one step. */
+/* Append the lane's current batch to the blob as one step (wcc_lane_write_descs). */
 static wc_err close_step(wcodec_cuda_resident *r, wcc_lane *ln)
 {
 	if (ln->nchunks == 0 && ln->ntiles == 0)
 		return WC_OK;
+	const size_t add = wcc_lane_desc_bytes(ln);
 	uint32_t *cnt = calloc(TABLE_SLOTS + 1u, sizeof *cnt);
 	step *ns = realloc(r->steps, (r->nsteps + 1) * sizeof *ns);
 	if (ns)
 		r->steps = ns;
-	size_t add = ALIGN16(sizeof(wcc_chunk) * ln->nchunks) + ALIGN16(sizeof(wcc_rans_block) * ln->nchunks) +
-		     ALIGN16(sizeof(wcc_merge_tile) * ln->ntiles) + ALIGN16(sizeof(wcc_merge_seg) * ln->nsegs);
 	uint8_t *nb = cnt && ns ? realloc(r->blob, r->blob_bytes + add) : NULL;
 	if (!nb) {
 		free(cnt);
 		return wc_fail(WC_E_NOMEM, "cuda resident: descriptors");
 	}
 	r->blob = nb;
-	step *s = &r->steps[r->nsteps];
-	size_t off = r->blob_bytes;
-	s->chunks_off = off;
-	off += ALIGN16(sizeof(wcc_chunk) * ln->nchunks);
-	s->blocks_off = off;
-	off += ALIGN16(sizeof(wcc_rans_block) * ln->nchunks);
-	s->tiles_off = off;
-	off += ALIGN16(sizeof(wcc_merge_tile) * ln->ntiles);
-	s->segs_off = off;
-	off += ALIGN16(sizeof(wcc_merge_seg) * ln->nsegs);
 	memset(r->blob + r->blob_bytes, 0, add);
-	r->blob_bytes = off;
-	/* chunks sorted by table slot (stable counting sort), as lane_submit does */
-	for (size_t i = 0; i < ln->nchunks; i++)
-		cnt[ln->chunk_table[i] + 1u]++;
-	for (uint32_t t = 0; t < TABLE_SLOTS; t++)
-		cnt[t + 1u] += cnt[t];
-	wcc_chunk *hc = (wcc_chunk *)(r->blob + s->chunks_off);
-	for (size_t i = 0; i < ln->nchunks; i++)
-		hc[cnt[ln->chunk_table[i]]++] = ln->chunks[i];
-	wcc_rans_block *hb = (wcc_rans_block *)(r->blob + s->blocks_off);
-	uint32_t nblocks = 0, start = 0;
-	for (uint32_t t = 0; t < TABLE_SLOTS && start < ln->nchunks; t++) {
-		uint32_t end = cnt[t];
-		for (uint32_t c = start; c < end; c += WCC_RANS_WARPS)
-			hb[nblocks++] = (wcc_rans_block){ .first = c,
-							  .count = end - c < WCC_RANS_WARPS ? end - c : WCC_RANS_WARPS,
-							  .table = t };
-		if (end > start)
-			start = end;
-	}
+	step *s = &r->steps[r->nsteps++];
+	wcc_lane_write_descs(ln, r->blob, r->blob_bytes, cnt, &s->d);
 	free(cnt);
-	memcpy(r->blob + s->tiles_off, ln->tiles, sizeof(wcc_merge_tile) * ln->ntiles);
-	memcpy(r->blob + s->segs_off, ln->segs, sizeof(wcc_merge_seg) * ln->nsegs);
+	r->blob_bytes = s->d.end;
 	s->nchunks = (uint32_t)ln->nchunks;
-	s->nblocks = nblocks;
 	s->ntiles = (uint32_t)ln->ntiles;
 	s->nsegs = (uint32_t)ln->nsegs;
-	r->nsteps++;
 	if (r->part_bytes + ln->used_scr > r->work_bytes)
 		r->work_bytes = r->part_bytes + ln->used_scr;
 	ln->nchunks = ln->ntiles = ln->nsegs = 0;
 	ln->used_scr = 0;
 	return WC_OK;
+}
+
+/* Close the step if one more job (scratch bytes of plane scratch) would
+ * pass its bounds. */
+static wc_err room_for(wcodec_cuda_resident *r, wcc_lane *ln, size_t *in_step, size_t scratch)
+{
+	if (*in_step < STEP_JOBS && ln->used_scr + scratch <= ln->cap_scr)
+		return WC_OK;
+	*in_step = 0;
+	return close_step(r, ln);
+}
+
+/* Piece p's tile as a job, its payload on the host at host_payloads + p->poff. */
+static void describe(const wc_container *c, const piece *p, const uint8_t *host_payloads, wc_tile_job *job)
+{
+	wc_tile_source *src = wc_container_source((wc_container *)c);
+	const wc_tile_info *tl = wc_container_tile(c, p->tile);
+	src->ops->describe_job(src, p->tile, job);
+	job->payload = host_payloads + p->poff;
+	job->payload_size = tl->csize;
+	job->out_size = tl->dsize;
 }
 
 /* A lossy tile: its code plane decoded by the rANS kernel into the work
@@ -83,26 +71,19 @@ static wc_err close_step(wcodec_cuda_resident *r, wcc_lane *ln)
 static wc_err plan_lossy(wcodec_cuda_resident *r, const wc_container *c, const piece *p,
 			 const uint8_t *host_payloads, wc_tile_job *job, wcc_lane *ln, size_t *in_step)
 {
-	wc_tile_source *src = wc_container_source((wc_container *)c);
-	const wc_tile_info *tl = wc_container_tile(c, p->tile);
-	src->ops->describe_job(src, p->tile, job);
+	describe(c, p, host_payloads, job);
 	const wc_lossy_job *lj = job->kind_data;
-	const uint32_t w = p->lossy->plain_layout.elem_size, n = tl->dsize / w;
+	const uint32_t w = p->lossy->plain_layout.elem_size, n = job->out_size / w;
 	if (job->kind != WC_JOB_LOSSY || !lj || job->layout.elem_size != 1 || job->layout.nplanes != 1)
 		return wc_fail(WC_E_UNSUPPORTED, "cuda resident: tile %u of tensor '%s': not a lossy code plane",
 			       p->tile, p->name);
 	/* the codes as a plain one-plane job of n bytes */
 	job->kind = WC_JOB_PLANES;
 	job->kind_data = NULL;
-	job->payload = host_payloads + p->poff;
-	job->payload_size = tl->csize;
 	job->out_size = n;
-	if (*in_step == STEP_JOBS || ln->used_scr + ALIGN16(n) > ln->cap_scr) {
-		wc_err e = close_step(r, ln);
-		if (e != WC_OK)
-			return e;
-		*in_step = 0;
-	}
+	wc_err e = room_for(r, ln, in_step, ALIGN16(n));
+	if (e != WC_OK)
+		return e;
 	uint8_t *codes = ln->d_scr + ln->used_scr;
 	job_plan pl;
 	memset(&pl, 0, sizeof pl);
@@ -111,7 +92,7 @@ static wc_err plan_lossy(wcodec_cuda_resident *r, const wc_container *c, const p
 			       "decoded on the GPU", p->tile, p->name);
 	ln->used_in = p->poff;
 	if (pl.direct) { /* rANS: the kernel writes the codes */
-		wc_err e = wcc_lane_add(ln, job, codes, &pl);
+		e = wcc_lane_add(ln, job, codes, &pl);
 		if (e != WC_OK)
 			return e;
 		ln->used_scr += ALIGN16(n);
@@ -154,10 +135,9 @@ static wc_err plan_lossy(wcodec_cuda_resident *r, const wc_container *c, const p
 
 /* The planned descriptors of every piece (payloads already at d_payload;
  * host_payloads: the same bytes on the host, for parsing). */
-wc_err wcr_plan_all(wcodec_cuda_resident *r, const wc_container *c, const piece *pc,
-		       const uint8_t *host_payloads)
+wc_err wcr_plan_all(wcodec_cuda_resident *r, const wc_container *c, const uint8_t *host_payloads)
 {
-	wc_tile_source *src = wc_container_source((wc_container *)c);
+	const piece *pc = r->pieces;
 	wc_tile_job *jobs = calloc(r->ntiles ? r->ntiles : 1, sizeof *jobs);
 	wcc_lane ln;
 	memset(&ln, 0, sizeof ln);
@@ -176,11 +156,7 @@ wc_err wcr_plan_all(wcodec_cuda_resident *r, const wc_container *c, const piece 
 			e = plan_lossy(r, c, &pc[i], host_payloads, job, &ln, &in_step);
 			continue;
 		}
-		src->ops->describe_job(src, pc[i].tile, job);
-		const wc_tile_info *tl = wc_container_tile(c, pc[i].tile);
-		job->payload = host_payloads + pc[i].poff;
-		job->payload_size = tl->csize;
-		job->out_size = tl->dsize;
+		describe(c, &pc[i], host_payloads, job);
 		uint8_t *dev_out = (uint8_t *)pc[i].out;
 		if (!wcc_plan_job(r->ctx, job, dev_out, &pl)) {
 			e = wc_fail(WC_E_UNSUPPORTED,
@@ -194,10 +170,7 @@ wc_err wcr_plan_all(wcodec_cuda_resident *r, const wc_container *c, const piece 
 				    "plane scratch", pc[i].tile, pc[i].name, pl.scr);
 			break;
 		}
-		if (in_step == STEP_JOBS || ln.used_scr + pl.scr > ln.cap_scr) {
-			e = close_step(r, &ln);
-			in_step = 0;
-		}
+		e = room_for(r, &ln, &in_step, pl.scr);
 		ln.used_in = pc[i].poff; /* where lane_add takes the payload from */
 		if (e == WC_OK)
 			e = wcc_lane_add(&ln, job, dev_out, &pl);
@@ -231,10 +204,10 @@ void wcr_rebase(const wcodec_cuda_resident *r, uintptr_t dst, uintptr_t work)
 	memcpy(r->h_stage, r->blob, r->blob_bytes);
 	for (size_t k = 0; k < r->nsteps; k++) {
 		const step *s = &r->steps[k];
-		wcc_chunk *ch = (wcc_chunk *)(r->h_stage + s->chunks_off);
+		wcc_chunk *ch = (wcc_chunk *)(r->h_stage + s->d.chunks);
 		for (uint32_t i = 0; i < s->nchunks; i++)
 			ch[i].out = fix(ch[i].out, dst, work);
-		wcc_merge_tile *t = (wcc_merge_tile *)(r->h_stage + s->tiles_off);
+		wcc_merge_tile *t = (wcc_merge_tile *)(r->h_stage + s->d.tiles);
 		for (uint32_t i = 0; i < s->ntiles; i++) {
 			t[i].out = fix(t[i].out, dst, work);
 			if (t[i].kind == WCC_KIND_LOSSY)
@@ -278,8 +251,7 @@ static wc_err lossy_slice(wcodec_cuda_resident *r, const wc_tensor_info *t, cons
 /* The pieces of tensors names[0..n): offsets in the destination, tiles,
  * payload offsets (a tile shared by consecutive tensors read once), shared
  * tiles' places in the work buffer and their copies. */
-wc_err wcr_lay_out(wcodec_cuda_resident *r, const wc_container *c, const char *const *names, size_t n,
-		      piece **out)
+wc_err wcr_lay_out(wcodec_cuda_resident *r, const wc_container *c, const char *const *names, size_t n)
 {
 	size_t cap = 0;
 	uint32_t *idx = calloc(n, sizeof *idx);
@@ -298,11 +270,10 @@ wc_err wcr_lay_out(wcodec_cuda_resident *r, const wc_container *c, const char *c
 		cap += t->end > t->begin ? t->ntiles : 0;
 	}
 	r->out_bytes = pos;
-	piece *pc = calloc(cap + 1, sizeof *pc);
+	piece *pc = r->pieces = calloc(cap + 1, sizeof *pc);
 	r->copies = calloc(cap + 1, sizeof *r->copies);
 	if (!pc || !r->copies) {
 		free(idx);
-		free(pc);
 		return wc_fail(WC_E_NOMEM, "cuda resident");
 	}
 	size_t np = 0;
@@ -324,7 +295,6 @@ wc_err wcr_lay_out(wcodec_cuda_resident *r, const wc_container *c, const char *c
 				wc_err e = lossy_slice(r, t, tl, p);
 				if (e != WC_OK) {
 					free(idx);
-					free(pc);
 					return e;
 				}
 			}
@@ -344,6 +314,5 @@ wc_err wcr_lay_out(wcodec_cuda_resident *r, const wc_container *c, const char *c
 	}
 	free(idx);
 	r->ntiles = np;
-	*out = pc;
 	return WC_OK;
 }

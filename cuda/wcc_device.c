@@ -317,65 +317,30 @@ static cudaError_t download(wcc_lane *ln)
 static wc_err lane_submit(wcc_ctx *ctx, wcc_lane *ln)
 {
 	const uint64_t t0 = wc_mono_ns();
-	/* descriptors after the payloads, in desc_bytes() order */
-	size_t off = ln->used_in;
-	const size_t status_off = off;
-	off += ALIGN16(4u * ln->njobs);
-	const size_t chunks_off = off;
-	off += ALIGN16(sizeof(wcc_chunk) * ln->nchunks);
-	const size_t blocks_off = off;
-	off += ALIGN16(sizeof(wcc_rans_block) * ln->nchunks);
-	const size_t tiles_off = off;
-	off += ALIGN16(sizeof(wcc_merge_tile) * ln->ntiles);
-	const size_t segs_off = off;
-	off += ALIGN16(sizeof(wcc_merge_seg) * ln->nsegs);
-
+	/* descriptors after the payloads, in desc_bytes() order: the status
+	 * words, then the batch's descriptors */
+	const size_t status_off = ln->used_in;
 	memset(ln->h_in + status_off, 0, 4u * ln->njobs);
-	/* chunks sorted by table slot (counting sort, stable), cut into blocks
-	 * of up to WCC_RANS_WARPS chunks that share a table */
-	memset(ln->cnt, 0, (TABLE_SLOTS + 1u) * sizeof(uint32_t));
-	for (size_t i = 0; i < ln->nchunks; i++)
-		ln->cnt[ln->chunk_table[i] + 1u]++;
-	for (uint32_t s = 0; s < TABLE_SLOTS; s++)
-		ln->cnt[s + 1u] += ln->cnt[s];
-	wcc_chunk *hc = (wcc_chunk *)(ln->h_in + chunks_off);
-	for (size_t i = 0; i < ln->nchunks; i++)
-		hc[ln->cnt[ln->chunk_table[i]]++] = ln->chunks[i];
-	/* cnt[s] is now the end of table s's run */
-	wcc_rans_block *hb = (wcc_rans_block *)(ln->h_in + blocks_off);
-	uint32_t nblocks = 0, start = 0;
-	for (uint32_t s = 0; s < TABLE_SLOTS && start < ln->nchunks; s++) {
-		uint32_t end = ln->cnt[s];
-		for (uint32_t c = start; c < end; c += WCC_RANS_WARPS) {
-			hb[nblocks].first = c;
-			hb[nblocks].count = end - c < WCC_RANS_WARPS ? end - c : WCC_RANS_WARPS;
-			hb[nblocks].table = s;
-			hb[nblocks].pad = 0;
-			nblocks++;
-		}
-		if (end > start)
-			start = end;
-	}
-	if (ctx->fault_inject && ln->nchunks)
-		hc[0].in = (const uint8_t *)(uintptr_t)64; /* an illegal address: the kernel faults */
-	memcpy(ln->h_in + tiles_off, ln->tiles, sizeof(wcc_merge_tile) * ln->ntiles);
-	memcpy(ln->h_in + segs_off, ln->segs, sizeof(wcc_merge_seg) * ln->nsegs);
+	wcc_desc_offsets d;
+	wcc_lane_write_descs(ln, ln->h_in, status_off + ALIGN16(4u * ln->njobs), ln->cnt, &d);
+	if (ctx->fault_inject && ln->nchunks) /* an illegal address: the kernel faults */
+		((wcc_chunk *)(ln->h_in + d.chunks))[0].in = (const uint8_t *)(uintptr_t)64;
 	if (ln->nstaged) /* the mount's payloads are page-locked: nothing to copy */
 		wc_threadpool_run(ctx->pool, copy_payload, ln, ln->njobs);
 
-	cudaError_t e = upload(ln, off);
+	cudaError_t e = upload(ln, d.end);
 	if (e != cudaSuccess)
 		return wcc_cuda_fail(ctx, "copy to device", e);
 	uint32_t *d_status = (uint32_t *)(ln->d_in + status_off);
 	if (ctx->timing)
 		cudaEventRecord(ln->k0, ln->stream);
-	int le = wcc_launch_rans((const wcc_rans_block *)(ln->d_in + blocks_off), nblocks,
-				 (const wcc_chunk *)(ln->d_in + chunks_off), ctx->d_freqs,
-				 (const wcc_merge_tile *)(ln->d_in + tiles_off), d_status, ln->stream);
+	int le = wcc_launch_rans((const wcc_rans_block *)(ln->d_in + d.blocks), d.nblocks,
+				 (const wcc_chunk *)(ln->d_in + d.chunks), ctx->d_freqs,
+				 (const wcc_merge_tile *)(ln->d_in + d.tiles), d_status, ln->stream);
 	if (le)
 		return wcc_cuda_fail(ctx, "rANS kernel launch", (cudaError_t)le);
-	le = wcc_launch_merge((const wcc_merge_seg *)(ln->d_in + segs_off), (uint32_t)ln->nsegs,
-			      (const wcc_merge_tile *)(ln->d_in + tiles_off), ln->stream);
+	le = wcc_launch_merge((const wcc_merge_seg *)(ln->d_in + d.segs), (uint32_t)ln->nsegs,
+			      (const wcc_merge_tile *)(ln->d_in + d.tiles), ln->stream);
 	if (le)
 		return wcc_cuda_fail(ctx, "merge kernel launch", (cudaError_t)le);
 	if (ctx->timing)

@@ -134,6 +134,20 @@ wc_err wcc_lane_add(wcc_lane *ln, wc_tile_job *job, uint8_t *dev_out, const job_
  * of memory (*arr kept). */
 int wcc_grow(void **arr, size_t *cap, size_t need, size_t elem);
 
+/* Where a batch's descriptors lie, byte offsets from a base. */
+typedef struct wcc_desc_offsets {
+	size_t chunks, blocks, tiles, segs, end;
+	uint32_t nblocks;
+} wcc_desc_offsets;
+
+/* Bytes the lane's batch descriptors (chunks, blocks, tiles, segments)
+ * take, and their writing at base + off: the chunks sorted by table slot
+ * (a stable counting sort in cnt, TABLE_SLOTS + 1 entries of scratch), cut
+ * into blocks of up to WCC_RANS_WARPS chunks that share a table, then the
+ * tiles and segments as they are. Fills *o. */
+size_t wcc_lane_desc_bytes(const wcc_lane *ln);
+void wcc_lane_write_descs(const wcc_lane *ln, uint8_t *base, size_t off, uint32_t *cnt, wcc_desc_offsets *o);
+
 /* Empty the lane's batch. */
 void wcc_lane_reset(wcc_lane *ln);
 

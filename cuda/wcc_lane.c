@@ -297,6 +297,50 @@ wc_err wcc_lane_add(wcc_lane *ln, wc_tile_job *job, uint8_t *dev_out, const job_
 	return WC_OK;
 }
 
+size_t wcc_lane_desc_bytes(const wcc_lane *ln)
+{
+	return desc_bytes(0, ln->nchunks, ln->ntiles, ln->nsegs);
+}
+
+void wcc_lane_write_descs(const wcc_lane *ln, uint8_t *base, size_t off, uint32_t *cnt, wcc_desc_offsets *o)
+{
+	o->chunks = off;
+	off += ALIGN16(sizeof(wcc_chunk) * ln->nchunks);
+	o->blocks = off;
+	off += ALIGN16(sizeof(wcc_rans_block) * ln->nchunks);
+	o->tiles = off;
+	off += ALIGN16(sizeof(wcc_merge_tile) * ln->ntiles);
+	o->segs = off;
+	off += ALIGN16(sizeof(wcc_merge_seg) * ln->nsegs);
+	o->end = off;
+	memset(cnt, 0, (TABLE_SLOTS + 1u) * sizeof(uint32_t));
+	for (size_t i = 0; i < ln->nchunks; i++)
+		cnt[ln->chunk_table[i] + 1u]++;
+	for (uint32_t s = 0; s < TABLE_SLOTS; s++)
+		cnt[s + 1u] += cnt[s];
+	wcc_chunk *hc = (wcc_chunk *)(base + o->chunks);
+	for (size_t i = 0; i < ln->nchunks; i++)
+		hc[cnt[ln->chunk_table[i]]++] = ln->chunks[i];
+	/* cnt[s] is now the end of table s's run */
+	wcc_rans_block *hb = (wcc_rans_block *)(base + o->blocks);
+	uint32_t nblocks = 0, start = 0;
+	for (uint32_t s = 0; s < TABLE_SLOTS && start < ln->nchunks; s++) {
+		uint32_t end = cnt[s];
+		for (uint32_t c = start; c < end; c += WCC_RANS_WARPS) {
+			hb[nblocks].first = c;
+			hb[nblocks].count = end - c < WCC_RANS_WARPS ? end - c : WCC_RANS_WARPS;
+			hb[nblocks].table = s;
+			hb[nblocks].pad = 0;
+			nblocks++;
+		}
+		if (end > start)
+			start = end;
+	}
+	o->nblocks = nblocks;
+	memcpy(base + o->tiles, ln->tiles, sizeof(wcc_merge_tile) * ln->ntiles);
+	memcpy(base + o->segs, ln->segs, sizeof(wcc_merge_seg) * ln->nsegs);
+}
+
 void wcc_lane_reset(wcc_lane *ln)
 {
 	ln->used_in = ln->used_out = ln->used_scr = 0;

@@ -120,29 +120,30 @@ typedef struct wcodec_cuda_resident wcodec_cuda_resident;
  * XXH3-64 dhash on the host (costs a device-to-host copy of the tensors). */
 #define WCODEC_CUDA_RESIDENT_VERIFY 1u
 
-/* Read tensors names[0..n) of container c (n >= 1; each tensor's tiles its
- * own, not shared with another tensor), check every payload's chash,
- * upload the payloads to GPU `gpu` and plan their decode. The decoded
- * tensors lie in one buffer of wcodec_cuda_resident_out_bytes() bytes,
- * tensor k at wcodec_cuda_resident_offset(r, k) (256-byte aligned, in the
- * order given). Lossy tensors (docs/FORMAT.md 2.2) decode to their
- * dequantized values, bit-identical to the CPU decoder (their codes by
- * the rANS kernel, the scaling by the merge kernel). A tile a tensor shares with others (small tensors packed
- * together, docs/FORMAT.md 1.6) is decoded whole into a work buffer and
- * the tensor's part copied. flags: 0 or WCODEC_CUDA_RESIDENT_VERIFY.
+/* Read tensors names[0..n) of container c (n >= 1), check every payload's
+ * chash, upload the payloads to GPU `gpu` and plan their decode. The
+ * decoded tensors lie in one buffer of wcodec_cuda_resident_out_bytes()
+ * bytes, tensor k at wcodec_cuda_resident_offset(r, k) (256-byte aligned,
+ * in the order given). Lossy tensors (docs/FORMAT.md 2.2) decode to their
+ * dequantized values, bit-identical to the CPU decoder (their codes by the
+ * rANS kernel, the scaling by the merge kernel). A tile a tensor shares
+ * with others (small tensors packed together, docs/FORMAT.md 1.6) is
+ * decoded whole into a work buffer and the tensor's part copied. flags: 0
+ * or WCODEC_CUDA_RESIDENT_VERIFY. r keeps a reference to c until
+ * wcodec_cuda_resident_free.
  * Device memory, reported by wcodec_cuda_resident_device_bytes(): the
  * payloads (16-byte aligned each) and, for each destination in use (at
  * most four), a copy of the descriptors (about 0.1% of the decoded bytes)
- * and a work buffer (shared tiles; plane scratch, up to 64 MiB, for
- * layouts with several rANS planes: none for BF16); plus the process's
- * decode context for the GPU (wcodec_cuda_decode_jobs's). c may be
- * released after. Errors: WC_E_INVAL (n), WC_E_NOTFOUND (a name),
- * WC_E_UNSUPPORTED (tiles the GPU decoder does not take: zstd or
- * dictionary planes; the reason names the tensor: keep such a tensor
- * decoded), WC_E_IO, WC_E_CORRUPT (a payload's chash, or with
- * VERIFY a tile's decoded bytes; the reason names tensor and tile),
- * WC_E_BACKEND (no usable GPU, a CUDA call failed, device memory
- * exhausted), WC_E_NOMEM. */
+ * and a work buffer (shared tiles; plane scratch, up to 64 MiB, for lossy
+ * codes and layouts with several rANS planes: none for BF16); plus, once
+ * per GPU for the process, a decode context of about 12 MiB (frequency
+ * tables) with its host threads.
+ * Errors: WC_E_INVAL (n), WC_E_NOTFOUND (a name), WC_E_UNSUPPORTED (tiles
+ * the GPU decoder does not take: zstd or dictionary planes; the reason
+ * names the tensor: keep such a tensor decoded), WC_E_IO, WC_E_CORRUPT (a
+ * payload's chash, or with VERIFY a tile's decoded bytes; the reason names
+ * tensor and tile), WC_E_BACKEND (no usable GPU, a CUDA call failed,
+ * device memory exhausted), WC_E_NOMEM. */
 wc_err wcodec_cuda_resident_create(wc_container *c, const char *const *names, size_t n, int gpu,
 				   unsigned flags, wcodec_cuda_resident **out);
 

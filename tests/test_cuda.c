@@ -15,6 +15,7 @@
 
 #include "codec/tile_codec.h"
 #include "codec_testutil.h"
+#include "cuda_plugin.h"
 #include "container/container.h"
 #include "engine/backend.h"
 #include "qvq/kmeans.h"
@@ -673,17 +674,9 @@ END_TEST
 
 int main(void)
 {
-	char path[1024];
-	const char *env = getenv("WCODEC_CUDA_PLUGIN");
-	const char *top = getenv("top_builddir");
-	snprintf(path, sizeof path, "%s", env ? env : "");
-	if (!env)
-		snprintf(path, sizeof path, "%s/cuda/.libs/" WC_CUDA_PLUGIN_NAME, top ? top : ".");
-	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	if (!h) {
-		fprintf(stderr, "test_cuda: cannot load %s: %s\n", path, dlerror());
+	void *h = cuda_plugin_open("test_cuda");
+	if (!h)
 		return 1;
-	}
 	wc_backend_create_fn create = (wc_backend_create_fn)dlsym(h, WC_CUDA_PLUGIN_SYMBOL);
 	g_create = create;
 	g_decode_jobs = (decode_jobs_fn)dlsym(h, "wcodec_cuda_decode_jobs");
@@ -691,12 +684,12 @@ int main(void)
 	g_load = (load_fn)dlsym(h, "wcodec_cuda_load");
 	g_vq_nearest = (wcodec_cuda_vq_nearest_fn)dlsym(h, "wcodec_cuda_vq_nearest");
 	if (!create || !g_decode_jobs || !g_decode_tensor || !g_load || !g_vq_nearest) {
-		fprintf(stderr, "test_cuda: %s lacks its entry points\n", path);
+		fprintf(stderr, "test_cuda: the plugin lacks its entry points\n");
 		return 1;
 	}
 	/* the plugin must export nothing of the CUDA runtime it links statically */
 	if (dlsym(h, "cudaMalloc")) {
-		fprintf(stderr, "test_cuda: %s exports cudaMalloc\n", path);
+		fprintf(stderr, "test_cuda: the plugin exports cudaMalloc\n");
 		return 1;
 	}
 	wc_backend_opts o = { .threads = 4, .gpu = 0, .gpu_memory_limit = 256u << 20 };
@@ -725,11 +718,7 @@ int main(void)
 	if (!getenv("WCODEC_TEST_NO_FAULT"))
 		tcase_add_test(tc, gpu_fault_falls_back_to_cpu);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_set_fork_status(sr, CK_NOFORK); /* a CUDA context does not survive fork() */
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
+	int rc = cuda_check_run(s);
 	g_be->ops->destroy(g_be);
-	return failed ? 1 : 0;
+	return rc;
 }

@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 
 #include "container/container.h"
+#include "cuda_plugin.h"
 #include "engine/backend.h"
 #include "st_builder.h"
 #include "wcodec_cuda.h"
@@ -233,17 +234,9 @@ END_TEST
 
 int main(void)
 {
-	char path[1024];
-	const char *env = getenv("WCODEC_CUDA_PLUGIN");
-	const char *top = getenv("top_builddir");
-	snprintf(path, sizeof path, "%s", env ? env : "");
-	if (!env)
-		snprintf(path, sizeof path, "%s/cuda/.libs/" WC_CUDA_PLUGIN_NAME, top ? top : ".");
-	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	if (!h) {
-		fprintf(stderr, "test_cuda_resident: cannot load %s: %s\n", path, dlerror());
+	void *h = cuda_plugin_open("test_cuda_resident");
+	if (!h)
 		return 1;
-	}
 	r_create = (create_fn)dlsym(h, "wcodec_cuda_resident_create");
 	r_decode = (decode_fn)dlsym(h, "wcodec_cuda_resident_decode");
 	r_check = (check_fn)dlsym(h, "wcodec_cuda_resident_check");
@@ -252,7 +245,7 @@ int main(void)
 	r_device_bytes = (size_fn)dlsym(h, "wcodec_cuda_resident_device_bytes");
 	r_free = (free_fn)dlsym(h, "wcodec_cuda_resident_free");
 	if (!r_create || !r_decode || !r_check || !r_out_bytes || !r_offset || !r_device_bytes || !r_free) {
-		fprintf(stderr, "test_cuda_resident: %s lacks its entry points\n", path);
+		fprintf(stderr, "test_cuda_resident: the plugin lacks its entry points\n");
 		return 1;
 	}
 	int ndev = 0;
@@ -270,11 +263,7 @@ int main(void)
 	tcase_add_test(tc, lossy_tiles_equal_the_cpu_decoder);
 	tcase_add_test(tc, damaged_payload_fails_at_create);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_set_fork_status(sr, CK_NOFORK);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
+	int failed = cuda_check_run(s);
 	char cmd[400];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
 	if (system(cmd) != 0)

@@ -53,6 +53,18 @@ def pack(src, dst, *extra):
     subprocess.run([WCODEC, "pack", "-q", *extra, src, dst], check=True)
 
 
+def pack_state(model, directory, name, skip=()):
+    """model's state dict (less the names in skip) written as
+    DIRECTORY/NAME.safetensors and packed into NAME.wcodec there; returns
+    the .wcodec path."""
+    from wcodec.packed import _write_safetensors
+    st = os.path.join(directory, name + ".safetensors")
+    _write_safetensors(st, [(k, v.contiguous()) for k, v in model.state_dict().items() if k not in skip])
+    packed_path = os.path.join(directory, name + ".wcodec")
+    pack(st, packed_path)
+    return packed_path
+
+
 def t_bytes(t):
     """A torch tensor's bytes (any dtype, any device)."""
     t = t.detach().cpu()
@@ -377,7 +389,6 @@ class TorchLoader(Base):
         same outputs as the model the checkpoint came from, large weights
         left packed, small ones loaded; a missing or misshapen tensor is
         refused."""
-        from wcodec.packed import _write_safetensors
 
         class Tiny(torch.nn.Module):
             def __init__(self, out=300):
@@ -398,10 +409,7 @@ class TorchLoader(Base):
         ids = torch.randint(0, 300, (2, 11))
         with torch.no_grad():
             want = src(ids)
-        st = os.path.join(self.dir, "tiny.safetensors")
-        _write_safetensors(st, [(k, v.contiguous()) for k, v in src.state_dict().items() if k != "head.weight"])
-        packed_path = st[:-12] + ".wcodec"
-        pack(st, packed_path)
+        packed_path = pack_state(src, self.dir, "tiny", skip=("head.weight",))
         torch.manual_seed(3)
         dst = Tiny().eval()
         packed = wpt.load_packed(dst, packed_path)
@@ -424,7 +432,6 @@ class TorchLoader(Base):
         buffer it computes (no checkpoint holds it) is real; load_packed
         then gives the source model's outputs. The same buffer on the meta
         device (a model moved there whole) is refused."""
-        from wcodec.packed import _write_safetensors
 
         class Rot(torch.nn.Module):
             def __init__(self):
@@ -441,10 +448,7 @@ class TorchLoader(Base):
         ids = torch.randint(0, 200, (3, 7))
         with torch.no_grad():
             want = src(ids)
-        st = os.path.join(self.dir, "rot.safetensors")
-        _write_safetensors(st, [(k, v.contiguous()) for k, v in src.state_dict().items()])
-        packed_path = st[:-12] + ".wcodec"
-        pack(st, packed_path)
+        packed_path = pack_state(src, self.dir, "rot")
         with wpt.empty_weights():
             dst = Rot().eval()
         self.assertTrue(dst.proj.weight.is_meta)

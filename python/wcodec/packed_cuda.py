@@ -156,12 +156,14 @@ class DeviceUnits:
         return u
 
     def _decoded(self, files, fi, name):
-        from ._file import load_cuda
+        """Tensor `name` of files[fi] decoded onto the GPU once (the loader's path)."""
+        from . import _safe_open
         from .torch import _TorchFramework
         fw = _TorchFramework()
         info = files[fi].info(name)
-        t = fw.empty(info, info.shape, fw.device(self.device))
-        load_cuda(files, [(fi, info.begin, info.nbytes, fw.address(t))], self.device.index)
+        d = fw.device(self.device)
+        t = fw.empty(info, info.shape, d)
+        _safe_open._read(fw, files, [(fi, info.begin, info.nbytes, t)], d)
         return t
 
     # ---- decoding ------------------------------------------------------
