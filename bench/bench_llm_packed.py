@@ -7,7 +7,7 @@ against offloading to CPU memory at the packed model's GPU memory budget
 with CUDA, transformers, safetensors; accelerate for the offload row.
 
   bench_llm_packed.py gen DIR --shape 7b|13b       # BF16 shards + config.json
-  wcodec pack -q DIR DIR.packed
+  wcodec pack -q --chunk 16384 DIR DIR.packed      # chunks sized for the GPU decoder
   bench_llm_packed.py run DIR DIR.packed [--batches 1 8 64] [--prompt 512]
         [--new 128] [--prefill 2048] [--offload-new 8] [--modes plain packed offload]
 

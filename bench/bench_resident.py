@@ -5,13 +5,17 @@ of lossy tensors on the GPU): every tensor of a .wcodec file decoded into
 one device buffer, back to back, timed with CUDA events
 (docs/BENCHMARKS.md, "Packed tensors decoded in GPU memory").
 
-  bench_resident.py FILE.wcodec [--reps 20] [--min-bytes 65536]
+  bench_resident.py FILE.wcodec [--reps 20] [--min-bytes 65536] [--by-block]
 
 Prints the decoded bytes, the time of one decode of all of them and the
 output rate (GB/s of decoded bytes), and checks the bytes against the CPU
-decoder once.
+decoder once. --by-block: also one set per transformer block (tensors named
+PREFIX.layers.N.*; as wcodec.torch.load_packed decodes a model's weights),
+each decoded alone: the rate of one block's decode (a block's rANS chunks
+against the GPU's concurrent warps).
 """
 import argparse
+import re
 import sys
 
 import numpy as np
@@ -28,6 +32,7 @@ def main():
     ap.add_argument("file")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--min-bytes", type=int, default=1 << 16)
+    ap.add_argument("--by-block", action="store_true")
     a = ap.parse_args()
     P = _lib.cuda()
     if P is None:
@@ -59,7 +64,39 @@ def main():
           f"{r.device_bytes() / 1e9:.3f} GB on the device; one decode {ms:.2f} ms = {out / ms / 1e6:.0f} GB/s "
           f"of output ({torch.cuda.get_device_name()})")
     r.close()
+    if a.by_block:
+        by_block(P, tf, names, a.reps)
     tf.close()
+
+
+def by_block(P, tf, names, reps):
+    blocks = {}
+    for n in names:
+        m = re.match(r"(.*\.layers\.\d+)\.", n)
+        if m:
+            blocks.setdefault(m.group(1), []).append(n)
+    if not blocks:
+        print("no tensors named *.layers.N.*")
+        return
+    s = torch.cuda.current_stream()
+    times, nbytes = [], 0
+    for prefix, group in blocks.items():
+        r = _Resident(P, tf, group, torch.cuda.current_device(), verify=False)
+        buf = torch.empty(r.out_bytes, dtype=torch.uint8, device="cuda")
+        r.decode(buf.data_ptr(), s.cuda_stream)
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        for _ in range(reps):
+            r.decode(buf.data_ptr(), s.cuda_stream)
+        e1.record()
+        torch.cuda.synchronize()
+        r.check()
+        times.append(e0.elapsed_time(e1) / reps)
+        nbytes = sum(tf.info(n).nbytes for n in group)
+        r.close()
+    ms = sorted(times)[len(times) // 2]
+    print(f"{len(blocks)} blocks of {len(blocks[next(iter(blocks))])} tensors, {nbytes / 1e6:.1f} MB each: one "
+          f"block's decode {ms:.3f} ms (median) = {nbytes / ms / 1e6:.0f} GB/s")
 
 
 if __name__ == "__main__":

@@ -135,22 +135,32 @@ __device__ __forceinline__ void transpose4(uint32_t a, uint32_t b, uint32_t c, u
 	w[3] = __byte_perm(t1, u1, 0x7632);
 }
 
+/* Four BF16 elements from their exponent bytes e (plane 0) and sign|mantissa
+ * bytes m (plane 1), one element a byte, element 0 lowest. */
+__device__ __forceinline__ uint2 bf16_4(uint32_t e, uint32_t m)
+{
+	const uint32_t e01 = __byte_perm(e, 0, 0x4140), e23 = __byte_perm(e, 0, 0x4342);
+	const uint32_t m01 = __byte_perm(m, 0, 0x4140), m23 = __byte_perm(m, 0, 0x4342);
+	return make_uint2(((m01 & 0x00800080u) << 8) | (e01 << 7) | (m01 & 0x007f007fu),
+			  ((m23 & 0x00800080u) << 8) | (e23 << 7) | (m23 & 0x007f007fu));
+}
+
+/* Four 2-byte elements of a byte shuffle from their high (plane 0) and low
+ * (plane 1) bytes. */
+__device__ __forceinline__ uint2 shuffle16_4(uint32_t hi, uint32_t lo)
+{
+	return make_uint2(__byte_perm(lo, hi, 0x5140), __byte_perm(lo, hi, 0x7362));
+}
+
 /* Elements i .. i+3 (i a multiple of 4) with aligned planes and output. */
 __device__ __forceinline__ void merge_vec4(const wcc_merge_tile &t, uint32_t i, unsigned fp = NO_SUB,
 					   uint32_t sub = 0, unsigned op = NO_SUB, uint32_t osub = 0)
 {
 	uint32_t w[4];
 	switch (t.kind) {
-	case 2: { /* bf16: p0 exponent, p1 sign|mant7 */
-		const uint32_t e = load4(t, 0, i, fp, sub, op, osub), m = load4(t, 1, i, fp, sub, op, osub);
-		const uint32_t e01 = __byte_perm(e, 0, 0x4140), e23 = __byte_perm(e, 0, 0x4342);
-		const uint32_t m01 = __byte_perm(m, 0, 0x4140), m23 = __byte_perm(m, 0, 0x4342);
-		uint2 o;
-		o.x = ((m01 & 0x00800080u) << 8) | (e01 << 7) | (m01 & 0x007f007fu);
-		o.y = ((m23 & 0x00800080u) << 8) | (e23 << 7) | (m23 & 0x007f007fu);
-		*(uint2 *)(t.out + 2u * i) = o;
+	case 2: /* bf16 */
+		*(uint2 *)(t.out + 2u * i) = bf16_4(load4(t, 0, i, fp, sub, op, osub), load4(t, 1, i, fp, sub, op, osub));
 		return;
-	}
 	case 3: { /* f32: q = p1 | p2 << 8 | p3 << 16 | p0 << 24 */
 		transpose4(load4(t, 1, i, fp, sub, op, osub), load4(t, 2, i, fp, sub, op, osub), load4(t, 3, i, fp, sub, op, osub), load4(t, 0, i, fp, sub, op, osub), w);
 		uint4 o;
@@ -163,11 +173,8 @@ __device__ __forceinline__ void merge_vec4(const wcc_merge_tile &t, uint32_t i, 
 	}
 	case 1: /* shuffle: plane k = byte w-1-k */
 		if (t.elem_size == 2) {
-			const uint32_t hi = load4(t, 0, i, fp, sub, op, osub), lo = load4(t, 1, i, fp, sub, op, osub);
-			uint2 o;
-			o.x = __byte_perm(lo, hi, 0x5140);
-			o.y = __byte_perm(lo, hi, 0x7362);
-			*(uint2 *)(t.out + 2u * i) = o;
+			*(uint2 *)(t.out + 2u * i) = shuffle16_4(load4(t, 0, i, fp, sub, op, osub),
+								 load4(t, 1, i, fp, sub, op, osub));
 		} else if (t.elem_size == 4) {
 			transpose4(load4(t, 3, i, fp, sub, op, osub), load4(t, 2, i, fp, sub, op, osub), load4(t, 1, i, fp, sub, op, osub), load4(t, 0, i, fp, sub, op, osub), w);
 			*(uint4 *)(t.out + 4u * i) = make_uint4(w[0], w[1], w[2], w[3]);
@@ -184,6 +191,27 @@ __device__ __forceinline__ void merge_vec4(const wcc_merge_tile &t, uint32_t i, 
 		*(uint32_t *)(t.out + i) = load4(t, 0, i, fp, sub, op, osub);
 		return;
 	}
+}
+
+/* Elements i .. i+7 (i a multiple of 8) of a fused tile: the rANS plane's
+ * bytes in sub, the preloaded plane `op`'s in osub. 2-byte elements go out
+ * as one 16-byte store, so that a warp's lanes, 8 elements apart, write 512
+ * contiguous bytes per instruction (four 8-byte stores 32 bytes apart sent
+ * four times the sectors to L2, which bounded the kernel: docs/BENCHMARKS.md,
+ * "GPU decode"). */
+__device__ __forceinline__ void merge_vec8(const wcc_merge_tile &t, uint32_t i, unsigned fp, uint2 sub, unsigned op,
+					   uint2 osub)
+{
+	if (t.elem_size == 2 && (t.kind == 2 || t.kind == 1)) {
+		const uint32_t a0 = load4(t, 0, i, fp, sub.x, op, osub.x), b0 = load4(t, 1, i, fp, sub.x, op, osub.x);
+		const uint32_t a1 = load4(t, 0, i + 4u, fp, sub.y, op, osub.y), b1 = load4(t, 1, i + 4u, fp, sub.y, op, osub.y);
+		const uint2 lo = t.kind == 2 ? bf16_4(a0, b0) : shuffle16_4(a0, b0);
+		const uint2 hi = t.kind == 2 ? bf16_4(a1, b1) : shuffle16_4(a1, b1);
+		*(uint4 *)(t.out + 2u * i) = make_uint4(lo.x, lo.y, hi.x, hi.y);
+		return;
+	}
+	merge_vec4(t, i, fp, sub.x, op, osub.x);
+	merge_vec4(t, i + 4u, fp, sub.y, op, osub.y);
 }
 
 /* One element, any alignment. */
@@ -303,9 +331,9 @@ __device__ __forceinline__ uint32_t rans_round(rans_lane &s, bool active, const 
 }
 
 /* MINB: blocks of 8 warps per SM the register budget is cut for (8: 32
- * registers and full occupancy, with spills; 4: 55 registers, 4 blocks fit:
- * the default, measured fastest on an H200 with 3, docs/BENCHMARKS.md
- * sections 1 and 12). */
+ * registers and full occupancy, with spills; 4: 4 blocks fit, the default:
+ * as fast as 3 and 6 on an H200, 8 slower; docs/BENCHMARKS.md, "GPU
+ * decode"). */
 template <int MINB>
 __global__ void __launch_bounds__(RANS_THREADS, MINB)
 wcc_rans_kernel(const wcc_rans_block *__restrict__ blocks, const wcc_chunk *__restrict__ chunks,
@@ -363,28 +391,33 @@ wcc_rans_kernel(const wcc_rans_block *__restrict__ blocks, const wcc_chunk *__re
 	 * start of a group, so the merge 16 rounds later does not wait on
 	 * global memory (it did for 14% of a one-tile batch's time). */
 	const unsigned op = fuse && mt.nplanes == 2u && mt.src[fp ^ 1u] ? fp ^ 1u : NO_SUB;
+	/* The group's elements in two halves of 256, lane l taking elements
+	 * [8 l, 8 l + 8) of each: the preloaded plane read and the tensor bytes
+	 * written contiguously across the warp. */
+	const bool op8 = op != NO_SUB && (((uintptr_t)mt.src[op] + e0) & 7u) == 0;
 	for (uint32_t g = 0; g < groups; g++) {
-		uint32_t o4[4] = { 0, 0, 0, 0 };
+		uint2 oa = make_uint2(0, 0), ob = make_uint2(0, 0);
 		if (op != NO_SUB) {
-			const uint32_t *src = (const uint32_t *)(mt.src[op] + e0 + g * STAGE_BYTES + 16u * lane);
-			o4[0] = src[0];
-			o4[1] = src[1];
-			o4[2] = src[2];
-			o4[3] = src[3];
+			const uint8_t *src = mt.src[op] + e0 + g * STAGE_BYTES + 8u * lane;
+			if (op8) {
+				oa = *(const uint2 *)src;
+				ob = *(const uint2 *)(src + STAGE_BYTES / 2u);
+			} else { /* bodies start 4-byte aligned (docs/FORMAT.md, tile payload) */
+				oa = make_uint2(((const uint32_t *)src)[0], ((const uint32_t *)src)[1]);
+				ob = make_uint2(((const uint32_t *)(src + STAGE_BYTES / 2u))[0],
+						((const uint32_t *)(src + STAGE_BYTES / 2u))[1]);
+			}
 		}
 #pragma unroll
 		for (unsigned j = 0; j < 16u; j++)
 			stage[j * 32u + lane] = (uint8_t)rans_round<false>(s, true, tab, ring, words, nslots, lt_mask, lane);
 		__syncwarp();
-		const uint4 sv = ((const uint4 *)stage)[lane];
 		if (!fuse) {
-			((uint4 *)(out + g * STAGE_BYTES))[lane] = sv;
+			((uint4 *)(out + g * STAGE_BYTES))[lane] = ((const uint4 *)stage)[lane];
 		} else {
-			const uint32_t i = e0 + g * STAGE_BYTES + 16u * lane;
-			merge_vec4(mt, i, fp, sv.x, op, o4[0]);
-			merge_vec4(mt, i + 4u, fp, sv.y, op, o4[1]);
-			merge_vec4(mt, i + 8u, fp, sv.z, op, o4[2]);
-			merge_vec4(mt, i + 12u, fp, sv.w, op, o4[3]);
+			const uint32_t i = e0 + g * STAGE_BYTES + 8u * lane;
+			merge_vec8(mt, i, fp, ((const uint2 *)stage)[lane], op, oa);
+			merge_vec8(mt, i + STAGE_BYTES / 2u, fp, ((const uint2 *)stage)[32u + lane], op, ob);
 		}
 		__syncwarp();
 	}

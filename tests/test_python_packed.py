@@ -97,6 +97,18 @@ def payload_offset(path, name):
     raise KeyError(name)
 
 
+def chunk_symbols(path):
+    """The rANS chunk of a .wcodec file, in symbols."""
+    L = wcodec._lib.lib()
+    L.wc_container_chunk_symbols.restype = ctypes.c_uint32
+    L.wc_container_chunk_symbols.argtypes = [ctypes.c_void_p]
+    f = wcodec.TensorFile(path)
+    try:
+        return L.wc_container_chunk_symbols(L.wc_tensor_file_container(f.handle))
+    finally:
+        f.close()
+
+
 class PackedOnGpu(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="wcodec-packed-test-")
@@ -114,6 +126,7 @@ class PackedOnGpu(unittest.TestCase):
             packed = wpt.pack_module(model, blocks=model.layers)
             du = packed.device_units
             self.assertIsNotNone(du)
+            self.assertEqual(chunk_symbols(packed.path), wcodec.packed.GPU_CHUNK)
             self.assertEqual(du.fixed_bytes, 0)  # every weight's tiles on the GPU
             self.assertGreater(du.scratch_bytes, 0)
             self.assertEqual(model.layers[2].up.weight.numel(), 0)
@@ -128,6 +141,31 @@ class PackedOnGpu(unittest.TestCase):
             if dtype != torch.float32:
                 self.assertLess(du.resident_bytes, 0.9 * orig)
             packed.close()
+
+    def test_decode_into_gives_each_units_weights(self):
+        model = make()
+        want = {k: v.clone() for k, v in model.state_dict().items()}
+        packed = wpt.pack_module(model, blocks=model.layers)
+        du = packed.device_units
+        units = du.units
+        self.assertIn(model.layers[3], units)
+        self.assertEqual(len(units), len(set(units)))
+        s = torch.cuda.current_stream()
+        seen = 0
+        for u in units:
+            buf = torch.empty(du.unit_bytes(u) + 512, dtype=torch.uint8, device="cuda")
+            du.decode_into(u, buf, s)
+            torch.cuda.synchronize()
+            for name, (off, info) in du._units[u].where.items():  # state-dict names
+                w = want[name]
+                got = buf[off:off + info.nbytes].view(w.dtype).view(w.shape)
+                self.assertTrue(torch.equal(got, w), name)
+                seen += 1
+        self.assertGreaterEqual(seen, 6 * 3)
+        with self.assertRaises(ValueError):
+            du.decode_into(units[0], torch.empty(8, dtype=torch.uint8, device="cuda"))
+        du.check()
+        packed.close()
 
     def test_generate_like_loop_token_ids_equal(self):
         """Greedy decoding one token at a time (every step decodes all the

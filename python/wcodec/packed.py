@@ -63,11 +63,18 @@ def _write_safetensors(path, tensors):
             f.write(t.reshape(-1).view(_torch.uint8).numpy().tobytes() if t.numel() else b"")
 
 
-def _pack(src, dst, threads=0):
+# rANS chunk (symbols) of weights that will be decoded from GPU memory: a
+# block's decode is a few hundred tiles, and shorter chunks spread it over
+# more warps (a 13B-shaped block at 1,123 GB/s against 940 with the file
+# default of 65536; docs/BENCHMARKS.md, "Models with packed weights on the GPU")
+GPU_CHUNK = 16384
+
+
+def _pack(src, dst, threads=0, chunk=0):
     L = _lib.lib()
     L.wc_pack_safetensors.restype = ctypes.c_int
     L.wc_pack_safetensors.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_PackOpts), ctypes.c_void_p]
-    o = _PackOpts(threads=threads, verify=1)
+    o = _PackOpts(chunk_symbols=chunk, threads=threads, verify=1)
     _lib.check(L.wc_pack_safetensors(os.fspath(src).encode(), os.fspath(dst).encode(), ctypes.byref(o), None))
 
 
@@ -192,7 +199,9 @@ def pack_module(model, path=None, min_bytes=1 << 16, threads=0, blocks=None, res
     True keeps the packed tiles in GPU memory and decodes each unit there
     (wcodec.packed_cuda: two scratch buffers of the largest unit, the next
     unit decoded on a second stream; True fails without the CUDA plugin,
-    None then falls back to the file), False decodes from the file. For inference: the packed parameters do not train
+    None then falls back to the file; the file is then packed in rANS
+    chunks of GPU_CHUNK symbols, which the GPU decodes faster), False
+    decodes from the file. For inference: the packed parameters do not train
     (requires_grad False), and the model's state_dict holds the
     placeholders. Returns a PackedModule. Errors: WcodecError (packing, or a
     damaged file when a module runs), TypeError (a dtype the packer does
@@ -221,7 +230,8 @@ def pack_module(model, path=None, min_bytes=1 << 16, threads=0, blocks=None, res
     src = os.fspath(path) + ".in.safetensors"
     try:
         _write_safetensors(src, tensors)
-        _pack(src, path, threads)
+        on_gpu = resident is not False and all(_torch.device(e[3]).type == "cuda" for e in entries)
+        _pack(src, path, threads, GPU_CHUNK if on_gpu and entries else 0)
     except BaseException:
         if owned:
             shutil.rmtree(owned, ignore_errors=True)
@@ -313,7 +323,8 @@ def load_packed(model, source, device="cpu", min_bytes=1 << 16, blocks=None, res
     move to `device`; under empty_weights() building takes no memory for
     the parameters).
     resident: as pack_module's, for device "cuda" or "cuda:N" (the tiles of
-    the packed parameters in GPU memory, checked once at load).
+    the packed parameters in GPU memory, checked once at load; files packed
+    with `wcodec pack --chunk 16384` (GPU_CHUNK) decode faster there).
     Returns a PackedModule. Errors: KeyError (a parameter the checkpoint
     lacks), ValueError (shape or dtype differs; a buffer on the meta device
     that the checkpoint lacks; blocks as pack_module), FileNotFoundError,

@@ -45,26 +45,6 @@ class _Resident:
     def decode(self, addr, stream):
         _lib.check(self._P.wcodec_cuda_resident_decode(self.handle, addr, self.out_bytes, stream))
 
-    @property
-    def units(self):
-        """The units (root modules), in the order they were given."""
-        return list(self._units)
-
-    def unit_bytes(self, unit):
-        """Bytes of a unit's decoded weights (the buffer decode_into needs)."""
-        return self._units[unit].nbytes
-
-    def decode_into(self, unit, buf, stream=None):
-        """Enqueue the decode of a unit's packed weights into buf (a CUDA
-        uint8 tensor of at least unit_bytes(unit) bytes, 256-byte aligned:
-        as torch allocates) on `stream` (default: the current one); the
-        hooks do this themselves, this is for measuring the decode alone.
-        Raises WcodecError, ValueError (buf too small or misplaced)."""
-        if buf.dtype != _torch.uint8 or buf.device != self.device or buf.numel() < self.unit_bytes(unit):
-            raise ValueError(f"decode_into: a uint8 tensor on {self.device} of {self.unit_bytes(unit)} bytes "
-                             f"or more is needed")
-        self._decode(unit, buf, stream if stream is not None else _torch.cuda.current_stream(self.device))
-
     def check(self):
         _lib.check(self._P.wcodec_cuda_resident_check(self.handle))
 
@@ -179,6 +159,26 @@ class DeviceUnits:
         for r, base in u.residents:
             r.decode(addr + base, stream.cuda_stream)
         self.decoded += 1
+
+    @property
+    def units(self):
+        """The units (root modules), in the order they were given."""
+        return list(self._units)
+
+    def unit_bytes(self, unit):
+        """Bytes of a unit's decoded weights (the buffer decode_into needs)."""
+        return self._units[unit].nbytes
+
+    def decode_into(self, unit, buf, stream=None):
+        """Enqueue the decode of a unit's packed weights into buf (a CUDA
+        uint8 tensor of at least unit_bytes(unit) bytes, 256-byte aligned:
+        as torch allocates) on `stream` (default: the current one); the
+        hooks do this themselves, this is for measuring the decode alone.
+        Raises WcodecError, ValueError (buf too small or misplaced)."""
+        if buf.dtype != _torch.uint8 or buf.device != self.device or buf.numel() < self.unit_bytes(unit):
+            raise ValueError(f"decode_into: a uint8 tensor on {self.device} of {self.unit_bytes(unit)} bytes "
+                             f"or more is needed")
+        self._decode(unit, buf, stream if stream is not None else _torch.cuda.current_stream(self.device))
 
     def _free_slot(self, avoid=None):
         for k in (0, 1):

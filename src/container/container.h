@@ -210,7 +210,11 @@ wc_err wc_container_pread(const wc_container *c, uint8_t *buf, size_t len, uint6
 /* rANS chunk of packed files: each chunk costs 4 + 128 bytes (its end offset
  * and 32 lane states), so 65536 symbols keeps that overhead near 0.2% of a
  * plane coded at 8 bits (the data section must stay within 1% of the
- * entropy) while a 1 MiB BF16 tile still gives 16 chunks (warps). */
+ * entropy) and one thread's CPU decode 5% faster than 16384; a 1 MiB BF16
+ * tile is 8 chunks (GPU warps) of exponents. Weights decoded from GPU
+ * memory a block at a time do better with 16384 (more warps for a batch of
+ * a few hundred tiles: docs/BENCHMARKS.md, "Models with packed weights on
+ * the GPU"). */
 #define WC_PACK_CHUNK_DEFAULT 65536u
 
 /* A lossy tensor's codes as stored (docs/FORMAT.md 2.2): `elems` codes of
