@@ -117,7 +117,8 @@ static wc_err plan_lossy(wcodec_cuda_resident *r, const wc_container *c, const p
 				    .per = per,
 				    .channels = lj->p.channels,
 				    .group = lj->p.group ? lj->p.group : per,
-				    .groups = lj->p.group ? (per + lj->p.group - 1) / lj->p.group : 1,
+				    .groups = p->ng ? p->ng
+						    : lj->p.group ? (per + lj->p.group - 1) / lj->p.group : 1,
 				    .scale_base = (uint32_t)p->slo,
 				    .axis = lj->p.axis,
 				    .dtype = lj->p.dtype };
@@ -219,9 +220,10 @@ void wcr_rebase(const wcodec_cuda_resident *r, uintptr_t dst, uintptr_t work)
 	}
 }
 
-/* The scales a lossy tile reads: [slo, shi) of its tensor's, placed after
- * its payload (the caller has just placed it). Lossy tiles hold one
- * tensor's codes (never shared). */
+/* The scales a lossy tile reads, placed after its payload (the caller has
+ * just placed it): [slo, shi) of its tensor's, or with channels last in
+ * groups the tile's rows' groups of each channel (piece.ng). Lossy tiles
+ * hold one tensor's codes (never shared). */
 static wc_err lossy_slice(wcodec_cuda_resident *r, const wc_tensor_info *t, const wc_tile_info *tl, piece *p)
 {
 	const uint64_t w = t->plain_layout.elem_size;
@@ -232,19 +234,27 @@ static wc_err lossy_slice(wcodec_cuda_resident *r, const wc_tensor_info *t, cons
 	const uint64_t per = N / t->lossy_channels, group = t->lossy_group ? t->lossy_group : per;
 	const uint64_t groups = (per + group - 1) / group;
 	const uint64_t first = (tl->voff - t->begin) / w, last = first + tl->dsize / w - 1;
+	uint64_t count;
+	p->ng = 0;
 	if (t->lossy_axis == 0) {
 		p->slo = first / per * groups + first % per / group;
 		p->shi = last / per * groups + last % per / group + 1;
+		count = p->shi - p->slo;
 	} else {
 		p->slo = first / t->lossy_channels / group;
 		p->shi = (t->lossy_channels - 1) * groups + last / t->lossy_channels / group + 1;
+		count = p->shi - p->slo;
+		if (groups > 1) {
+			p->ng = (uint32_t)(last / t->lossy_channels / group - p->slo + 1);
+			count = (uint64_t)t->lossy_channels * p->ng;
+		}
 	}
-	if (p->shi > t->lossy_nscales || (p->shi - p->slo) * 4 > (tl->dsize > 65536 ? tl->dsize : 65536))
+	if (p->shi > t->lossy_nscales || count * 4 > (tl->dsize > 65536 ? tl->dsize : 65536))
 		return wc_fail(WC_E_UNSUPPORTED, "cuda resident: lossy tensor '%s': its tiles' scales", t->name);
 	p->lossy = t;
 	p->first = first;
 	p->soff = r->payload_bytes; /* right after the payload */
-	r->payload_bytes += ALIGN16((p->shi - p->slo) * 4);
+	r->payload_bytes += ALIGN16(count * 4);
 	return WC_OK;
 }
 

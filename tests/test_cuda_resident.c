@@ -58,8 +58,9 @@ static int build_file(void)
 	st_add(&g_f, "blk.f32", "F32", 2, s4, "weights", &rng);
 	st_add(&g_f, "blk.k.weight", "BF16", 2, s1, "weights", &rng);
 	/* channels last (TensorFlow's layout): columns 2^(c % 8) apart in
-	 * magnitude, so the lossy quantizer takes the last axis */
-	uint64_t s6[2] = { 160, 96 };
+	 * magnitude, so the lossy quantizer takes the last axis; over several
+	 * 64 KiB tiles, each holding a few groups of every channel */
+	uint64_t s6[2] = { 1024, 96 };
 	st_add(&g_f, "blk.tf", "F32", 2, s6, "weights", &rng);
 	st_tensor *tf = &g_f.t[g_f.n - 1];
 	for (size_t e = 0; e < s6[0] * s6[1]; e++) {
@@ -208,6 +209,20 @@ START_TEST(lossy_tiles_equal_the_cpu_decoder)
 		r_free(r);
 		cudaFree(d);
 		free(h);
+		if (kinds[v].group) { /* a tile uploads its rows' groups of each channel, not the span between */
+			const wc_tensor_info *t = wc_container_tensor(c, tfi);
+			uint64_t want = 0;
+			for (uint32_t j = 0; j < t->ntiles; j++)
+				want += (wc_container_tile(c, t->first_tile + j)->csize + 15u) & ~15u;
+			const uint64_t rows = 65536 / (4 * 96) + 1, ng = rows / kinds[v].group + 2;
+			want += t->ntiles * ((96 * ng * 4 + 15u) & ~15ull);
+			const char *tf_only[] = { "blk.tf" };
+			ck_assert_int_eq(r_create(c, tf_only, 1, 0, 0, &r), WC_OK);
+			ck_assert_uint_ge(t->ntiles, 6);
+			ck_assert_msg(r_device_bytes(r) <= want, "blk.tf: %zu device bytes, want at most %llu",
+				      r_device_bytes(r), (unsigned long long)want);
+			r_free(r);
+		}
 		wc_container_release(c);
 	}
 }
