@@ -28,7 +28,7 @@ EXTRA_DIST += bench/dict_vs_zstd.py bench/bench_load.py bench/bench_images.py be
 if HAVE_CUDA
 # The GPU pipeline alone, built from the plugin's sources.
 noinst_PROGRAMS += bench/bench_cuda
-bench_bench_cuda_SOURCES = bench/bench_cuda.c cuda/wcc_device.c cuda/wcc_lane.c cuda/wcc_copy.c cuda/wcc_pinned.c
+bench_bench_cuda_SOURCES = bench/bench_cuda.c cuda/wcc_device.c cuda/wcc_lane.c cuda/wcc_lossy.c cuda/wcc_copy.c cuda/wcc_pinned.c
 bench_bench_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 bench_bench_cuda_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS)
 bench_bench_cuda_LDADD = cuda/wcc_kernels.lo $(WCODEC_INTERNAL) $(XXHASH_LIBS) $(CUDA_STATIC_LIBS)

@@ -3,11 +3,11 @@
 # Built only with ./configure --with-cuda; the sources are always in the dist.
 
 CUDA_DIST = cuda/wcc_kernels.cu cuda/wcc_kernels.h cuda/wcc_device.c cuda/wcc_device.h \
-	cuda/wcc_lane.c cuda/wcc_copy.c cuda/wcc_pinned.c cuda/wcc_impl.h \
+	cuda/wcc_lane.c cuda/wcc_lossy.c cuda/wcc_copy.c cuda/wcc_pinned.c cuda/wcc_impl.h \
 	cuda/plugin.c cuda/direct.c cuda/loader.c cuda/resident.c cuda/resident_plan.c cuda/resident_impl.h \
 	cuda/wcodec_cuda.h \
 	cuda/vq_gather.cu cuda/vq_gather.h cuda/vq_decode.cu cuda/vq_nearest.cu cuda/vq_nearest.h \
-	tests/test_cuda.c tests/test_cuda_resident.c tests/cuda_plugin.h
+	tests/test_cuda.c tests/test_cuda_resident.c tests/test_cuda_lossy.c tests/cuda_plugin.h
 EXTRA_DIST += $(CUDA_DIST)
 
 if HAVE_CUDA
@@ -44,7 +44,7 @@ pkglib_LTLIBRARIES += cuda/wcodec-cuda.la
 # program that holds the library's code itself.
 cuda_wcodec_cuda_la_SOURCES = cuda/plugin.c cuda/direct.c cuda/loader.c cuda/resident.c cuda/resident_plan.c \
 	cuda/resident_impl.h cuda/wcc_device.c \
-	cuda/wcc_lane.c cuda/wcc_copy.c cuda/wcc_pinned.c cuda/wcc_impl.h \
+	cuda/wcc_lane.c cuda/wcc_lossy.c cuda/wcc_copy.c cuda/wcc_pinned.c cuda/wcc_impl.h \
 	cuda/wcc_device.h cuda/wcc_kernels.h cuda/wcodec_cuda.h \
 	src/core/limits.c src/core/fileio.c src/core/hash.c src/core/hash_avx2.c src/core/cpu.c \
 	src/engine/threadpool.c
@@ -72,5 +72,12 @@ tests_test_cuda_resident_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_test_cuda_resident_CFLAGS = $(TEST_CFLAGS)
 tests_test_cuda_resident_LDADD = $(TEST_LIBS) -lcudart -ldl
 tests_test_cuda_resident_LDFLAGS = $(AM_LDFLAGS) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR)
+check_PROGRAMS += tests/test_cuda_lossy
+TESTS += tests/test_cuda_lossy
+tests_test_cuda_lossy_SOURCES = tests/test_cuda_lossy.c tests/st_builder.c tests/st_builder.h tests/cuda_plugin.h
+tests_test_cuda_lossy_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_test_cuda_lossy_CFLAGS = $(TEST_CFLAGS)
+tests_test_cuda_lossy_LDADD = $(TEST_LIBS) -lcudart -ldl
+tests_test_cuda_lossy_LDFLAGS = $(AM_LDFLAGS) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR)
 
 endif

@@ -87,20 +87,6 @@ static void hash_one(void *arg, size_t j)
 	x->err[j] = wc_job_check_hash(&job);
 }
 
-/* A lossy piece's scales as the device reads them (piece.ng), into dst. */
-static void copy_scales(const piece *p, uint8_t *dst)
-{
-	const wc_tensor_info *t = p->lossy;
-	if (p->ng == 0) {
-		memcpy(dst, t->lossy_scales + p->slo, (p->shi - p->slo) * 4);
-		return;
-	}
-	const uint64_t per = (t->end - t->begin) / t->plain_layout.elem_size / t->lossy_channels;
-	const uint64_t groups = (per + t->lossy_group - 1) / t->lossy_group;
-	for (uint64_t c = 0; c < t->lossy_channels; c++)
-		memcpy(dst + 4 * p->ng * c, t->lossy_scales + c * groups + p->slo, 4u * p->ng);
-}
-
 /* With WCODEC_CUDA_RESIDENT_VERIFY: decode once into scratch and check
  * every tile's bytes (in the destination, or the work buffer for shared
  * tiles) against its dhash on the host, on the context's threads. */
@@ -190,7 +176,7 @@ EXPORT wc_err wcodec_cuda_resident_create(wc_container *c, const char *const *na
 		}
 	for (size_t j = 0; j < r->ntiles; j++)
 		if (pc[j].lossy)
-			copy_scales(&pc[j], host + pc[j].soff);
+			wcc_scale_copy(pc[j].lp.scales, pc[j].lp.channels, &pc[j].span, host + pc[j].soff);
 	if ((ce = cudaMalloc((void **)&r->d_payload, r->payload_bytes + 16)) != cudaSuccess ||
 	    (ce = cudaHostAlloc((void **)&r->h_status, 4u * (r->ntiles + 1), cudaHostAllocMapped)) != cudaSuccess ||
 	    (ce = cudaHostGetDevicePointer((void **)&r->d_status, r->h_status, 0)) != cudaSuccess ||

@@ -33,14 +33,12 @@ typedef struct piece {
 	size_t poff;     /* its payload in d_payload */
 	uintptr_t out;   /* REL + destination offset, or WORK + work offset */
 	const char *name;
-	/* a lossy tensor's tile: the scales it reads, at soff in d_payload;
-	 * its first element. ng == 0: scales [slo, shi) of the tensor's.
-	 * ng > 0 (channels last, in groups): groups [slo, slo + ng) of every
-	 * channel, channel c's at soff + 4 ng c (not the whole span between,
-	 * which covers every channel's groups) */
+	/* a lossy tensor's tile: its first element, its tensor's parameters,
+	 * the scales it reads (span) at soff in d_payload */
 	const wc_tensor_info *lossy;
-	uint64_t slo, shi, first;
-	uint32_t ng;
+	uint64_t first;
+	wc_lossy_params lp;
+	wcc_scale_span span;
 	size_t soff;
 } piece;
 

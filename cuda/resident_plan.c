@@ -105,27 +105,11 @@ static wc_err plan_lossy(wcodec_cuda_resident *r, const wc_container *c, const p
 			       p->tile, p->name, (unsigned)pl.v[0].mode);
 	}
 	(*in_step)++;
-	const uint32_t per = (uint32_t)(lj->p.elems / lj->p.channels);
 	if (wcc_grow((void **)&ln->tiles, &ln->cap_tiles, ln->ntiles + 1, sizeof(wcc_merge_tile)) ||
 	    wcc_grow((void **)&ln->segs, &ln->cap_segs, ln->nsegs + n / WCC_MERGE_SEG + 1, sizeof(wcc_merge_seg)))
 		return wc_fail(WC_E_NOMEM, "cuda resident: descriptors");
 	wcc_merge_tile t;
-	memset(&t, 0, sizeof t);
-	t.lossy = (wcc_lossy_tile){ .codes = (const int8_t *)codes,
-				    .scales = (const float *)(r->d_payload + p->soff),
-				    .first = (uint32_t)p->first,
-				    .per = per,
-				    .channels = lj->p.channels,
-				    .group = lj->p.group ? lj->p.group : per,
-				    .groups = p->ng ? p->ng
-						    : lj->p.group ? (per + lj->p.group - 1) / lj->p.group : 1,
-				    .scale_base = (uint32_t)p->slo,
-				    .axis = lj->p.axis,
-				    .dtype = lj->p.dtype };
-	t.out = (uint8_t *)p->out;
-	t.n = n;
-	t.kind = WCC_KIND_LOSSY;
-	t.elem_size = (uint8_t)w;
+	wcc_lossy_merge_tile(&t, &lj->p, p->first, n, &p->span, codes, r->d_payload + p->soff, (uint8_t *)p->out);
 	const uint32_t ti = (uint32_t)ln->ntiles++;
 	ln->tiles[ti] = t;
 	for (uint32_t b = 0; b < n; b += WCC_MERGE_SEG)
@@ -220,41 +204,26 @@ void wcr_rebase(const wcodec_cuda_resident *r, uintptr_t dst, uintptr_t work)
 	}
 }
 
-/* The scales a lossy tile reads, placed after its payload (the caller has
- * just placed it): [slo, shi) of its tensor's, or with channels last in
- * groups the tile's rows' groups of each channel (piece.ng). Lossy tiles
- * hold one tensor's codes (never shared). */
+/* The scales a lossy tile reads (wcc_scale_span_of), placed after its
+ * payload (the caller has just placed it). Lossy tiles hold one tensor's
+ * codes (never shared). */
 static wc_err lossy_slice(wcodec_cuda_resident *r, const wc_tensor_info *t, const wc_tile_info *tl, piece *p)
 {
 	const uint64_t w = t->plain_layout.elem_size;
-	const uint64_t N = w ? (t->end - t->begin) / w : 0;
-	if (w == 0 || N >= UINT32_MAX || tl->voff < t->begin || tl->voff + tl->dsize > t->end || tl->dsize % w ||
-	    t->lossy_channels == 0 || N % t->lossy_channels)
-		return wc_fail(WC_E_UNSUPPORTED, "cuda resident: lossy tensor '%s' (its size or tiles)", t->name);
-	const uint64_t per = N / t->lossy_channels, group = t->lossy_group ? t->lossy_group : per;
-	const uint64_t groups = (per + group - 1) / group;
-	const uint64_t first = (tl->voff - t->begin) / w, last = first + tl->dsize / w - 1;
-	uint64_t count;
-	p->ng = 0;
-	if (t->lossy_axis == 0) {
-		p->slo = first / per * groups + first % per / group;
-		p->shi = last / per * groups + last % per / group + 1;
-		count = p->shi - p->slo;
-	} else {
-		p->slo = first / t->lossy_channels / group;
-		p->shi = (t->lossy_channels - 1) * groups + last / t->lossy_channels / group + 1;
-		count = p->shi - p->slo;
-		if (groups > 1) {
-			p->ng = (uint32_t)(last / t->lossy_channels / group - p->slo + 1);
-			count = (uint64_t)t->lossy_channels * p->ng;
-		}
-	}
-	if (p->shi > t->lossy_nscales || count * 4 > (tl->dsize > 65536 ? tl->dsize : 65536))
-		return wc_fail(WC_E_UNSUPPORTED, "cuda resident: lossy tensor '%s': its tiles' scales", t->name);
+	p->lp = (wc_lossy_params){ .channels = t->lossy_channels,
+				   .group = t->lossy_group,
+				   .axis = t->lossy_axis,
+				   .elems = w ? (t->end - t->begin) / w : 0,
+				   .scales = t->lossy_scales };
+	if (w == 0 || tl->voff < t->begin || tl->voff + tl->dsize > t->end || tl->dsize % w ||
+	    wcc_scale_span_of(&p->lp, (tl->voff - t->begin) / w, tl->dsize / w, &p->span) != 0 ||
+	    p->span.shi > t->lossy_nscales || p->span.count * 4 > (tl->dsize > 65536 ? tl->dsize : 65536))
+		return wc_fail(WC_E_UNSUPPORTED, "cuda resident: lossy tensor '%s' (its size, tiles or scales)",
+			       t->name);
 	p->lossy = t;
-	p->first = first;
+	p->first = (tl->voff - t->begin) / w;
 	p->soff = r->payload_bytes; /* right after the payload */
-	r->payload_bytes += ALIGN16(count * 4);
+	r->payload_bytes += ALIGN16(p->span.count * 4);
 	return WC_OK;
 }
 

@@ -251,6 +251,8 @@ static void copy_payload(void *arg, size_t i)
 	const lane_job *lj = &ln->jobs[i];
 	if (!lj->pin_in)
 		wcc_stream_copy(ln->h_in + lj->payload_off, lj->job->payload, lj->job->payload_size);
+	if (lj->lossy)
+		wcc_scale_copy(lj->lossy->scales, lj->lossy->channels, &lj->span, ln->h_in + lj->scale_off);
 }
 
 /* Upload the batch: runs of staged payloads and the descriptors from h_in,
@@ -267,7 +269,8 @@ static cudaError_t upload(wcc_lane *ln, size_t total)
 		const lane_job *lj = &ln->jobs[i];
 		if (!lj->pin_in)
 			continue;
-		if (src && last + 1 == i && lj->job->payload == src + (lj->payload_off - src_off)) {
+		/* (a lossy tile's staged scales after the run's last payload end it) */
+		if (src && last + 1 == i && !ln->jobs[last].lossy && lj->job->payload == src + (lj->payload_off - src_off)) {
 			last = i;
 			src_len = lj->payload_off + lj->job->payload_size - src_off;
 			run = lj->payload_off + ALIGN16(lj->job->payload_size);

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codec/lossy.h"
 #include "codec/tile_codec.h"
 #include "engine/threadpool.h"
 #include "wcc_device.h"
@@ -22,9 +23,34 @@
 #define LANE_MAX_JOBS 4096u        /* tiles per lane (size of the status array) */
 #define DEFAULT_LIMIT (320u * MIB) /* device bytes when the caller gives none */
 
+/* The scales a lossy tile of elements [first, first + n) reads, as the
+ * device holds them (wcc_lossy.c): scales [slo, shi) of its tensor's; or,
+ * with channels last in groups (ng > 0), groups [slo, slo + ng) of each
+ * channel, channel c's at c * ng (the span between would run over every
+ * channel). count: scales uploaded; groups: the tensor's per channel. */
+typedef struct wcc_scale_span {
+	uint64_t slo, shi, count;
+	uint32_t ng, groups;
+} wcc_scale_span;
+
+/* The span of p's scales that elements [first, first + n) read (docs/FORMAT.md
+ * 2.2). Returns 0, or -1 for parameters or a range no valid tile has. */
+int wcc_scale_span_of(const wc_lossy_params *p, uint64_t first, uint64_t n, wcc_scale_span *s);
+
+/* The span's count scales of a tensor's `scales` (channels of them) into dst. */
+void wcc_scale_copy(const float *scales, uint32_t channels, const wcc_scale_span *s, uint8_t *dst);
+
+/* The merge tile dequantizing a lossy tile's n codes (device addresses:
+ * codes, its span's scales, out) bit for bit as wc_lossy_dequant. */
+void wcc_lossy_merge_tile(wcc_merge_tile *t, const wc_lossy_params *p, uint64_t first, uint32_t n,
+			  const wcc_scale_span *s, const uint8_t *codes, const uint8_t *scales, uint8_t *out);
+
 typedef struct lane_job {
 	wc_tile_job *job;
 	size_t payload_off; /* in h_in / d_in */
+	size_t scale_off;   /* a lossy tile: its scales (span) in h_in / d_in */
+	const wc_lossy_params *lossy;
+	wcc_scale_span span;
 	size_t out_off;     /* host target: in h_out / d_out */
 	uint8_t *dev_out;   /* device target: the caller's address */
 	int pin_in;         /* job->payload is page-locked: DMA it directly */
@@ -98,6 +124,13 @@ typedef struct job_plan {
 	int direct;    /* single rANS plane decoded straight into the output */
 	int fused;     /* index of the one rANS plane merged by its warps, or -1 */
 	size_t nsegs;
+	/* a lossy tile (WC_JOB_LOSSY): its code plane is planned above (n
+	 * codes; rANS into scratch, or RAW read in place), then a merge tile
+	 * of kind WCC_KIND_LOSSY reads scale_bytes of scales staged after the
+	 * payload */
+	int lossy;
+	wcc_scale_span span;
+	size_t scale_bytes;
 	/* the last table set placed, kept across one call's jobs (they
 	 * mostly share it): no context lock per job */
 	uint64_t memo_key;

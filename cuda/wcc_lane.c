@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "container/lossy_job.h"
 #include "wcc_impl.h"
 
 /* ---- frequency tables ------------------------------------------------- */
@@ -91,10 +92,16 @@ static int chunks_ok(const wc_plane_view *v, uint32_t nchunks)
 /* Can the GPU decode this job? Fills *pl. Jobs it cannot (zstd planes,
  * dictionary tensors, other kinds, anything malformed) go to the CPU, which
  * reports errors; for a device target the CPU's bytes are copied up. */
+static int plan_lossy(wcc_ctx *ctx, const wc_tile_job *job, const uint8_t *dev_out, job_plan *pl);
+
 int wcc_plan_job(wcc_ctx *ctx, const wc_tile_job *job, const uint8_t *dev_out, job_plan *pl)
 {
 	const wc_layout l = job->layout;
 	const uint32_t C = job->chunk_symbols;
+	pl->lossy = 0;
+	pl->scale_bytes = 0;
+	if (job->kind == WC_JOB_LOSSY)
+		return plan_lossy(ctx, job, dev_out, pl);
 	if (job->kind != WC_JOB_PLANES || job->out_size == 0 || l.nplanes == 0 || l.nplanes > WC_MAX_PLANES ||
 	    l.elem_size == 0 || C < WC_RANS_CHUNK_MIN || C > WC_RANS_CHUNK_MAX || C % 32u)
 		return 0;
@@ -162,6 +169,37 @@ int wcc_plan_job(wcc_ctx *ctx, const wc_tile_job *job, const uint8_t *dev_out, j
 	return 1;
 }
 
+/* A lossy tile (container/lossy_job.h): its code plane planned as a plain
+ * one-plane job of n bytes (rANS: decoded into lane scratch; RAW: read in
+ * place), and the span of scales its dequantization reads. The output must
+ * be aligned to the dtype (the merge kernel's scalar stores). */
+static int plan_lossy(wcc_ctx *ctx, const wc_tile_job *job, const uint8_t *dev_out, job_plan *pl)
+{
+	const wc_lossy_job *lj = job->kind_data;
+	if (!lj || job->layout.elem_size != 1 || job->layout.nplanes != 1)
+		return 0;
+	const unsigned w = lj->p.dtype == WC_LOSSY_F32 ? 4u : 2u;
+	const size_t n = job->out_size / w;
+	if (n == 0 || job->out_size % w || ((uintptr_t)dev_out & (w - 1u)))
+		return 0;
+	wc_tile_job codes = *job;
+	codes.kind = WC_JOB_PLANES;
+	codes.kind_data = NULL;
+	codes.out_size = (uint32_t)n;
+	if (!wcc_plan_job(ctx, &codes, NULL, pl) || (!pl->direct && pl->v[0].mode != WC_PLANE_RAW))
+		return 0;
+	wcc_scale_span s;
+	if (wcc_scale_span_of(&lj->p, lj->first, n, &s) != 0 || s.count * 4 > (job->out_size > 65536 ? job->out_size : 65536))
+		return 0;
+	pl->lossy = 1;
+	pl->span = s;
+	pl->scale_bytes = ALIGN16(s.count * 4);
+	pl->scr = pl->direct ? ALIGN16(n) : 0;
+	pl->fused = -1;
+	pl->nsegs = (n + WCC_MERGE_SEG - 1u) / WCC_MERGE_SEG;
+	return 1;
+}
+
 /* ---- filling a lane ----------------------------------------------------- */
 
 /* Bytes of h_in the descriptors of the batch take, in submit order. */
@@ -176,7 +214,7 @@ int wcc_lane_fits(const wcc_lane *ln, const wc_tile_job *job, const job_plan *pl
 {
 	if (ln->njobs >= LANE_MAX_JOBS)
 		return 0;
-	size_t in = ln->used_in + ALIGN16(job->payload_size) +
+	size_t in = ln->used_in + ALIGN16(job->payload_size) + pl->scale_bytes +
 		    desc_bytes(ln->njobs + 1, ln->nchunks + pl->total_chunks, ln->ntiles + 1, ln->nsegs + pl->nsegs);
 	size_t out = ln->host_target ? ln->used_out + ALIGN16(job->out_size) : 0;
 	return in <= ln->cap_in && out <= ln->cap_out && ln->used_scr + pl->scr <= ln->cap_scr;
@@ -226,6 +264,13 @@ wc_err wcc_lane_add(wcc_lane *ln, wc_tile_job *job, uint8_t *dev_out, const job_
 	lj->pin_out = ln->host_target && wcc_is_pinned(job->out, job->out_size);
 	lj->payload_off = ln->used_in;
 	ln->used_in += ALIGN16(job->payload_size);
+	if (pl->lossy) { /* its scales staged after its payload (wcc_device.c) */
+		lj->lossy = &((const wc_lossy_job *)job->kind_data)->p;
+		lj->span = pl->span;
+		lj->scale_off = ln->used_in;
+		ln->used_in += pl->scale_bytes;
+		ln->nstaged += lj->pin_in;
+	}
 	uint8_t *out;
 	if (ln->host_target) {
 		lj->out_off = ln->used_out;
@@ -237,6 +282,13 @@ wc_err wcc_lane_add(wcc_lane *ln, wc_tile_job *job, uint8_t *dev_out, const job_
 	}
 	const uint8_t *d_payload = ln->d_in + lj->payload_off;
 	const uint32_t C = job->chunk_symbols;
+	uint8_t *codes = NULL; /* a lossy tile's codes on the device */
+	if (pl->lossy && pl->direct) {
+		codes = ln->d_scr + ln->used_scr;
+		ln->used_scr += ALIGN16(pl->n);
+	} else if (pl->lossy) {
+		codes = (uint8_t *)d_payload + (pl->v[0].body - job->payload);
+	}
 	wcc_merge_tile t;
 	memset(&t, 0, sizeof(t));
 	for (unsigned k = 0; k < job->layout.nplanes; k++) {
@@ -251,7 +303,7 @@ wc_err wcc_lane_add(wcc_lane *ln, wc_tile_job *job, uint8_t *dev_out, const job_
 			t.src[k] = d_body;
 			t.bits[k] = v->value;
 		} else { /* RANS */
-			uint8_t *dst = out;
+			uint8_t *dst = codes ? codes : out;
 			const int fused = (int)k == pl->fused;
 			if (!pl->direct && !fused) {
 				dst = ln->d_scr + ln->used_scr;
@@ -277,7 +329,16 @@ wc_err wcc_lane_add(wcc_lane *ln, wc_tile_job *job, uint8_t *dev_out, const job_
 			}
 		}
 	}
-	if (!pl->direct) {
+	if (pl->lossy) {
+		wcc_lossy_merge_tile(&t, lj->lossy, ((const wc_lossy_job *)job->kind_data)->first, (uint32_t)pl->n,
+				     &pl->span, codes, ln->d_in + lj->scale_off, out);
+		const uint32_t ti = (uint32_t)ln->ntiles++;
+		ln->tiles[ti] = t;
+		for (size_t b = 0; b < pl->n; b += WCC_MERGE_SEG)
+			ln->segs[ln->nsegs++] = (wcc_merge_seg){ .tile = ti, .begin = (uint32_t)b,
+								 .count = (uint32_t)(pl->n - b < WCC_MERGE_SEG ? pl->n - b
+														: WCC_MERGE_SEG) };
+	} else if (!pl->direct) {
 		t.out = out;
 		t.n = (uint32_t)pl->n;
 		t.kind = job->layout.kind;

@@ -52,9 +52,7 @@ void fx_setup(void)
 
 void fx_teardown(void)
 {
-	char cmd[400];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", fx_dir);
-	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(st_remove_tree(fx_dir), 0);
 	free(fx_st_bytes);
 }
 

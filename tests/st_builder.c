@@ -1,6 +1,7 @@
 /* st_builder.c - see st_builder.h. */
 #include "st_builder.h"
 
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,4 +198,17 @@ void st_free(st_file *f)
 	for (size_t i = 0; i < f->n; i++)
 		free(f->t[i].data);
 	f->n = 0;
+}
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+int st_remove_tree(const char *dir)
+{
+	return nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }

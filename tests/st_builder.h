@@ -43,6 +43,10 @@ int st_write_bytes(const char *path, const uint8_t *b, size_t len);
  * the end. */
 int st_copy_flipped(const char *src, const char *dst, uint64_t off, uint8_t mask);
 
+/* Remove the directory tree at dir (a test's temporary directory); 0 on
+ * success. */
+int st_remove_tree(const char *dir);
+
 void st_free(st_file *f);
 
 #endif

@@ -551,9 +551,7 @@ START_TEST(tensors_into_device_memory)
 	free(host);
 	free(st);
 	st_free(&f);
-	char cmd[400];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(st_remove_tree(dir), 0);
 }
 END_TEST
 
@@ -636,9 +634,7 @@ START_TEST(pipelined_loader_ranges)
 	cudaFree(d);
 	free(host);
 	free(st);
-	char cmd[400];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(st_remove_tree(dir), 0);
 }
 END_TEST
 

@@ -279,9 +279,7 @@ int main(void)
 	tcase_add_test(tc, damaged_payload_fails_at_create);
 	suite_add_tcase(s, tc);
 	int failed = cuda_check_run(s);
-	char cmd[400];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-	if (system(cmd) != 0)
+	if (st_remove_tree(g_dir) != 0)
 		failed++;
 	st_free(&g_f);
 	free(g_bytes);

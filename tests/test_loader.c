@@ -40,9 +40,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	char cmd[400];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(st_remove_tree(dir), 0);
 	free(st_bytes);
 }
 

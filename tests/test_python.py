@@ -306,9 +306,10 @@ class TorchLoader(Base):
             self.assertGreater(n, 1500)
 
     def test_lossy_tensors_load_as_unpack_writes_them(self):
-        """A file packed with --lossy int8 loads as `wcodec unpack` writes
-        it (the decoded values, in the original dtypes), on the CPU and,
-        where usable, the GPU (which decodes lossy tiles on the CPU)."""
+        """A file packed with --lossy int8 (and int4 in groups) loads as
+        `wcodec unpack` writes it (the decoded values, in the original
+        dtypes), on the CPU and, where usable, the GPU (lossy tiles decoded
+        by its kernels)."""
         w = os.path.join(self.dir, "lw.safetensors")
         subprocess.run([sys.executable, os.path.join(HERE, "gen_safetensors.py"), "--profile", "weights",
                         "--dtype", "BF16", "--params", "300000", w], check=True)
@@ -340,6 +341,15 @@ class TorchLoader(Base):
         with self.assertRaises(KeyError):
             with wpt.safe_open(packed, framework="pt") as f:
                 f.get_codes("no such tensor")
+        packed4, out4 = w[:-12] + ".int4.wcodec", w[:-12] + ".int4.out.safetensors"
+        pack(w, packed4, "-t", "16K", "--lossy", "int4", "--group", "64", "--lossy-include", "*")
+        subprocess.run([WCODEC, "unpack", "-q", packed4, out4], check=True)
+        ref4 = raw_tensors(out4)
+        self.assertTrue(any(ref4[k][2] != ref[k][2] for k in ref4), "int4 gave the int8 values")
+        for device in ["cpu"] + (["cuda"] if GPU else []):
+            got = wpt.load_file(packed4, device=device)
+            for name, (dtype, shape, raw) in ref4.items():
+                self.assertEqual(t_bytes(got[name]), raw, f"int4, {device}: {name}")
 
     def test_pack_module_gives_the_same_outputs(self):
         """pack_module keeps a tiny model's weights packed (tied embedding
