@@ -41,16 +41,7 @@ def main():
     names = [n for n in tf.tensors if tf.info(n).nbytes >= a.min_bytes]
     r = _Resident(P, tf, names, torch.cuda.current_device(), verify=True)
     buf = torch.empty(r.out_bytes, dtype=torch.uint8, device="cuda")
-    s = torch.cuda.current_stream()
-    r.decode(buf.data_ptr(), s.cuda_stream)
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    e0.record()
-    for _ in range(a.reps):
-        r.decode(buf.data_ptr(), s.cuda_stream)
-    e1.record()
-    torch.cuda.synchronize()
-    r.check()
-    ms = e0.elapsed_time(e1) / a.reps
+    ms = timed_decode(r, buf, a.reps)
     out = sum(tf.info(n).nbytes for n in names)
     host = buf.cpu().numpy()
     want = np.empty(r.out_bytes, dtype=np.uint8)
@@ -69,6 +60,22 @@ def main():
     tf.close()
 
 
+def timed_decode(r, buf, reps):
+    """Milliseconds of one decode of resident set r into buf: a warm-up,
+    then the mean of reps back to back (CUDA events); the stream checks
+    read after."""
+    s = torch.cuda.current_stream()
+    r.decode(buf.data_ptr(), s.cuda_stream)
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    for _ in range(reps):
+        r.decode(buf.data_ptr(), s.cuda_stream)
+    e1.record()
+    torch.cuda.synchronize()
+    r.check()
+    return e0.elapsed_time(e1) / reps
+
+
 def by_block(P, tf, names, reps):
     blocks = {}
     for n in names:
@@ -78,20 +85,10 @@ def by_block(P, tf, names, reps):
     if not blocks:
         print("no tensors named *.layers.N.*")
         return
-    s = torch.cuda.current_stream()
     times, nbytes = [], 0
-    for prefix, group in blocks.items():
+    for group in blocks.values():
         r = _Resident(P, tf, group, torch.cuda.current_device(), verify=False)
-        buf = torch.empty(r.out_bytes, dtype=torch.uint8, device="cuda")
-        r.decode(buf.data_ptr(), s.cuda_stream)
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        for _ in range(reps):
-            r.decode(buf.data_ptr(), s.cuda_stream)
-        e1.record()
-        torch.cuda.synchronize()
-        r.check()
-        times.append(e0.elapsed_time(e1) / reps)
+        times.append(timed_decode(r, torch.empty(r.out_bytes, dtype=torch.uint8, device="cuda"), reps))
         nbytes = sum(tf.info(n).nbytes for n in group)
         r.close()
     ms = sorted(times)[len(times) // 2]

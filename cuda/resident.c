@@ -87,6 +87,15 @@ static void hash_one(void *arg, size_t j)
 	x->err[j] = wc_job_check_hash(&job);
 }
 
+/* The slot whose descriptors point at dst, or NULL. */
+static slot *slot_of(wcodec_cuda_resident *r, uintptr_t dst)
+{
+	for (unsigned k = 0; k < NSLOT; k++)
+		if (r->slots[k].dst == dst)
+			return &r->slots[k];
+	return NULL;
+}
+
 /* With WCODEC_CUDA_RESIDENT_VERIFY: decode once into scratch and check
  * every tile's bytes (in the destination, or the work buffer for shared
  * tiles) against its dhash on the host, on the context's threads. */
@@ -101,10 +110,7 @@ static wc_err verify(wcodec_cuda_resident *r, wc_err *errs)
 		return cuda_err("verify buffers", ce);
 	}
 	wc_err e = wcodec_cuda_resident_decode(r, d, r->out_bytes + 16, 0);
-	const slot *s = NULL;
-	for (unsigned k = 0; k < NSLOT; k++)
-		if (r->slots[k].dst == (uintptr_t)d)
-			s = &r->slots[k];
+	slot *s = slot_of(r, (uintptr_t)d);
 	if (e == WC_OK && (ce = cudaMemcpy(h, d, r->out_bytes, cudaMemcpyDeviceToHost)) != cudaSuccess)
 		e = cuda_err("verify copy", ce);
 	if (e == WC_OK && s && r->part_bytes &&
@@ -120,12 +126,9 @@ static wc_err verify(wcodec_cuda_resident *r, wc_err *errs)
 				e = wc_fail(WC_E_CORRUPT, "cuda resident: tensor '%s', tile %u: decoded bytes fail their "
 					    "checksum", r->pieces[j].name, r->pieces[j].tile);
 	}
-	/* d leaves no slot behind pointing at it */
-	for (unsigned k = 0; k < NSLOT; k++)
-		if (r->slots[k].dst == (uintptr_t)d)
-			r->slots[k].dst = 0, r->slots[k].last = 0;
-	cudaDeviceSynchronize();
-	cudaFree(d);
+	if (s) /* d leaves no slot behind pointing at it */
+		s->dst = 0, s->last = 0;
+	cudaFree(d); /* after the decode: cudaFree waits for the device */
 	cudaFreeHost(h);
 	return e;
 }
@@ -218,15 +221,12 @@ done:
  * the least recently used slot on first sight (after its last reader). */
 static wc_err slot_for(wcodec_cuda_resident *r, uintptr_t dst, cudaStream_t stream, slot **out)
 {
+	if ((*out = slot_of(r, dst)) != NULL)
+		return WC_OK;
 	slot *lru = &r->slots[0];
-	for (unsigned s = 0; s < NSLOT; s++) {
-		if (r->slots[s].dst == dst) {
-			*out = &r->slots[s];
-			return WC_OK;
-		}
+	for (unsigned s = 1; s < NSLOT; s++)
 		if (r->slots[s].last < lru->last)
 			lru = &r->slots[s];
-	}
 	/* the upload below follows the slot's last decode, on any stream */
 	cudaError_t ce = cudaStreamWaitEvent(stream, lru->used, 0);
 	if (ce == cudaSuccess && !lru->d_blob)

@@ -33,10 +33,10 @@ typedef struct piece {
 	size_t poff;     /* its payload in d_payload */
 	uintptr_t out;   /* REL + destination offset, or WORK + work offset */
 	const char *name;
-	/* a lossy tensor's tile: its first element, its tensor's parameters,
-	 * the scales it reads (span) at soff in d_payload */
+	/* a lossy tensor's tile: its tensor's parameters, the scales it reads
+	 * (span) at soff in d_payload, right after its payload (where a lane
+	 * stages them: wcc_lane_add) */
 	const wc_tensor_info *lossy;
-	uint64_t first;
 	wc_lossy_params lp;
 	wcc_scale_span span;
 	size_t soff;

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "container/lossy_job.h"
 #include "resident_impl.h"
 
 /* Append the lane's current batch to the blob as one step (wcc_lane_write_descs). */
@@ -64,60 +63,6 @@ static void describe(const wc_container *c, const piece *p, const uint8_t *host_
 	job->out_size = tl->dsize;
 }
 
-/* A lossy tile: its code plane decoded by the rANS kernel into the work
- * buffer (or read in place when stored raw), then a merge tile of kind
- * WCC_KIND_LOSSY dequantizes it into the destination. job: room for the
- * code plane's job, kept until the descriptors are built. */
-static wc_err plan_lossy(wcodec_cuda_resident *r, const wc_container *c, const piece *p,
-			 const uint8_t *host_payloads, wc_tile_job *job, wcc_lane *ln, size_t *in_step)
-{
-	describe(c, p, host_payloads, job);
-	const wc_lossy_job *lj = job->kind_data;
-	const uint32_t w = p->lossy->plain_layout.elem_size, n = job->out_size / w;
-	if (job->kind != WC_JOB_LOSSY || !lj || job->layout.elem_size != 1 || job->layout.nplanes != 1)
-		return wc_fail(WC_E_UNSUPPORTED, "cuda resident: tile %u of tensor '%s': not a lossy code plane",
-			       p->tile, p->name);
-	/* the codes as a plain one-plane job of n bytes */
-	job->kind = WC_JOB_PLANES;
-	job->kind_data = NULL;
-	job->out_size = n;
-	wc_err e = room_for(r, ln, in_step, ALIGN16(n));
-	if (e != WC_OK)
-		return e;
-	uint8_t *codes = ln->d_scr + ln->used_scr;
-	job_plan pl;
-	memset(&pl, 0, sizeof pl);
-	if (ALIGN16(n) > ln->cap_scr || !wcc_plan_job(r->ctx, job, codes, &pl))
-		return wc_fail(WC_E_UNSUPPORTED, "cuda resident: tile %u of tensor '%s': its code plane cannot be "
-			       "decoded on the GPU", p->tile, p->name);
-	ln->used_in = p->poff;
-	if (pl.direct) { /* rANS: the kernel writes the codes */
-		e = wcc_lane_add(ln, job, codes, &pl);
-		if (e != WC_OK)
-			return e;
-		ln->used_scr += ALIGN16(n);
-	} else if (pl.v[0].mode == WC_PLANE_RAW) { /* read in place */
-		codes = r->d_payload + p->poff + (pl.v[0].body - job->payload);
-		memset(&ln->jobs[ln->njobs], 0, sizeof ln->jobs[ln->njobs]);
-		ln->jobs[ln->njobs++].job = job; /* keeps status indices = pieces */
-	} else {
-		return wc_fail(WC_E_UNSUPPORTED, "cuda resident: tile %u of tensor '%s': code plane mode %u",
-			       p->tile, p->name, (unsigned)pl.v[0].mode);
-	}
-	(*in_step)++;
-	if (wcc_grow((void **)&ln->tiles, &ln->cap_tiles, ln->ntiles + 1, sizeof(wcc_merge_tile)) ||
-	    wcc_grow((void **)&ln->segs, &ln->cap_segs, ln->nsegs + n / WCC_MERGE_SEG + 1, sizeof(wcc_merge_seg)))
-		return wc_fail(WC_E_NOMEM, "cuda resident: descriptors");
-	wcc_merge_tile t;
-	wcc_lossy_merge_tile(&t, &lj->p, p->first, n, &p->span, codes, r->d_payload + p->soff, (uint8_t *)p->out);
-	const uint32_t ti = (uint32_t)ln->ntiles++;
-	ln->tiles[ti] = t;
-	for (uint32_t b = 0; b < n; b += WCC_MERGE_SEG)
-		ln->segs[ln->nsegs++] = (wcc_merge_seg){ .tile = ti, .begin = b,
-							 .count = n - b < WCC_MERGE_SEG ? n - b : WCC_MERGE_SEG };
-	return WC_OK;
-}
-
 /* The planned descriptors of every piece (payloads already at d_payload;
  * host_payloads: the same bytes on the host, for parsing). */
 wc_err wcr_plan_all(wcodec_cuda_resident *r, const wc_container *c, const uint8_t *host_payloads)
@@ -136,17 +81,17 @@ wc_err wcr_plan_all(wcodec_cuda_resident *r, const wc_container *c, const uint8_
 	memset(&pl, 0, sizeof pl);
 	size_t in_step = 0;
 	for (size_t i = 0; i < r->ntiles && e == WC_OK; i++) {
+		/* a lossy tile as in a lane (wcc_lane.c): its codes into the work
+		 * buffer's plane scratch or read in place, its scales at soff, right
+		 * after its payload, where wcc_lane_add expects them */
 		wc_tile_job *job = &jobs[i];
-		if (pc[i].lossy) {
-			e = plan_lossy(r, c, &pc[i], host_payloads, job, &ln, &in_step);
-			continue;
-		}
 		describe(c, &pc[i], host_payloads, job);
 		uint8_t *dev_out = (uint8_t *)pc[i].out;
 		if (!wcc_plan_job(r->ctx, job, dev_out, &pl)) {
 			e = wc_fail(WC_E_UNSUPPORTED,
 				    "cuda resident: tile %u of tensor '%s' cannot be decoded on the GPU "
-				    "(zstd or dictionary planes, or a malformed payload)",
+				    "(zstd or dictionary planes, lossy codes of an unaligned tile, or a malformed "
+				    "payload)",
 				    pc[i].tile, pc[i].name);
 			break;
 		}
@@ -221,7 +166,6 @@ static wc_err lossy_slice(wcodec_cuda_resident *r, const wc_tensor_info *t, cons
 		return wc_fail(WC_E_UNSUPPORTED, "cuda resident: lossy tensor '%s' (its size, tiles or scales)",
 			       t->name);
 	p->lossy = t;
-	p->first = (tl->voff - t->begin) / w;
 	p->soff = r->payload_bytes; /* right after the payload */
 	r->payload_bytes += ALIGN16(p->span.count * 4);
 	return WC_OK;

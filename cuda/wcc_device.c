@@ -16,6 +16,7 @@
 #include "core/clock.h"
 #include "core/hash.h"
 #include "engine/threadpool.h"
+#include "container/lossy_job.h"
 #include "wcc_impl.h"
 #include "wcc_kernels.h"
 
@@ -252,7 +253,7 @@ static void copy_payload(void *arg, size_t i)
 	if (!lj->pin_in)
 		wcc_stream_copy(ln->h_in + lj->payload_off, lj->job->payload, lj->job->payload_size);
 	if (lj->lossy)
-		wcc_scale_copy(lj->lossy->scales, lj->lossy->channels, &lj->span, ln->h_in + lj->scale_off);
+		wcc_scale_copy(lj->lossy->p.scales, lj->lossy->p.channels, &lj->span, ln->h_in + lj->scale_off);
 }
 
 /* Upload the batch: runs of staged payloads and the descriptors from h_in,

@@ -40,16 +40,17 @@ int wcc_scale_span_of(const wc_lossy_params *p, uint64_t first, uint64_t n, wcc_
 /* The span's count scales of a tensor's `scales` (channels of them) into dst. */
 void wcc_scale_copy(const float *scales, uint32_t channels, const wcc_scale_span *s, uint8_t *dst);
 
-/* The merge tile dequantizing a lossy tile's n codes (device addresses:
+/* The merge tile dequantizing lossy tile lj's n codes (device addresses:
  * codes, its span's scales, out) bit for bit as wc_lossy_dequant. */
-void wcc_lossy_merge_tile(wcc_merge_tile *t, const wc_lossy_params *p, uint64_t first, uint32_t n,
-			  const wcc_scale_span *s, const uint8_t *codes, const uint8_t *scales, uint8_t *out);
+struct wc_lossy_job;
+void wcc_lossy_merge_tile(wcc_merge_tile *t, const struct wc_lossy_job *lj, uint32_t n, const wcc_scale_span *s,
+			  const uint8_t *codes, const uint8_t *scales, uint8_t *out);
 
 typedef struct lane_job {
 	wc_tile_job *job;
 	size_t payload_off; /* in h_in / d_in */
 	size_t scale_off;   /* a lossy tile: its scales (span) in h_in / d_in */
-	const wc_lossy_params *lossy;
+	const struct wc_lossy_job *lossy; /* container/lossy_job.h */
 	wcc_scale_span span;
 	size_t out_off;     /* host target: in h_out / d_out */
 	uint8_t *dev_out;   /* device target: the caller's address */

@@ -265,7 +265,7 @@ wc_err wcc_lane_add(wcc_lane *ln, wc_tile_job *job, uint8_t *dev_out, const job_
 	lj->payload_off = ln->used_in;
 	ln->used_in += ALIGN16(job->payload_size);
 	if (pl->lossy) { /* its scales staged after its payload (wcc_device.c) */
-		lj->lossy = &((const wc_lossy_job *)job->kind_data)->p;
+		lj->lossy = job->kind_data;
 		lj->span = pl->span;
 		lj->scale_off = ln->used_in;
 		ln->used_in += pl->scale_bytes;
@@ -330,8 +330,7 @@ wc_err wcc_lane_add(wcc_lane *ln, wc_tile_job *job, uint8_t *dev_out, const job_
 		}
 	}
 	if (pl->lossy) {
-		wcc_lossy_merge_tile(&t, lj->lossy, ((const wc_lossy_job *)job->kind_data)->first, (uint32_t)pl->n,
-				     &pl->span, codes, ln->d_in + lj->scale_off, out);
+		wcc_lossy_merge_tile(&t, lj->lossy, (uint32_t)pl->n, &pl->span, codes, ln->d_in + lj->scale_off, out);
 		const uint32_t ti = (uint32_t)ln->ntiles++;
 		ln->tiles[ti] = t;
 		for (size_t b = 0; b < pl->n; b += WCC_MERGE_SEG)

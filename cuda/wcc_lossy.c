@@ -6,6 +6,7 @@
  */
 #include <string.h>
 
+#include "container/lossy_job.h"
 #include "wcc_impl.h"
 
 int wcc_scale_span_of(const wc_lossy_params *p, uint64_t first, uint64_t n, wcc_scale_span *s)
@@ -43,14 +44,15 @@ void wcc_scale_copy(const float *scales, uint32_t channels, const wcc_scale_span
 		memcpy(dst + 4u * s->ng * c, scales + c * s->groups + s->slo, 4u * s->ng);
 }
 
-void wcc_lossy_merge_tile(wcc_merge_tile *t, const wc_lossy_params *p, uint64_t first, uint32_t n,
-			  const wcc_scale_span *s, const uint8_t *codes, const uint8_t *scales, uint8_t *out)
+void wcc_lossy_merge_tile(wcc_merge_tile *t, const wc_lossy_job *lj, uint32_t n, const wcc_scale_span *s,
+			  const uint8_t *codes, const uint8_t *scales, uint8_t *out)
 {
+	const wc_lossy_params *p = &lj->p;
 	const uint32_t per = (uint32_t)(p->elems / p->channels);
 	memset(t, 0, sizeof *t);
 	t->lossy = (wcc_lossy_tile){ .codes = (const int8_t *)codes,
 				     .scales = (const float *)scales,
-				     .first = (uint32_t)first,
+				     .first = (uint32_t)lj->first,
 				     .per = per,
 				     .channels = p->channels,
 				     .group = p->group ? p->group : per,

@@ -34,8 +34,7 @@ uint8_t *fx_read_file(const char *path, size_t *len)
 /* Build the every-dtype safetensors file and pack it with 4 KiB tiles. */
 void fx_setup(void)
 {
-	snprintf(fx_dir, sizeof fx_dir, "%s/wc_test_container.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-	ck_assert_ptr_nonnull(mkdtemp(fx_dir));
+	ck_assert_ptr_nonnull(st_temp_dir(fx_dir, sizeof fx_dir, "wc_test_container"));
 	snprintf(fx_st_path, sizeof fx_st_path, "%s/in.safetensors", fx_dir);
 	snprintf(fx_wc_path, sizeof fx_wc_path, "%s/out.wcodec", fx_dir);
 	st_file f;

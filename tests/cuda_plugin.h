@@ -40,4 +40,17 @@ static inline int cuda_check_run(Suite *s)
 	return failed ? 1 : 0;
 }
 
+/* Run tests[0..n) as suite `name`, one case with a timeout of `timeout`
+ * seconds (cuda_check_run); 0 if all passed, else 1. */
+static inline int cuda_run_tests(const char *name, const TTest *const *tests, size_t n, double timeout)
+{
+	Suite *s = suite_create(name);
+	TCase *tc = tcase_create(name);
+	tcase_set_timeout(tc, timeout);
+	for (size_t i = 0; i < n; i++)
+		tcase_add_test(tc, tests[i]);
+	suite_add_tcase(s, tc);
+	return cuda_check_run(s);
+}
+
 #endif /* WC_TESTS_CUDA_PLUGIN_H */

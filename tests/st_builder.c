@@ -208,6 +208,25 @@ static int remove_one(const char *path, const struct stat *st, int flag, struct 
 	return remove(path);
 }
 
+char *st_temp_dir(char *dir, size_t n, const char *stem)
+{
+	snprintf(dir, n, "%s/%s.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", stem);
+	return mkdtemp(dir);
+}
+
+void st_add_channels_last(st_file *f, const char *name, uint64_t rows, uint64_t cols, uint64_t *rng)
+{
+	const uint64_t shape[2] = { rows, cols };
+	st_add(f, name, "F32", 2, shape, "weights", rng);
+	st_tensor *t = &f->t[f->n - 1];
+	for (uint64_t e = 0; e < rows * cols; e++) {
+		float v;
+		memcpy(&v, t->data + 4 * e, 4);
+		v *= (float)(1u << (e % cols % 8));
+		memcpy(t->data + 4 * e, &v, 4);
+	}
+}
+
 int st_remove_tree(const char *dir)
 {
 	return nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);

@@ -43,9 +43,18 @@ int st_write_bytes(const char *path, const uint8_t *b, size_t len);
  * the end. */
 int st_copy_flipped(const char *src, const char *dst, uint64_t off, uint8_t mask);
 
+/* A new directory $TMPDIR/STEM.XXXXXX (/tmp without TMPDIR), its path in
+ * dir (n bytes); dir, or NULL when it cannot be made. */
+char *st_temp_dir(char *dir, size_t n, const char *stem);
+
 /* Remove the directory tree at dir (a test's temporary directory); 0 on
  * success. */
 int st_remove_tree(const char *dir);
+
+/* Add an F32 tensor of rows x cols weights whose columns are 2^(c % 8)
+ * apart in magnitude: stored channels last (TensorFlow's layout), so the
+ * lossy quantizer takes its last axis. */
+void st_add_channels_last(st_file *f, const char *name, uint64_t rows, uint64_t cols, uint64_t *rng);
 
 void st_free(st_file *f);
 

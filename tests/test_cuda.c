@@ -504,8 +504,7 @@ END_TEST
 START_TEST(tensors_into_device_memory)
 {
 	char dir[256], st_path[300], wc_path[300];
-	snprintf(dir, sizeof dir, "%s/wc_test_cuda.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_ptr_nonnull(st_temp_dir(dir, sizeof dir, "wc_test_cuda"));
 	snprintf(st_path, sizeof st_path, "%s/in.safetensors", dir);
 	snprintf(wc_path, sizeof wc_path, "%s/in.wcodec", dir);
 	st_file f;
@@ -562,8 +561,7 @@ END_TEST
 START_TEST(pipelined_loader_ranges)
 {
 	char dir[256], st_path[300], wc_path[300], bad_path[300];
-	snprintf(dir, sizeof dir, "%s/wc_test_cuda.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_ptr_nonnull(st_temp_dir(dir, sizeof dir, "wc_test_cuda"));
 	snprintf(st_path, sizeof st_path, "%s/in.safetensors", dir);
 	snprintf(wc_path, sizeof wc_path, "%s/in.wcodec", dir);
 	snprintf(bad_path, sizeof bad_path, "%s/bad.wcodec", dir);
@@ -695,26 +693,15 @@ int main(void)
 		return 77;
 	}
 	build_tables();
-	Suite *s = suite_create("cuda");
-	TCase *tc = tcase_create("decode");
-	tcase_set_timeout(tc, 600);
-	tcase_add_test(tc, every_layout_mode_and_size);
-	tcase_add_test(tc, batches_of_one_to_thousands);
-	tcase_add_test(tc, zstd_planes_go_through_the_cpu);
-	tcase_add_test(tc, corruption_detected_host_path);
-	tcase_add_test(tc, corruption_detected_device_path);
-	tcase_add_test(tc, pinned_and_pageable_buffers_mixed);
-	tcase_add_test(tc, engine_loader_picks_cuda);
-	tcase_add_test(tc, device_jobs_every_layout);
-	tcase_add_test(tc, tensors_into_device_memory);
-	tcase_add_test(tc, pipelined_loader_ranges);
-	tcase_add_test(tc, vq_nearest_equals_the_cpu_search);
 	/* last: a fault poisons the process's CUDA context; skipped under
 	 * compute-sanitizer (WCODEC_TEST_NO_FAULT=1), which reports the fault */
-	if (!getenv("WCODEC_TEST_NO_FAULT"))
-		tcase_add_test(tc, gpu_fault_falls_back_to_cpu);
-	suite_add_tcase(s, tc);
-	int rc = cuda_check_run(s);
+	const TTest *tests[] = { every_layout_mode_and_size, batches_of_one_to_thousands,
+				 zstd_planes_go_through_the_cpu, corruption_detected_host_path,
+				 corruption_detected_device_path, pinned_and_pageable_buffers_mixed,
+				 engine_loader_picks_cuda, device_jobs_every_layout, tensors_into_device_memory,
+				 pipelined_loader_ranges, vq_nearest_equals_the_cpu_search, gpu_fault_falls_back_to_cpu };
+	const size_t ntests = sizeof tests / sizeof tests[0] - (getenv("WCODEC_TEST_NO_FAULT") != NULL);
+	int rc = cuda_run_tests("cuda", tests, ntests, 600);
 	g_be->ops->destroy(g_be);
 	return rc;
 }

@@ -31,24 +31,16 @@ static decode_tensor_fn g_decode_tensor;
 START_TEST(lossy_tiles_through_the_lanes)
 {
 	char dir[256], st_path[300], wc_path[300];
-	snprintf(dir, sizeof dir, "%s/wc_test_cuda.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_ptr_nonnull(st_temp_dir(dir, sizeof dir, "wc_test_cuda"));
 	snprintf(st_path, sizeof st_path, "%s/l.safetensors", dir);
 	snprintf(wc_path, sizeof wc_path, "%s/l.wcodec", dir);
 	st_file f;
 	memset(&f, 0, sizeof f);
-	uint64_t rng = 11, s1[2] = { 512, 384 }, s2[2] = { 256, 130 }, s3[2] = { 1024, 96 }, s4[1] = { 700 };
+	uint64_t rng = 11, s1[2] = { 512, 384 }, s2[2] = { 256, 130 }, s4[1] = { 700 };
 	st_add(&f, "a.weight", "BF16", 2, s1, "weights", &rng);
 	st_add(&f, "norm", "F32", 1, s4, "weights", &rng); /* stays lossless */
 	st_add(&f, "b.weight", "F16", 2, s2, "weights", &rng);
-	st_add(&f, "tf.kernel", "F32", 2, s3, "weights", &rng);
-	st_tensor *tf = &f.t[f.n - 1]; /* columns 2^(c % 8) apart: channels last */
-	for (size_t e = 0; e < s3[0] * s3[1]; e++) {
-		float v;
-		memcpy(&v, tf->data + 4 * e, 4);
-		v *= (float)(1u << (e % s3[1] % 8));
-		memcpy(tf->data + 4 * e, &v, 4);
-	}
+	st_add_channels_last(&f, "tf.kernel", 1024, 96, &rng);
 	size_t st_len;
 	uint8_t *st = st_serialize(&f, &st_len);
 	ck_assert_int_eq(st_write_bytes(st_path, st, st_len), 0);
@@ -127,12 +119,8 @@ int main(void)
 		printf("test_cuda_lossy: skipped, no usable GPU: %s\n", wc_last_detail());
 		return 77;
 	}
-	Suite *s = suite_create("cuda_lossy");
-	TCase *tc = tcase_create("lanes");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, lossy_tiles_through_the_lanes);
-	suite_add_tcase(s, tc);
-	int rc = cuda_check_run(s);
+	const TTest *tests[] = { lossy_tiles_through_the_lanes };
+	int rc = cuda_run_tests("cuda_lossy", tests, sizeof tests / sizeof tests[0], 300);
 	g_be->ops->destroy(g_be);
 	return rc;
 }

@@ -57,21 +57,11 @@ static int build_file(void)
 	st_add(&g_f, "blk.f16", "F16", 2, s3, "weights", &rng);
 	st_add(&g_f, "blk.f32", "F32", 2, s4, "weights", &rng);
 	st_add(&g_f, "blk.k.weight", "BF16", 2, s1, "weights", &rng);
-	/* channels last (TensorFlow's layout): columns 2^(c % 8) apart in
-	 * magnitude, so the lossy quantizer takes the last axis; over several
-	 * 64 KiB tiles, each holding a few groups of every channel */
-	uint64_t s6[2] = { 1024, 96 };
-	st_add(&g_f, "blk.tf", "F32", 2, s6, "weights", &rng);
-	st_tensor *tf = &g_f.t[g_f.n - 1];
-	for (size_t e = 0; e < s6[0] * s6[1]; e++) {
-		float v;
-		memcpy(&v, tf->data + 4 * e, 4);
-		v *= (float)(1u << (e % s6[1] % 8));
-		memcpy(tf->data + 4 * e, &v, 4);
-	}
+	/* channels last, over several 64 KiB tiles, each holding a few groups
+	 * of every channel */
+	st_add_channels_last(&g_f, "blk.tf", 1024, 96, &rng);
 	g_bytes = st_serialize(&g_f, &g_len);
-	snprintf(g_dir, sizeof g_dir, "%s/wc_test_res.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-	if (!mkdtemp(g_dir))
+	if (!st_temp_dir(g_dir, sizeof g_dir, "wc_test_res"))
 		return -1;
 	snprintf(g_st, sizeof g_st, "%s/w.safetensors", g_dir);
 	snprintf(g_wc, sizeof g_wc, "%s/w.wcodec", g_dir);
@@ -270,15 +260,9 @@ int main(void)
 	}
 	if (build_file() != 0)
 		return 1;
-	Suite *s = suite_create("cuda_resident");
-	TCase *tc = tcase_create("resident");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, decodes_equal_the_original_in_every_destination);
-	tcase_add_test(tc, bad_names_refused);
-	tcase_add_test(tc, lossy_tiles_equal_the_cpu_decoder);
-	tcase_add_test(tc, damaged_payload_fails_at_create);
-	suite_add_tcase(s, tc);
-	int failed = cuda_check_run(s);
+	const TTest *tests[] = { decodes_equal_the_original_in_every_destination, bad_names_refused,
+				 lossy_tiles_equal_the_cpu_decoder, damaged_payload_fails_at_create };
+	int failed = cuda_run_tests("cuda_resident", tests, sizeof tests / sizeof tests[0], 300);
 	if (st_remove_tree(g_dir) != 0)
 		failed++;
 	st_free(&g_f);

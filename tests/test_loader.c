@@ -21,8 +21,7 @@ static uint64_t data_off; /* 8 + N in the original */
 
 static void setup(void)
 {
-	snprintf(dir, sizeof dir, "%s/wc_test_loader.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_ptr_nonnull(st_temp_dir(dir, sizeof dir, "wc_test_loader"));
 	snprintf(st_path, sizeof st_path, "%s/in.safetensors", dir);
 	snprintf(wc_path, sizeof wc_path, "%s/in.wcodec", dir);
 	st_file f;

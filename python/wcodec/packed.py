@@ -230,8 +230,7 @@ def pack_module(model, path=None, min_bytes=1 << 16, threads=0, blocks=None, res
     src = os.fspath(path) + ".in.safetensors"
     try:
         _write_safetensors(src, tensors)
-        on_gpu = resident is not False and all(_torch.device(e[3]).type == "cuda" for e in entries)
-        _pack(src, path, threads, GPU_CHUNK if on_gpu and entries else 0)
+        _pack(src, path, threads, GPU_CHUNK if resident is not False and _one_gpu(entries) else 0)
     except BaseException:
         if owned:
             shutil.rmtree(owned, ignore_errors=True)
@@ -257,6 +256,14 @@ def _blocks_of(model, blocks):
     return blocks, owner
 
 
+def _one_gpu(entries):
+    """The GPU every entry's parameter lives on, or None (none, several
+    devices, or the CPU): where the units' tiles can stay resident."""
+    devs = {_torch.device(e[3]) for e in entries}
+    dev = next(iter(devs)) if len(devs) == 1 else None
+    return dev if dev is not None and dev.type == "cuda" else None
+
+
 def _attach(model, path, owned, files, entries, blocks, owner, resident):
     """Group entries into units (blocks, lone modules), keep their tiles on
     the GPU if asked and possible, hook them, and put the placeholders in."""
@@ -265,13 +272,11 @@ def _attach(model, path, owned, files, entries, blocks, owner, resident):
         units.setdefault(owner.get(e[0], e[0]), []).append(e)
     lone = [(r, es) for r, es in units.items() if r not in owner]  # modules outside every block
     ulist = [(b, units[b]) for b in blocks if b in units] + lone
-    devs = {_torch.device(e[3]) for e in entries}
-    dev = next(iter(devs)) if len(devs) == 1 else None
-    on_gpu = dev is not None and dev.type == "cuda"
-    if resident and not on_gpu:
+    dev = _one_gpu(entries)
+    if resident and dev is None:
         raise ValueError("resident=True needs every packed parameter on one GPU")
     du = None
-    if on_gpu and resident is not False:
+    if dev is not None and resident is not False:
         from ._lib import WcodecError
         from .packed_cuda import DeviceUnits
         try:
