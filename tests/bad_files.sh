@@ -60,7 +60,7 @@ while read -r name outcome reason; do
 		if cat "$v" > /dev/null 2> "$TMP/err"; then fail "$name: read through the mount"; fi
 		grep -q "Input/output error" "$TMP/err" || fail "$name: not EIO: $(cat "$TMP/err")" ;;
 	ok) # the size, and the first 4 MiB (a claim of a gigabyte is not read whole)
-		want=$("$WCODEC" info --json "$S/$name" | "$PYTHON3" -c 'import json,sys; print(json.load(sys.stdin)["virtual_size"])')
+		want=$("$WCODEC" info --json "$S/$name" | "$PYTHON3" -c 'import json,sys; print(json.load(sys.stdin)["decoded_bytes"])')
 		[ "$(stat -c %s "$v")" = "$want" ] || fail "$name: the mount shows $(stat -c %s "$v") bytes, not $want"
 		{ "$WCODEC" cat "$S/$name" || true; } | head -c 4194304 > "$TMP/want"
 		head -c 4194304 "$v" | cmp - "$TMP/want" || fail "$name: the mount differs from wcodec cat" ;;

@@ -1,7 +1,8 @@
 #!/bin/sh
 # --json on pack, verify and info: every output parses (python3 -m
 # json.tool) and describes a file with the same keys and values whatever
-# the command (file, format, decoded_bytes, file_bytes, ratio); verify
+# the command (file, format, decoded_bytes, file_bytes, ratio), each size
+# under exactly one key; verify
 # reports a damaged file as not ok and exits 1; a directory's pack and a
 # .qvq archive use the same keys.
 . "$top_srcdir/tests/cli_lib.sh"
@@ -58,6 +59,10 @@ for d in (pack, v, info):
     assert d["format"] == "wcodec" and d["file_bytes"] == size and d["decoded_bytes"] == orig, d
     assert abs(d["ratio"] - orig / size) < 1e-6, d
     assert os.path.realpath(d["file"]) == os.path.realpath(os.path.join(t, "a.wcodec")), d
+    # one key per quantity: no other top-level number repeats either size
+    assert [k for k, x in d.items() if x == size and type(x) is int] == ["file_bytes"], d
+    assert [k for k, x in d.items() if x == orig and type(x) is int] == ["decoded_bytes"], d
+assert pack["coded_data_bytes"] == info["coded_data_bytes"], (pack, info)
 assert v["ok"] is True and v["damaged_tiles"] == 0 and v["tiles"] == info["ntiles"], v
 assert verify["verified"] == 1 and verify["ok"] == 1, verify
 v2 = load("verify2.json")

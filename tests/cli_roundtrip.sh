@@ -73,7 +73,7 @@ size=$(wc -c <"$T/all.safetensors" | tr -d ' ')
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["format"] == "wcodec", d["format"]
-assert d["virtual_size"] == int(sys.argv[2]), (d["virtual_size"], sys.argv[2])
+assert d["decoded_bytes"] == int(sys.argv[2]), (d["decoded_bytes"], sys.argv[2])
 assert d["ntensors"] == len(d["tensors"]) > 90
 names = {t["name"] for t in d["tensors"]}
 assert "bf16.empty" in names and "u64.one" in names and "model.bf16.weight" in names

@@ -42,7 +42,7 @@ size=$(stat -c %s "$ORIG")
 import json, sys
 d = json.load(sys.stdin)
 size = int(sys.argv[1])
-assert d["virtual_size"] == size, (d["virtual_size"], size)
+assert d["decoded_bytes"] == size, (d["decoded_bytes"], size)
 t = {x["name"]: x for x in d["tensors"]}
 assert t["tail"]["end"] == size and t["tail"]["begin"] > 1 << 32, t["tail"]
 assert t["zeros"]["bytes"] == (4 << 30) + (64 << 20), t["zeros"]

@@ -129,6 +129,12 @@ static void summarise(const wc_container *c, dtype_sum *dts, uint32_t *ndts, ten
 		dts[k].bound += s.bound;
 		dts[k].plain_bound += s.plain_bound;
 	}
+	/* The file's coded bytes exactly (pack --json's coded_data_bytes): the
+	 * tensors' shares of tiles they share are rounded. */
+	uint64_t payloads = 0;
+	for (uint32_t k = 0; k < wc_container_ntiles(c); k++)
+		payloads += wc_container_tile(c, k)->csize;
+	total->coded = payloads + total->dict_bytes;
 }
 
 static int info_text(const char *path, const wc_container *c, const dtype_sum *dts, uint32_t ndts,
@@ -244,14 +250,12 @@ static int info_json(const char *path, const wc_container *c, const dtype_sum *d
 		"{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:f, s:I, s:I, s:f, s:f, s:o, s:o}", "file", path,
 		"format", "wcodec", "version", (int)wc_container_version(c), "tile_size", (int)wc_container_tile_size(c),
 		"chunk_symbols", (int)wc_container_chunk_symbols(c), "ntensors", (int)wc_container_ntensors(c), "ntiles",
-		(int)wc_container_ntiles(c), "ntables", (int)f.ntables, "virtual_size", (json_int_t)f.vsize, "file_size",
+		(int)wc_container_ntiles(c), "ntables", (int)f.ntables, "decoded_bytes", (json_int_t)f.vsize, "file_bytes",
 		(json_int_t)f.fsize, "prefix_bytes", (json_int_t)f.plen, "ratio", cli_ratio(f.vsize, f.fsize), "data_bytes",
 		(json_int_t)total->bytes, "coded_data_bytes", (json_int_t)total->coded, "entropy_bound_bytes",
 		total->bound, "coded_over_bound", total->bound > 0 ? (double)total->coded / total->bound : 0.0,
 		"dtypes", dtypes, "tensors", tensors);
 	if (root && (json_object_set_new(root, "plain_entropy_bound_bytes", json_real(total->plain_bound)) ||
-		     json_object_set_new(root, "decoded_bytes", json_integer((json_int_t)f.vsize)) ||
-		     json_object_set_new(root, "file_bytes", json_integer((json_int_t)f.fsize)) ||
 		     json_object_set_new(root, "dict_bytes", json_integer((json_int_t)total->dict_bytes)) ||
 		     json_object_set_new(root, "coded_over_plain_bound",
 					 json_real(total->plain_bound > 0 ? (double)total->coded / total->plain_bound
