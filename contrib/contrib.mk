@@ -7,7 +7,10 @@
 
 # Benchmark programs (not installed): the RAM-backed FUSE ceiling and the
 # random-read latency meter with byte-exact verification.
-noinst_PROGRAMS += contrib/bench/ramfs contrib/bench/randread
+noinst_PROGRAMS += contrib/bench/randread
+if HAVE_FUSE
+noinst_PROGRAMS += contrib/bench/ramfs
+endif
 contrib_bench_ramfs_SOURCES = contrib/bench/ramfs.c src/fuse/bdi.c src/fuse/mountinfo.c
 contrib_bench_ramfs_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS)
 contrib_bench_ramfs_LDADD = $(FUSE_LIBS)

@@ -56,7 +56,7 @@ grep -q "4 symlinks" "$T/pack.txt" || fail "summary: $(cat "$T/pack.txt")"
 [ "$(find "$O" -name '*.tmp.*' | wc -l)" = 0 ] || fail "temporary files left"
 
 # Mounted, OUTDIR shows DIR's files (where FUSE can be used here).
-if [ -n "${WCODECFS:-}" ] && command -v fusermount3 >/dev/null 2>&1 && [ -c /dev/fuse ] &&
+if [ -x "${WCODECFS:-}" ] && command -v fusermount3 >/dev/null 2>&1 && [ -c /dev/fuse ] &&
 	(exec 3<>/dev/fuse) 2>/dev/null; then
 	mkdir "$T/mnt"
 	"$WCODECFS" "$O" "$T/mnt" || fail "mount OUTDIR"

@@ -46,6 +46,7 @@ done <"$T/cmds"
 [ $n -ge 20 ] || fail "only $n wcodec options found in the --help texts"
 
 # wcodecfs: every -o option its --help lists (lines "  name=VALUE" or "  name ").
+[ -x "$WCODECFS" ] || { echo "# wcodecfs not built (no libfuse3): its options not checked"; exit 0; }
 "$WCODECFS" --help 2>&1 | sed -n '/^wcodecfs options/,/^$/p' |
 	sed -n 's/^  \([a-z_][a-z_]*\)[= ].*/\1/p' >"$T/fsopts"
 [ "$(wc -l <"$T/fsopts")" -ge 10 ] || fail "wcodecfs --help lists $(wc -l <"$T/fsopts") -o options"

@@ -1,7 +1,7 @@
 # mount_lib.sh - shared helpers of the tests/mount_*.sh tests (sourced).
 #
-# Skips (exit 77) only when FUSE cannot be used here: no usable /dev/fuse or
-# no fusermount3. Every mount made with mount_fs is unmounted by the EXIT
+# Skips (exit 77) only when FUSE cannot be used here: no wcodecfs (built
+# without libfuse3), no usable /dev/fuse or no fusermount3. Every mount made with mount_fs is unmounted by the EXIT
 # trap, whatever happens; daemons still alive then are killed by their pid.
 
 set -u
@@ -13,6 +13,7 @@ note() { echo "# $*"; }
 : "${top_srcdir:?}"
 PYTHON3=${PYTHON3:-/usr/bin/python3}
 
+[ -x "$WCODECFS" ] || { echo "SKIP: wcodecfs was not built (configured without libfuse3)"; exit 77; }
 command -v fusermount3 >/dev/null 2>&1 || { echo "SKIP: fusermount3 not found"; exit 77; }
 if ! [ -c /dev/fuse ] || ! ( exec 3<>/dev/fuse ) 2>/dev/null; then
 	echo "SKIP: /dev/fuse is not usable here"

@@ -9,6 +9,7 @@
 set -u
 : "${WCODEC:?}" "${WCODECFS:?}"
 PYTHON3=${PYTHON3:-/usr/bin/python3}
+[ -x "$WCODECFS" ] || { echo "SKIP: wcodecfs was not built (configured without libfuse3)"; exit 77; }
 command -v fusermount3 >/dev/null 2>&1 || { echo "SKIP: no fusermount3"; exit 77; }
 if ! [ -c /dev/fuse ] || ! ( exec 3<>/dev/fuse ) 2>/dev/null; then echo "SKIP: no usable /dev/fuse"; exit 77; fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/many-tiles.XXXXXX") || exit 1

@@ -8,6 +8,7 @@ set -eu
 : "${top_builddir:=.}"
 ramfs=$top_builddir/contrib/bench/ramfs
 randread=$top_builddir/contrib/bench/randread
+[ -x "$ramfs" ] || { echo "SKIP: ramfs was not built (configured without libfuse3)"; exit 77; }
 [ -c /dev/fuse ] || { echo "SKIP: no /dev/fuse"; exit 77; }
 command -v fusermount3 >/dev/null || { echo "SKIP: no fusermount3"; exit 77; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/ramfs-test.XXXXXX")

@@ -14,61 +14,12 @@ archive, the tile and its first image). Pixels are exactly those of
 (wcodec.torch.load_images, QVQDataset, QVQLoader) is built on this.
 """
 import ctypes
-import threading
 
 import numpy as _np
 
-from ._lib import check, lib
+from ._lib import ImageInfo, check, lib
 
 __all__ = ["ImageSet"]
-
-
-class _ImageInfo(ctypes.Structure):
-    """wc_image_info (src/loader/images.h)."""
-    _fields_ = [("width", ctypes.c_uint32), ("height", ctypes.c_uint32), ("channels", ctypes.c_uint32),
-                ("label", ctypes.c_int32), ("tile", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
-                ("tile_off", ctypes.c_uint64)]
-
-
-_typed = False
-_typed_lock = threading.Lock()
-
-
-def _api():
-    """libwcodec with the image-set functions typed."""
-    global _typed
-    L = lib()
-    with _typed_lock:
-        if not _typed:
-            c = ctypes
-            vp = c.c_void_p
-            L.wc_image_set_open.restype = c.c_int
-            L.wc_image_set_open.argtypes = [c.c_char_p, c.c_char_p, c.c_uint, c.POINTER(vp)]
-            L.wc_image_set_close.restype = None
-            L.wc_image_set_close.argtypes = [vp]
-            L.wc_image_set_count.restype = c.c_uint32
-            L.wc_image_set_count.argtypes = [vp]
-            L.wc_image_set_backend.restype = c.c_char_p
-            L.wc_image_set_backend.argtypes = [vp]
-            L.wc_image_set_info.restype = c.c_int
-            L.wc_image_set_info.argtypes = [vp, c.c_uint32, c.POINTER(_ImageInfo)]
-            L.wc_image_set_name.restype = c.c_char_p
-            L.wc_image_set_name.argtypes = [vp, c.c_uint32]
-            L.wc_image_set_nlabels.restype = c.c_uint32
-            L.wc_image_set_nlabels.argtypes = [vp]
-            L.wc_image_set_label.restype = c.c_char_p
-            L.wc_image_set_label.argtypes = [vp, c.c_uint32]
-            L.wc_image_set_decode.restype = c.c_int
-            L.wc_image_set_decode.argtypes = [vp, c.POINTER(c.c_uint32), c.c_size_t, c.c_int, c.POINTER(vp)]
-            L.wc_image_set_decode_device.restype = c.c_int
-            L.wc_image_set_decode_device.argtypes = [vp, c.POINTER(c.c_uint32), c.c_size_t, c.c_int,
-                                                     c.POINTER(vp), vp]
-            L.wc_image_set_decode_device_f32.restype = c.c_int
-            L.wc_image_set_decode_device_f32.argtypes = [vp, c.POINTER(c.c_uint32), c.c_size_t, c.c_int,
-                                                         c.POINTER(c.c_float), c.POINTER(c.c_float),
-                                                         c.POINTER(vp), vp]
-            _typed = True
-    return L
 
 
 class ImageSet:
@@ -88,7 +39,7 @@ class ImageSet:
 
     def __init__(self, path, backend="cpu", threads=0):
         self.path = str(path)
-        L = _api()
+        L = lib()
         h = ctypes.c_void_p()
         check(L.wc_image_set_open(self.path.encode(), backend.encode(), int(threads), ctypes.byref(h)))
         self._h = h
@@ -98,7 +49,7 @@ class ImageSet:
         self.sizes = _np.zeros((n, 2), dtype=_np.int64)
         self.labels = _np.zeros(n, dtype=_np.int64)
         self.channels = 3
-        info = _ImageInfo()
+        info = ImageInfo()
         for i in range(n):
             check(L.wc_image_set_info(h, i, ctypes.byref(info)))
             self.sizes[i] = (info.height, info.width)

@@ -30,16 +30,9 @@ import torch as _torch
 
 from . import _lib, _safe_open
 from ._file import TensorFile
+from ._torch_framework import TorchFramework, torch_dtype
 
 __all__ = ["pack_module", "load_packed", "PackedModule", "empty_weights"]
-
-
-class _PackOpts(ctypes.Structure):
-    """wc_pack_opts (src/container/container.h)."""
-    _fields_ = [("tile_size", ctypes.c_uint32), ("chunk_symbols", ctypes.c_uint32), ("threads", ctypes.c_uint),
-                ("verify", ctypes.c_int), ("progress", ctypes.c_void_p), ("progress_ctx", ctypes.c_void_p),
-                ("temp_file", ctypes.c_void_p), ("lossy_bits", ctypes.c_int), ("lossy_group", ctypes.c_uint32),
-                ("lossy_select", ctypes.c_void_p), ("lossy_ctx", ctypes.c_void_p)]
 
 
 _ST_DTYPES = {_torch.float32: "F32", _torch.float16: "F16", _torch.bfloat16: "BF16", _torch.float64: "F64",
@@ -72,9 +65,7 @@ GPU_CHUNK = 16384
 
 def _pack(src, dst, threads=0, chunk=0):
     L = _lib.lib()
-    L.wc_pack_safetensors.restype = ctypes.c_int
-    L.wc_pack_safetensors.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_PackOpts), ctypes.c_void_p]
-    o = _PackOpts(chunk_symbols=chunk, threads=threads, verify=1)
+    o = _lib.PackOpts(chunk_symbols=chunk, threads=threads, verify=1)
     _lib.check(L.wc_pack_safetensors(os.fspath(src).encode(), os.fspath(dst).encode(), ctypes.byref(o), None))
 
 
@@ -94,8 +85,7 @@ class PackedModule:
         None (decoded by the loaders from the file)."""
         self.model, self.path, self._dir, self.files = model, path, owned_dir, files
         self.device_units = device_units
-        from .torch import _TorchFramework
-        self._fw = _TorchFramework()
+        self._fw = TorchFramework()
         self.names = sorted({e[2] for _, entries in units for e in entries})
         where = {e[2]: files[e[4]] for _, entries in units for e in entries}
         self.original_bytes = sum(where[n].info(n).nbytes for n in self.names)
@@ -178,7 +168,6 @@ class PackedModule:
 
 
 def _placeholder(info, dev):
-    from .torch import torch_dtype
     return _torch.nn.Parameter(_torch.empty(0, dtype=torch_dtype(info.dtype), device=dev), requires_grad=False)
 
 
@@ -335,7 +324,6 @@ def load_packed(model, source, device="cpu", min_bytes=1 << 16, blocks=None, res
     that the checkpoint lacks; blocks as pack_module), FileNotFoundError,
     WcodecError."""
     from ._file import open_checkpoint_dir
-    from .torch import _TorchFramework, torch_dtype
     blocks, owner = _blocks_of(model, blocks)
     source = os.fspath(source)
     paths = open_checkpoint_dir(source)[0] if os.path.isdir(source) else [source]
@@ -346,7 +334,7 @@ def load_packed(model, source, device="cpu", min_bytes=1 << 16, blocks=None, res
         for mname, mod in model.named_modules():
             for attr, p in list(mod.named_parameters(recurse=False)):
                 names.setdefault(id(p), []).append(f"{mname}.{attr}" if mname else attr)
-        fw, dev, entries, now = _TorchFramework(), _torch.device(device), [], []
+        fw, dev, entries, now = TorchFramework(), _torch.device(device), [], []
         d = fw.device(dev)
         for mname, mod in model.named_modules():
             for attr, p in list(mod.named_parameters(recurse=False)) + list(mod.named_buffers(recurse=False)):

@@ -17,10 +17,10 @@ import torch as _torch
 
 from . import _lib
 from ._lib import WcodecError
+from ._torch_framework import TorchFramework, torch_dtype
 
 __all__ = ["DeviceUnits"]
 
-_VERIFY = 1  # WCODEC_CUDA_RESIDENT_VERIFY
 _ALIGN = 256
 
 
@@ -36,7 +36,7 @@ class _Resident:
             raise WcodecError("UNSUPPORTED", f"{tf.path}: not a .wcodec file")
         arr = (ctypes.c_char_p * len(names))(*[n.encode() for n in names])
         h = ctypes.c_void_p()
-        _lib.check(P.wcodec_cuda_resident_create(c, arr, len(names), gpu, _VERIFY if verify else 0,
+        _lib.check(P.wcodec_cuda_resident_create(c, arr, len(names), gpu, _lib.CUDA_RESIDENT_VERIFY if verify else 0,
                                                  ctypes.byref(h)))
         self.handle = h
         self.out_bytes = P.wcodec_cuda_resident_out_bytes(h)
@@ -138,8 +138,7 @@ class DeviceUnits:
     def _decoded(self, files, fi, name):
         """Tensor `name` of files[fi] decoded onto the GPU once (the loader's path)."""
         from . import _safe_open
-        from .torch import _TorchFramework
-        fw = _TorchFramework()
+        fw = TorchFramework()
         info = files[fi].info(name)
         d = fw.device(self.device)
         t = fw.empty(info, info.shape, d)
@@ -226,7 +225,6 @@ class DeviceUnits:
         return self._views(unit, buf)
 
     def _views(self, unit, buf):
-        from .torch import torch_dtype
         u, out = self._units[unit], []
         for mod, attr, name, _, _ in self._entries[unit]:
             if name in u.fixed:
