@@ -26,3 +26,10 @@ endif
 TESTS += tests/python_loader.sh tests/python_images.sh tests/python_packed.sh tests/python_bindings.sh
 EXTRA_DIST += tests/python_bindings.sh tests/test_bindings.py tests/python_loader.sh tests/python_env.sh tests/test_python.py tests/python_images.sh \
 	tests/test_python_images.py tests/python_packed.sh tests/test_python_packed.py
+
+# pip and Debian packaging (the files they read; contrib/package-tests.sh
+# builds and checks both, run by .ci/run after the tests).
+EXTRA_DIST += pyproject.toml setup.py python/native_build.py tests/installed_check.py contrib/package-tests.sh \
+	debian/changelog debian/control debian/copyright debian/rules debian/source/format debian/not-installed \
+	debian/wcodecfs.install debian/wcodecfs.links debian/libwcodec0.install debian/libwcodec-dev.install \
+	debian/python3-wcodec.install debian/wcodecfs-cuda.install
