@@ -13,7 +13,9 @@
 #    `apt-get install` of the .debs; `mount -t fuse.wcodecfs` with uid= and
 #    gid=, and an fstab line (mount -T FILE); the systemd unit, man pages
 #    and the Python package in place; a program built with pkg-config
-#    against libwcodec-dev; `apt-get purge` leaves no file of the packages.
+#    against libwcodec-dev; `apt-get purge` leaves no file of the packages;
+#    then the same install, mount, fstab line and purge on a clean minimal
+#    Debian 12 made by debootstrap (where debootstrap and a mirror are).
 #
 # Usage: contrib/package-tests.sh [wheel] [deb]   (default: both)
 # Needs root (apt-get, mount) and the build dependencies (.ci/run installs
@@ -28,7 +30,10 @@ MNT=$T/mnt
 PKGS="wcodecfs libwcodec0 libwcodec-dev python3-wcodec wcodecfs-cuda"
 cleanup() {
 	mountpoint -q "$MNT" 2>/dev/null && umount "$MNT"
-	rm -rf "$T"
+	for m in "$T/clean/mnt" "$T/clean/dev" "$T/clean/proc"; do
+		mountpoint -q "$m" 2>/dev/null && umount "$m"
+	done
+	rm -rf --one-file-system "$T"
 }
 trap cleanup EXIT
 ok() { echo "PASS: $*"; pass=$((pass + 1)); }
@@ -122,6 +127,7 @@ if [[ " $steps " == *" deb "* ]]; then
 	else
 		echo "# no usable /dev/fuse: the packaged mount not checked"
 	fi
+	mkdir -p "$T/srv" && /usr/bin/wcodec pack -q -f "$T/data/bf16.safetensors" "$T/srv/model.wcodec"
 	installed=$(for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 && echo "$p"; done)
 	check "apt-get purge" apt-get purge -y -qq $installed
 	left=$(while read -r f; do { [ -f "$f" ] || { [ -L "$f" ] && [ ! -d "$f" ]; }; } && echo "$f"; done <"$T/files")
@@ -131,6 +137,45 @@ if [[ " $steps " == *" deb "* ]]; then
 	done
 	[ -z "$left" ] && ok "nothing of the packages left after purge ($(wc -l <"$T/files") paths)" ||
 		bad "left after purge: $left"
+
+	# The same on a clean Debian: a minimal bookworm (debootstrap) gets
+	# wcodecfs and libwcodec0 and nothing else of ours; apt brings the
+	# dependencies; the mount, the fstab line and the purge as above.
+	if command -v debootstrap >/dev/null && fuse_usable; then
+		R=$T/clean
+		if debootstrap --variant=minbase bookworm "$R" http://deb.debian.org/debian >"$T/out" 2>&1; then
+			ok "debootstrap of a clean bookworm"
+			mkdir -p "$R/debs" "$R/srv" "$R/mnt"
+			cp "$T"/deb/wcodecfs_*.deb "$T"/deb/libwcodec0_*.deb "$R/debs/"
+			cp "$T/srv/model.wcodec" "$R/srv/" # packed by the packages' wcodec above
+			cp "$T/data/bf16.safetensors" "$R/orig.safetensors"
+			mount --bind /dev "$R/dev" && mount -t proc proc "$R/proc"
+			check "on the clean system: apt-get install ./wcodecfs_*.deb ./libwcodec0_*.deb, mount -t fuse.wcodecfs with uid/gid, an fstab line, purge leaving nothing" \
+				chroot "$R" /bin/sh -ec '
+				apt-get update -qq
+				apt-get install -y -qq ./debs/wcodecfs_*.deb ./debs/libwcodec0_*.deb >/dev/null
+				mount -t fuse.wcodecfs /srv /mnt -o uid=65534,gid=65534
+				[ "$(stat -c %u:%g /mnt/model.safetensors)" = 65534:65534 ]
+				cmp /mnt/model.safetensors /orig.safetensors
+				umount /mnt
+				echo "/srv /mnt fuse.wcodecfs ro,nofail,uid=65534,gid=65534,umask=022 0 0" >/etc/fstab.test
+				mount -T /etc/fstab.test /mnt
+				cmp /mnt/model.safetensors /orig.safetensors
+				umount /mnt
+				dpkg -L wcodecfs libwcodec0 >/files
+				apt-get purge -y -qq wcodecfs libwcodec0 >/dev/null
+				while read -r f; do
+					if [ -f "$f" ] || { [ -L "$f" ] && [ ! -d "$f" ]; }; then echo "left: $f"; exit 1; fi
+				done </files'
+			mountpoint -q "$R/mnt" && umount "$R/mnt" # a failed check's mount; its daemon then exits
+			sleep 1
+			umount "$R/dev" "$R/proc"
+		else
+			echo "# debootstrap failed (no mirror?): the clean system not checked"; tail -3 "$T/out"
+		fi
+	else
+		echo "# no debootstrap or no usable /dev/fuse: the clean system not checked"
+	fi
 fi
 
 echo "packages: $pass passed, $failed failed"

@@ -62,6 +62,16 @@ typedef struct dtype_sum {
 	double bound, plain_bound;
 } dtype_sum;
 
+/* The coded bytes of tile x after decoded offset `at`, rounded down: a
+ * tensor holding [lo, hi) of the tile counts tile_share(lo) - tile_share(hi),
+ * so the tensors sharing a tile count its payload exactly once between
+ * them. The reader bounds dsize by WC_TILE_SIZE_MAX (2^26) and csize by
+ * 2 dsize + 64 KiB at open: the product fits in 64 bits. */
+static uint64_t tile_share(const wc_tile_info *x, uint64_t at)
+{
+	return x->csize - x->csize * (at - x->voff) / x->dsize;
+}
+
 static tensor_sum sum_tensor(const wc_container *c, const wc_tensor_info *t)
 {
 	tensor_sum s = {.bytes = t->end - t->begin};
@@ -70,7 +80,7 @@ static tensor_sum sum_tensor(const wc_container *c, const wc_tensor_info *t)
 		const wc_tile_info *x = wc_container_tile(c, t->first_tile + k);
 		uint64_t lo = x->voff > t->begin ? x->voff : t->begin;
 		uint64_t hi = x->voff + x->dsize < t->end ? x->voff + x->dsize : t->end;
-		s.coded += hi - lo == x->dsize ? x->csize : (uint64_t)((double)x->csize * (double)(hi - lo) / x->dsize);
+		s.coded += tile_share(x, lo) - tile_share(x, hi);
 	}
 	/* a lossy tensor codes one int8 code per element, and its scales */
 	uint64_t n = t->lossy ? s.bytes / t->plain_layout.elem_size : s.bytes / t->layout.elem_size;
