@@ -7,7 +7,7 @@ WCODEC_PY = python/wcodec/__init__.py python/wcodec/_lib.py python/wcodec/_file.
 	python/wcodec/_safe_open.py python/wcodec/numpy.py python/wcodec/torch.py \
 	python/wcodec/transformers.py python/wcodec/images.py python/wcodec/torch_images.py \
 	python/wcodec/packed.py python/wcodec/packed_cuda.py python/wcodec/_torch_framework.py \
-	python/wcodec/_cli.py
+	python/wcodec/_cli.py python/wcodec/distributed.py
 EXTRA_DIST += $(WCODEC_PY)
 
 if HAVE_PYTHON
@@ -23,8 +23,9 @@ endif
 
 # make check: the package against the safetensors layout (GPU parts skip
 # without a GPU).
-TESTS += tests/python_loader.sh tests/python_images.sh tests/python_packed.sh tests/python_bindings.sh
-EXTRA_DIST += tests/python_bindings.sh tests/test_bindings.py tests/python_loader.sh tests/python_env.sh tests/test_python.py tests/python_images.sh \
+TESTS += tests/python_loader.sh tests/python_images.sh tests/python_packed.sh tests/python_bindings.sh \
+	tests/python_distributed.sh
+EXTRA_DIST += tests/python_bindings.sh tests/test_bindings.py tests/python_distributed.sh tests/test_distributed.py tests/python_loader.sh tests/python_env.sh tests/test_python.py tests/python_images.sh \
 	tests/test_python_images.py tests/python_packed.sh tests/test_python_packed.py
 
 # pip and Debian packaging (the files they read; contrib/package-tests.sh

@@ -193,6 +193,102 @@ START_TEST(damaged_tile_is_an_error_naming_it)
 }
 END_TEST
 
+/* Payloads read in runs (wc_tensor_file_read_payloads) and handed back
+ * (wc_load_host_payloads, as a distributed load does with the bytes of
+ * other ranks) load the same bytes as wc_load_host; the extents agree with
+ * the tiles; a flipped byte in memory is WC_E_CORRUPT naming the tile, a
+ * tile in no run WC_E_INVAL, and the file itself is never read for them. */
+START_TEST(payload_runs_load_like_the_file)
+{
+	wc_tensor_file *f[2] = { open_ok(wc_path), open_ok(st_path) };
+	wc_container *c = wc_tensor_file_container(f[0]);
+	const uint32_t nt = wc_container_ntiles(c);
+	const uint64_t size = wc_tensor_file_data_size(f[0]);
+	uint64_t doff, dlen, poff, plen_all;
+	ck_assert_int_eq(wc_tensor_file_tile_extent(f[0], 0, nt - 1, &doff, &dlen, &poff, &plen_all), WC_OK);
+	ck_assert_uint_eq(doff, 0);
+	ck_assert_uint_eq(dlen, size);
+	ck_assert_uint_eq(poff, wc_container_tile(c, 0)->coff);
+	ck_assert_int_eq(wc_tensor_file_tile_extent(f[1], 0, 0, NULL, NULL, NULL, NULL), WC_E_INVAL);
+	ck_assert_int_eq(wc_tensor_file_tile_extent(f[0], 1, 0, NULL, NULL, NULL, NULL), WC_E_RANGE);
+	ck_assert_int_eq(wc_tensor_file_tile_extent(f[0], 0, nt, NULL, NULL, NULL, NULL), WC_E_RANGE);
+	/* three runs, as three ranks would read them */
+	const uint32_t cut1 = nt / 3, cut2 = 2 * nt / 3;
+	const uint32_t lo[3] = { 0, cut1 + 1, cut2 + 1 }, hi[3] = { cut1, cut2, nt - 1 };
+	wc_payload_run runs[3];
+	uint8_t *bytes[3];
+	for (int k = 0; k < 3; k++) {
+		uint64_t pl;
+		ck_assert_int_eq(wc_tensor_file_tile_extent(f[0], lo[k], hi[k], NULL, NULL, NULL, &pl), WC_OK);
+		bytes[k] = malloc(pl);
+		ck_assert_msg(wc_tensor_file_read_payloads(f[0], lo[k], hi[k], bytes[k]) == WC_OK, "%s", wc_last_detail());
+		runs[k] = (wc_payload_run){ .file = 0, .first_tile = lo[k], .last_tile = hi[k], .bytes = bytes[k] };
+	}
+	uint8_t *buf = malloc(size), *plain = malloc(size);
+	wc_load_range r[2] = { { .file = 0, .offset = 0, .length = size, .dst = buf },
+			       { .file = 1, .offset = 0, .length = size, .dst = plain } };
+	ck_assert_msg(wc_load_host_payloads(f, 2, runs, 3, r, 2) == WC_OK, "%s", wc_last_detail());
+	ck_assert_int_eq(memcmp(buf, st_bytes + data_off, size), 0);
+	ck_assert_int_eq(memcmp(plain, st_bytes + data_off, size), 0);
+	/* unaligned ranges inside one run */
+	const wc_tile_info *t = wc_container_tile(c, lo[1]);
+	size_t pfx;
+	wc_container_prefix(c, &pfx);
+	r[0] = (wc_load_range){ .file = 0, .offset = t->voff - pfx + 3, .length = t->dsize - 5, .dst = buf };
+	ck_assert_int_eq(wc_load_host_payloads(f, 2, runs + 1, 1, r, 1), WC_OK);
+	ck_assert_int_eq(memcmp(buf, st_bytes + t->voff + 3, t->dsize - 5), 0);
+	/* a tile in no run */
+	r[0] = (wc_load_range){ .file = 0, .offset = 0, .length = size, .dst = buf };
+	ck_assert_int_eq(wc_load_host_payloads(f, 2, runs + 1, 2, r, 1), WC_E_INVAL);
+	ck_assert_ptr_nonnull(strstr(wc_last_detail(), "in none of the"));
+	/* a byte changed in memory: CORRUPT, naming the tile */
+	const wc_tile_info *v = wc_container_tile(c, hi[1]);
+	bytes[1][v->coff - wc_container_tile(c, lo[1])->coff + v->csize / 2] ^= 0x20;
+	ck_assert_int_eq(wc_load_host_payloads(f, 2, runs, 3, r, 1), WC_E_CORRUPT);
+	char want[64];
+	snprintf(want, sizeof want, "tile %u", hi[1]);
+	ck_assert_msg(strstr(wc_last_detail(), want), "reason: %s", wc_last_detail());
+	/* bad runs */
+	wc_payload_run bad = runs[0];
+	bad.file = 1;
+	ck_assert_int_eq(wc_load_host_payloads(f, 2, &bad, 1, r, 1), WC_E_INVAL);
+	bad = runs[0];
+	bad.last_tile = nt;
+	ck_assert_int_eq(wc_load_host_payloads(f, 2, &bad, 1, r, 1), WC_E_INVAL);
+	for (int k = 0; k < 3; k++)
+		free(bytes[k]);
+	free(buf);
+	free(plain);
+	wc_tensor_file_close(f[0]);
+	wc_tensor_file_close(f[1]);
+}
+END_TEST
+
+/* A damaged payload on disk: read_payloads names the tile. */
+START_TEST(read_payloads_checks_every_tile)
+{
+	char bad[320];
+	snprintf(bad, sizeof bad, "%s/bad2.wcodec", dir);
+	wc_tensor_file *good = open_ok(wc_path);
+	wc_container *c = wc_tensor_file_container(good);
+	const uint32_t nt = wc_container_ntiles(c), victim = nt / 2;
+	const wc_tile_info *ti = wc_container_tile(c, victim);
+	ck_assert_int_eq(st_copy_flipped(wc_path, bad, ti->coff + ti->csize / 3, 0x08), 0);
+	wc_tensor_file *f = open_ok(bad);
+	uint64_t pl;
+	ck_assert_int_eq(wc_tensor_file_tile_extent(f, 0, nt - 1, NULL, NULL, NULL, &pl), WC_OK);
+	uint8_t *buf = malloc(pl);
+	ck_assert_int_eq(wc_tensor_file_read_payloads(f, 0, nt - 1, buf), WC_E_CORRUPT);
+	char want[300];
+	snprintf(want, sizeof want, "tensor '%s': tile %u", wc_container_tensor(c, ti->tensor)->name, victim);
+	ck_assert_msg(strstr(wc_last_detail(), want) && strstr(wc_last_detail(), bad), "reason: %s", wc_last_detail());
+	ck_assert_int_eq(wc_tensor_file_read_payloads(f, 0, victim - 1, buf), WC_OK);
+	free(buf);
+	wc_tensor_file_close(f);
+	wc_tensor_file_close(good);
+}
+END_TEST
+
 /* A container opened elsewhere serves the same bytes, and outlives the
  * caller's reference while the view holds its own. */
 START_TEST(view_of_an_open_container)
@@ -243,6 +339,8 @@ int main(void)
 	tcase_add_test(tc, tile_spans_cover_and_align);
 	tcase_add_test(tc, bad_ranges_are_refused);
 	tcase_add_test(tc, damaged_tile_is_an_error_naming_it);
+	tcase_add_test(tc, payload_runs_load_like_the_file);
+	tcase_add_test(tc, read_payloads_checks_every_tile);
 	tcase_add_test(tc, view_of_an_open_container);
 	tcase_add_test(tc, unreadable_files_are_refused);
 	suite_add_tcase(s, tc);

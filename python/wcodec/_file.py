@@ -112,6 +112,32 @@ class TensorFile:
         return {"codes": codes.reshape(self.tensors[name].shape), "axis": d.axis, "bits": d.bits,
                 "group": d.group, "scales": scales.reshape(d.channels, -1) if d.group else scales}
 
+    def ntiles(self):
+        """Tiles of a .wcodec file (0 for a plain one)."""
+        c = _lib.lib().wc_tensor_file_container(self.handle)
+        return _lib.lib().wc_container_ntiles(c) if c else 0
+
+    def tiles(self, offset, length):
+        """(first, last): the tiles (inclusive) holding data-section bytes
+        [offset, offset + length), length > 0, of a .wcodec file."""
+        a, b = ctypes.c_uint32(), ctypes.c_uint32()
+        _lib.check(_lib.lib().wc_tensor_file_tiles(self.handle, offset, length, ctypes.byref(a), ctypes.byref(b)))
+        return a.value, b.value
+
+    def tile_extent(self, first, last):
+        """(data_offset, data_length, payload_offset, payload_length) of
+        tiles first..last: their decoded bytes in the data section and
+        their payloads in the file, in bytes."""
+        v = [ctypes.c_uint64() for _ in range(4)]
+        _lib.check(_lib.lib().wc_tensor_file_tile_extent(self.handle, first, last, *[ctypes.byref(x) for x in v]))
+        return tuple(x.value for x in v)
+
+    def read_payloads(self, first, last, address):
+        """The payloads of tiles first..last into host memory at address
+        (payload_length bytes of tile_extent), each checked against its
+        checksum. Raises WcodecError (CORRUPT naming the tile, IO)."""
+        _lib.check(_lib.lib().wc_tensor_file_read_payloads(self.handle, first, last, address))
+
     def tile_span(self, offset, length):
         """(offset, length) of the whole tiles covering data-section bytes
         [offset, offset + length); the range itself for a plain file."""
@@ -138,6 +164,20 @@ def load_host(files, items):
         return
     handles, arr = _ranges(files, items)
     _lib.check(_lib.lib().wc_load_host(handles, len(files), arr, len(items)))
+
+
+def load_host_payloads(files, runs, items):
+    """load_host with the payloads of the tiles the items touch taken from
+    runs [(file_index, first_tile, last_tile, address), ...] in host memory
+    instead of the files (wc_load_host_payloads); each is checked against
+    its checksum before it is decoded. Raises WcodecError."""
+    if not items:
+        return
+    handles, arr = _ranges(files, items)
+    rr = (_lib.PayloadRun * max(len(runs), 1))()
+    for i, (fi, a, b, addr) in enumerate(runs):
+        rr[i].file, rr[i].first_tile, rr[i].last_tile, rr[i].reserved, rr[i].bytes = fi, a, b, 0, addr
+    _lib.check(_lib.lib().wc_load_host_payloads(handles, len(files), rr, len(runs), arr, len(items)))
 
 
 def load_cuda(files, items, gpu, staging_bytes=0, readers=0):

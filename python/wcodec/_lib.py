@@ -66,6 +66,13 @@ class LoadRange(c.Structure):
                 ("length", c.c_uint64), ("dst", _vp)]
 
 
+class PayloadRun(c.Structure):
+    """wc_payload_run: the payloads of tiles first_tile..last_tile of files[file], in memory."""
+    c_name, header = "wc_payload_run", "loader/loader.h"
+    _fields_ = [("file", c.c_uint32), ("first_tile", c.c_uint32), ("last_tile", c.c_uint32),
+                ("reserved", c.c_uint32), ("bytes", _vp)]
+
+
 class ImageInfo(c.Structure):
     """wc_image_info: one image of a .qvq archive (pixels, label, tile)."""
     c_name, header = "wc_image_info", "loader/images.h"
@@ -96,7 +103,7 @@ class CudaLoadStats(c.Structure):
                 ("pinned_bytes", c.c_size_t), ("device_bytes", c.c_size_t)]
 
 
-STRUCTURES = (LossyDesc, LoadRange, ImageInfo, PackOpts, CudaLoadOpts, CudaLoadStats)
+STRUCTURES = (LossyDesc, LoadRange, PayloadRun, ImageInfo, PackOpts, CudaLoadOpts, CudaLoadStats)
 
 # ---- functions: name -> (restype, argtypes) ------------------------------
 
@@ -110,7 +117,14 @@ LIB_FUNCTIONS = {
     "wc_tensor_file_data_size": (c.c_uint64, [_vp]),
     "wc_tensor_file_container": (_vp, [_vp]),
     "wc_tensor_file_tile_span": (c.c_int, [_vp, c.c_uint64, c.c_uint64, _P(c.c_uint64), _P(c.c_uint64)]),
+    "wc_tensor_file_tiles": (c.c_int, [_vp, c.c_uint64, c.c_uint64, _P(c.c_uint32), _P(c.c_uint32)]),
+    "wc_tensor_file_tile_extent": (c.c_int, [_vp, c.c_uint32, c.c_uint32, _P(c.c_uint64), _P(c.c_uint64),
+                                             _P(c.c_uint64), _P(c.c_uint64)]),
+    "wc_tensor_file_read_payloads": (c.c_int, [_vp, c.c_uint32, c.c_uint32, _vp]),
+    "wc_container_ntiles": (c.c_uint32, [_vp]),
     "wc_load_host": (c.c_int, [_P(_vp), c.c_size_t, _P(LoadRange), c.c_size_t]),
+    "wc_load_host_payloads": (c.c_int, [_P(_vp), c.c_size_t, _P(PayloadRun), c.c_size_t, _P(LoadRange),
+                                        c.c_size_t]),
     "wc_container_find_tensor": (c.c_int, [_vp, c.c_char_p, _P(c.c_uint32)]),
     "wc_container_lossy_desc": (c.c_int, [_vp, c.c_uint32, _P(LossyDesc)]),
     "wc_container_lossy_codes": (c.c_int, [_vp, c.c_uint32, _vp, _vp]),

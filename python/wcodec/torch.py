@@ -34,20 +34,54 @@ def load_file(filename, device="cpu"):
         return _safe_open.load_tensors(_FW, [f], device)
 
 
-def load_checkpoint(directory, device="cpu"):
+def load_checkpoint(directory, device="cpu", process_group=None, tp_plan=None, exchange_bytes=None):
     """Every tensor of a model directory (sharded or not; an
     *.safetensors.index.json is honoured, its shards read from .wcodec
     files where `wcodec pack -u` packed them) as one dict, all shards read
-    in one pipelined load. Raises FileNotFoundError (no checkpoint, a
-    missing shard), KeyError (a tensor the index names is not in its shard),
-    WcodecError."""
-    paths, weight_map = open_checkpoint_dir(directory)
-    files = [TensorFile(p) for p in paths]
+    in one pipelined load.
+
+    process_group (a torch.distributed ProcessGroup; every rank calls with
+    the same arguments but its own device) loads across the ranks
+    (wcodec.distributed): each rank gets every tensor, the ranks reading
+    each byte of the packed files once between them and exchanging packed
+    bytes. tp_plan {glob: "colwise" | "rowwise"} (fnmatch globs over tensor
+    names; with no process_group the default group) gives rank r exactly
+    `tensor.tensor_split(world_size, 0)[r]` of a colwise tensor and
+    `tensor.tensor_split(world_size, -1)[r]` of a rowwise one; other tensors
+    are replicated. exchange_bytes: payload bytes exchanged per round
+    (default wcodec.distributed.EXCHANGE_BYTES, 64 MiB), which bounds the
+    memory the load uses beyond the tensors.
+
+    Raises FileNotFoundError (no checkpoint, a missing shard), KeyError (a
+    tensor the index names is not in its shard), ValueError (a mode other
+    than colwise/rowwise), WcodecError; with a process group, every rank
+    raises what any rank raised, prefixed with "rank N: "."""
+    if process_group is None and tp_plan is not None:
+        import torch.distributed as dist
+        if not dist.is_initialized():
+            raise ValueError("tp_plan needs a process group: torch.distributed is not initialized")
+        process_group = dist.group.WORLD
+    files, err = [], None
     try:
+        paths, weight_map = open_checkpoint_dir(directory)
+        files = [TensorFile(p) for p in paths]
         if weight_map is not None:
             for name, path in weight_map.items():
                 files[paths.index(path)].info(name)
-        return _safe_open.load_tensors(_FW, files, device)
+    except Exception as e:
+        if process_group is None:
+            for f in files:
+                f.close()
+            raise
+        err = e  # the other ranks must learn of it
+    try:
+        if process_group is None:
+            return _safe_open.load_tensors(_FW, files, device)
+        from . import distributed
+        if err is not None:
+            distributed.agree_failure(_FW, process_group, device, err)
+        return distributed.load_tensors(_FW, files, [list(f.tensors) for f in files], device, process_group,
+                                        tp_plan, exchange_bytes or distributed.EXCHANGE_BYTES)
     finally:
         for f in files:
             f.close()

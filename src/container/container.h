@@ -195,6 +195,11 @@ const wc_freqtab *wc_container_tables(const wc_container *c, uint32_t *ntables);
  * Errors: WC_E_IO, WC_E_CORRUPT (hash mismatch, with a reason). */
 wc_err wc_container_read_payload(const wc_container *c, uint32_t i, uint8_t *buf);
 
+/* Check tile i's payload (csize bytes at buf, obtained some other way: from
+ * another process of a distributed load, from a network source) against
+ * its chash. Errors: WC_E_RANGE (no tile i), WC_E_CORRUPT (with a reason). */
+wc_err wc_container_check_payload(const wc_container *c, uint32_t i, const uint8_t *buf);
+
 /* Decode tile i's payload on the calling thread into out (dsize bytes) and
  * check its dhash. Errors: WC_E_CORRUPT, WC_E_NOMEM. */
 wc_err wc_container_decode_tile(const wc_container *c, uint32_t i, const uint8_t *payload,

@@ -418,6 +418,14 @@ wc_err wc_container_read_payload(const wc_container *c, uint32_t i, uint8_t *buf
 	wc_fd_slot_release((wc_fd_slot *)&c->fds);
 	if (e)
 		return e;
+	return wc_container_check_payload(c, i, buf);
+}
+
+wc_err wc_container_check_payload(const wc_container *c, uint32_t i, const uint8_t *buf)
+{
+	if (i >= c->h.ntiles)
+		return wc_fail(WC_E_RANGE, "tile %u of %u", i, c->h.ntiles);
+	const wc_tile_info *t = &c->tiles[i];
 	uint64_t h = wc_xxh3_64(buf, t->csize);
 	if (h != t->chash)
 		return wc_fail(WC_E_CORRUPT, "tile %u: payload checksum mismatch (%016llx != %016llx)", i,

@@ -55,6 +55,10 @@ static void run_one(wc_threadpool *p, pool_loop *l, size_t i)
 static void *worker(void *arg)
 {
 	wc_threadpool *p = arg;
+	/* Named, so that top -H, perf and /proc/PID/task/TID tell the library's
+	 * threads from a host program's (a distributed load's test counts their
+	 * file reads apart from the transport's socket reads this way). */
+	pthread_setname_np(pthread_self(), "wcodec-worker");
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
 		while (!p->head && !p->stop)

@@ -21,6 +21,7 @@ typedef struct load_task {
 	uint32_t tile;    /* .wcodec: the tile */
 	uint64_t off;     /* plain: data-section offset of the piece */
 	uint64_t len;     /* plain: bytes */
+	const uint8_t *payload; /* the tile's payload in a caller's run, or NULL: read it */
 } load_task;
 
 typedef struct load_job {
@@ -75,14 +76,15 @@ static void run_tile(load_job *j, const load_task *t)
 	const uint64_t beg = r->offset > tbeg ? r->offset : tbeg;
 	const uint64_t end = r->offset + r->length < tend ? r->offset + r->length : tend;
 	const int whole = beg == tbeg && end == tend;
-	uint8_t *payload = malloc(ti->csize ? ti->csize : 1);
+	uint8_t *payload = t->payload ? NULL : malloc(ti->csize ? ti->csize : 1);
 	uint8_t *tmp = whole ? NULL : malloc(ti->dsize ? ti->dsize : 1);
 	wc_err e;
-	if (!payload || (!whole && !tmp)) {
+	if ((!t->payload && !payload) || (!whole && !tmp)) {
 		e = wc_fail(WC_E_NOMEM, "tile %u: buffers of %u and %u bytes", t->tile, ti->csize, ti->dsize);
-	} else if ((e = wc_container_read_payload(c, t->tile, payload)) == WC_OK) {
+	} else if ((e = t->payload ? wc_container_check_payload(c, t->tile, t->payload)
+				   : wc_container_read_payload(c, t->tile, payload)) == WC_OK) {
 		uint8_t *out = whole ? (uint8_t *)r->dst + (tbeg - r->offset) : tmp;
-		e = wc_container_decode_tile(c, t->tile, payload, out);
+		e = wc_container_decode_tile(c, t->tile, t->payload ? t->payload : payload, out);
 		if (e == WC_OK && !whole)
 			memcpy((uint8_t *)r->dst + (beg - r->offset), tmp + (beg - tbeg), (size_t)(end - beg));
 	}
@@ -110,9 +112,24 @@ static void run_task(void *arg, size_t i)
 		fail_task(j, e, f, NULL);
 }
 
-/* Check the ranges and count (tasks NULL) or fill the tasks. */
-static wc_err plan(wc_tensor_file *const *files, size_t nfiles, const wc_load_range *ranges, size_t n,
-		   load_task *tasks, size_t *ntasks)
+/* The payload of tile t of files[file] in runs[0..nruns), or NULL. */
+static const uint8_t *payload_in_runs(wc_tensor_file *const *files, const wc_payload_run *runs, size_t nruns,
+				      uint32_t file, uint32_t t)
+{
+	for (size_t i = 0; i < nruns; i++) {
+		const wc_payload_run *r = &runs[i];
+		if (r->file != file || t < r->first_tile || t > r->last_tile)
+			continue;
+		const wc_container *c = wc_tensor_file_container(files[file]);
+		return (const uint8_t *)r->bytes + (wc_container_tile(c, t)->coff - wc_container_tile(c, r->first_tile)->coff);
+	}
+	return NULL;
+}
+
+/* Check the ranges and count (tasks NULL) or fill the tasks; with runs,
+ * every tile's payload must be in one. */
+static wc_err plan(wc_tensor_file *const *files, size_t nfiles, const wc_payload_run *runs, size_t nruns,
+		   int from_runs, const wc_load_range *ranges, size_t n, load_task *tasks, size_t *ntasks)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -137,25 +154,47 @@ static wc_err plan(wc_tensor_file *const *files, size_t nfiles, const wc_load_ra
 		uint32_t first, last;
 		if ((e = wc_tensor_file_tiles(f, r->offset, r->length, &first, &last)) != WC_OK)
 			return e;
-		for (uint32_t t = first; t <= last; t++, k++)
+		for (uint32_t t = first; t <= last; t++, k++) {
+			const uint8_t *p = from_runs ? payload_in_runs(files, runs, nruns, r->file, t) : NULL;
+			if (from_runs && !p)
+				return wc_fail(WC_E_INVAL, "%s: tile %u (range %zu) is in none of the %zu payload runs",
+					       wc_tensor_file_path(f), t, i, nruns);
 			if (tasks)
-				tasks[k] = (load_task){ .range = (uint32_t)i, .tile = t };
+				tasks[k] = (load_task){ .range = (uint32_t)i, .tile = t, .payload = p };
+		}
 	}
 	*ntasks = k;
 	return WC_OK;
 }
 
-wc_err wc_load_host(wc_tensor_file *const *files, size_t nfiles, const wc_load_range *ranges, size_t n)
+static wc_err check_runs(wc_tensor_file *const *files, size_t nfiles, const wc_payload_run *runs, size_t nruns)
+{
+	for (size_t i = 0; i < nruns; i++) {
+		const wc_payload_run *r = &runs[i];
+		const wc_container *c = r->file < nfiles && files[r->file] ? wc_tensor_file_container(files[r->file])
+									     : NULL;
+		if (!c || r->reserved || !r->bytes || r->first_tile > r->last_tile || r->last_tile >= wc_container_ntiles(c))
+			return wc_fail(WC_E_INVAL, "payload run %zu: file %u of %zu (%s), tiles %u..%u, reserved %u", i,
+				       r->file, nfiles, c ? ".wcodec" : "none or plain", r->first_tile, r->last_tile,
+				       r->reserved);
+	}
+	return WC_OK;
+}
+
+static wc_err load(wc_tensor_file *const *files, size_t nfiles, const wc_payload_run *runs, size_t nruns,
+		   int from_runs, const wc_load_range *ranges, size_t n)
 {
 	size_t ntasks;
-	wc_err e = plan(files, nfiles, ranges, n, NULL, &ntasks);
+	wc_err e = check_runs(files, nfiles, runs, nruns);
+	if (e == WC_OK)
+		e = plan(files, nfiles, runs, nruns, from_runs, ranges, n, NULL, &ntasks);
 	if (e != WC_OK || ntasks == 0)
 		return e;
 	load_job j = { .files = files, .ranges = ranges };
 	j.tasks = malloc(ntasks * sizeof *j.tasks);
 	if (!j.tasks)
 		return wc_fail(WC_E_NOMEM, "load: %zu tasks", ntasks);
-	plan(files, nfiles, ranges, n, j.tasks, &ntasks);
+	plan(files, nfiles, runs, nruns, from_runs, ranges, n, j.tasks, &ntasks);
 	atomic_init(&j.failed, 0);
 	pthread_mutex_init(&j.mu, NULL);
 	pthread_once(&g_once, start_pool);
@@ -169,4 +208,15 @@ wc_err wc_load_host(wc_tensor_file *const *files, size_t nfiles, const wc_load_r
 	if (j.err != WC_OK)
 		return wc_fail(j.err, "%s", j.why);
 	return WC_OK;
+}
+
+wc_err wc_load_host(wc_tensor_file *const *files, size_t nfiles, const wc_load_range *ranges, size_t n)
+{
+	return load(files, nfiles, NULL, 0, 0, ranges, n);
+}
+
+wc_err wc_load_host_payloads(wc_tensor_file *const *files, size_t nfiles, const wc_payload_run *runs, size_t nruns,
+			     const wc_load_range *ranges, size_t n)
+{
+	return load(files, nfiles, runs, runs ? nruns : 0, 1, ranges, n);
 }

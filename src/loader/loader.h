@@ -76,6 +76,23 @@ wc_err wc_tensor_file_tile_span(const wc_tensor_file *f, uint64_t off, uint64_t 
 wc_err wc_tensor_file_tiles(const wc_tensor_file *f, uint64_t off, uint64_t len, uint32_t *first,
 			    uint32_t *last);
 
+/* Where the tiles first..last (inclusive) of a .wcodec file lie: their
+ * decoded bytes [*data_off, *data_off + *data_len) in the data section, and
+ * their payloads [*payload_off, *payload_off + *payload_len) in the file
+ * (consecutive tiles' payloads are consecutive, docs/FORMAT.md 1.4). For
+ * loaders that split or exchange packed bytes. Any pointer may be NULL.
+ * Errors: WC_E_INVAL (a plain file), WC_E_RANGE (first > last, last past
+ * the tiles). */
+wc_err wc_tensor_file_tile_extent(const wc_tensor_file *f, uint32_t first, uint32_t last, uint64_t *data_off,
+				  uint64_t *data_len, uint64_t *payload_off, uint64_t *payload_len);
+
+/* Read the payloads of tiles first..last of a .wcodec file into dst
+ * (payload_len bytes of wc_tensor_file_tile_extent, laid out as in the file),
+ * one positioned read a tile, and check each tile's chash.
+ * Errors: those of wc_tensor_file_tile_extent, WC_E_IO, WC_E_CORRUPT (the
+ * reason names the file, the tensor and the tile). */
+wc_err wc_tensor_file_read_payloads(const wc_tensor_file *f, uint32_t first, uint32_t last, void *dst);
+
 /* One read: `length` bytes at byte `offset` of the data section of
  * files[file] into dst (host memory for wc_load_host, device memory for
  * wcodec_cuda_load). Ranges may lie anywhere; several may share a file.
@@ -101,6 +118,28 @@ typedef struct wc_load_range {
  * WC_E_CORRUPT (a payload or decoded checksum; the reason names the file,
  * the tensor and the tile), WC_E_NOMEM. Thread-safe. */
 wc_err wc_load_host(wc_tensor_file *const *files, size_t nfiles, const wc_load_range *ranges, size_t n);
+
+/* Payloads already in host memory: those of tiles first_tile..last_tile of
+ * files[file], laid out as wc_tensor_file_read_payloads writes them (from
+ * another rank of a distributed load, say). */
+typedef struct wc_payload_run {
+	uint32_t file;
+	uint32_t first_tile;
+	uint32_t last_tile; /* inclusive */
+	uint32_t reserved;  /* 0 */
+	const void *bytes;
+} wc_payload_run;
+
+/* wc_load_host with the payloads taken from runs[0..nruns) instead of the
+ * files: every tile the ranges touch must lie in a run, and is checked
+ * against its chash before it is decoded (then its dhash, as always), so
+ * bytes that came from elsewhere never decode into wrong ones. Runs may
+ * overlap (the first holding a tile is used). Plain files' ranges are read
+ * from the files. Memory and threads as wc_load_host. Errors: those of
+ * wc_load_host; WC_E_INVAL (a run of a plain file or past its file's
+ * tiles, reserved not 0, a tile in no run, naming it). */
+wc_err wc_load_host_payloads(wc_tensor_file *const *files, size_t nfiles, const wc_payload_run *runs, size_t nruns,
+			     const wc_load_range *ranges, size_t n);
 
 /* Check range i of ranges against files[0..nfiles): the argument errors of
  * wc_load_host and wcodec_cuda_load (WC_E_INVAL, WC_E_RANGE), with a reason

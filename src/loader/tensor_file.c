@@ -159,6 +159,41 @@ wc_err wc_tensor_file_tiles(const wc_tensor_file *f, uint64_t off, uint64_t len,
 	return e;
 }
 
+wc_err wc_tensor_file_tile_extent(const wc_tensor_file *f, uint32_t first, uint32_t last, uint64_t *data_off,
+				  uint64_t *data_len, uint64_t *payload_off, uint64_t *payload_len)
+{
+	if (!f->c)
+		return wc_fail(WC_E_INVAL, "%s: a plain file has no tiles", f->path);
+	if (first > last || last >= wc_container_ntiles(f->c))
+		return wc_fail(WC_E_RANGE, "%s: tiles %u..%u of %u", f->path, first, last, wc_container_ntiles(f->c));
+	size_t plen;
+	wc_container_prefix(f->c, &plen);
+	const wc_tile_info *a = wc_container_tile(f->c, first), *b = wc_container_tile(f->c, last);
+	if (data_off)
+		*data_off = a->voff - plen;
+	if (data_len)
+		*data_len = b->voff + b->dsize - a->voff;
+	if (payload_off)
+		*payload_off = a->coff;
+	if (payload_len)
+		*payload_len = b->coff + b->csize - a->coff;
+	return WC_OK;
+}
+
+wc_err wc_tensor_file_read_payloads(const wc_tensor_file *f, uint32_t first, uint32_t last, void *dst)
+{
+	uint64_t base, len;
+	wc_err e = wc_tensor_file_tile_extent(f, first, last, NULL, NULL, &base, &len);
+	if (e)
+		return e;
+	for (uint32_t k = first; k <= last; k++) {
+		const wc_tile_info *x = wc_container_tile(f->c, k);
+		if ((e = wc_container_read_payload(f->c, k, (uint8_t *)dst + (x->coff - base))))
+			return wc_fail_context(e, "%s: tensor '%s'", f->path, wc_container_tensor(f->c, x->tensor)->name);
+	}
+	return WC_OK;
+}
+
 wc_err wc_tensor_file_tile_span(const wc_tensor_file *f, uint64_t off, uint64_t len, uint64_t *span_off,
 				uint64_t *span_len)
 {
