@@ -68,6 +68,9 @@ static gpu_loader *g_loaders[MAX_GPUS];
 typedef struct pipe {
 	wc_tensor_file *const *files;
 	const wc_load_range *ranges;
+	int from_runs;              /* wcodec_cuda_load_payloads: payloads from runs, not the files */
+	const wc_payload_run *runs; /* in host memory */
+	size_t nruns;
 	seg *segs;
 	size_t nsegs;
 	group *groups;
@@ -206,6 +209,13 @@ static wc_err read_seg(pipe_t *p, const seg *s, uint8_t *dst)
 {
 	const wc_load_range *r = &p->ranges[s->range];
 	const wc_tensor_file *f = p->files[r->file];
+	if (s->tile != UINT32_MAX && p->from_runs) {
+		const void *src = wc_payload_run_find(p->files, p->runs, p->nruns, r->file, s->tile);
+		if (!src)
+			return wc_fail(WC_E_INVAL, "tile %u is in none of the %zu payload runs", s->tile, p->nruns);
+		memcpy(dst, src, s->file_len);
+		return wc_container_check_payload(wc_tensor_file_container(f), s->tile, dst);
+	}
 	if (s->tile != UINT32_MAX)
 		return wc_container_read_payload(wc_tensor_file_container(f), s->tile, dst);
 	return wc_pread_full(wc_tensor_file_fd(f), dst, s->file_len, wc_tensor_file_data_offset(f) + s->off,
@@ -454,8 +464,9 @@ static unsigned default_readers(void)
 	return n < 2 ? 2u : n > 32 ? 32u : (unsigned)n;
 }
 
-EXPORT wc_err wcodec_cuda_load(wc_tensor_file *const *files, size_t nfiles, const wc_load_range *ranges, size_t n,
-			       int gpu, const wcodec_cuda_load_opts *opts, wcodec_cuda_load_stats *stats)
+static wc_err load(wc_tensor_file *const *files, size_t nfiles, int from_runs, const wc_payload_run *runs,
+		   size_t nruns, const wc_load_range *ranges, size_t n, int gpu, const wcodec_cuda_load_opts *opts,
+		   wcodec_cuda_load_stats *stats)
 {
 	if (stats)
 		memset(stats, 0, sizeof *stats);
@@ -469,7 +480,8 @@ EXPORT wc_err wcodec_cuda_load(wc_tensor_file *const *files, size_t nfiles, cons
 	wc_err e = plan_segs(files, nfiles, ranges, n, gpu, NULL, &nsegs);
 	if (e != WC_OK || nsegs == 0)
 		return e;
-	pipe_t p = { .files = files, .ranges = ranges, .gpu = gpu };
+	pipe_t p = { .files = files, .ranges = ranges, .from_runs = from_runs, .runs = runs, .nruns = nruns,
+		     .gpu = gpu };
 	p.segs = calloc(nsegs, sizeof *p.segs);
 	if (!p.segs)
 		return wc_fail(WC_E_NOMEM, "cuda load: %zu segments", nsegs);
@@ -576,6 +588,24 @@ out_free:
 	free(p.groups);
 	free(p.slot_owner);
 	return e;
+}
+
+EXPORT wc_err wcodec_cuda_load(wc_tensor_file *const *files, size_t nfiles, const wc_load_range *ranges, size_t n,
+			       int gpu, const wcodec_cuda_load_opts *opts, wcodec_cuda_load_stats *stats)
+{
+	return load(files, nfiles, 0, NULL, 0, ranges, n, gpu, opts, stats);
+}
+
+EXPORT wc_err wcodec_cuda_load_payloads(wc_tensor_file *const *files, size_t nfiles, const wc_payload_run *runs,
+					size_t nruns, const wc_load_range *ranges, size_t n, int gpu,
+					const wcodec_cuda_load_opts *opts, wcodec_cuda_load_stats *stats)
+{
+	if (stats)
+		memset(stats, 0, sizeof *stats);
+	wc_err e = wc_payload_runs_check(files, nfiles, runs, nruns);
+	if (e != WC_OK)
+		return e;
+	return load(files, nfiles, 1, runs, runs ? nruns : 0, ranges, n, gpu, opts, stats);
 }
 
 EXPORT wc_err wcodec_cuda_loader_memory(int gpu, size_t *pinned_bytes, size_t *device_bytes)

@@ -77,6 +77,17 @@ typedef struct wcodec_cuda_load_stats {
 wc_err wcodec_cuda_load(wc_tensor_file *const *files, size_t nfiles, const wc_load_range *ranges, size_t n,
 			int gpu, const wcodec_cuda_load_opts *opts, wcodec_cuda_load_stats *stats);
 
+/* wcodec_cuda_load with the payloads of the tiles the ranges touch taken
+ * from runs[0..nruns) in host memory (loader.h's wc_payload_run: from other
+ * ranks of a distributed load) instead of read from the files; each is
+ * copied into the staging ring and checked against its chash there, then
+ * decoded on the GPU as wcodec_cuda_load does. Plain files' ranges are read
+ * from the files. Errors: those of wcodec_cuda_load; WC_E_INVAL (a bad run,
+ * or a tile in no run, naming it). */
+wc_err wcodec_cuda_load_payloads(wc_tensor_file *const *files, size_t nfiles, const wc_payload_run *runs,
+				 size_t nruns, const wc_load_range *ranges, size_t n, int gpu,
+				 const wcodec_cuda_load_opts *opts, wcodec_cuda_load_stats *stats);
+
 /* The page-locked host bytes and device bytes wcodec_cuda_load() holds for
  * GPU `gpu` between loads (0 before its first load there).
  * Errors: WC_E_INVAL (an ordinal out of range). */

@@ -12,6 +12,8 @@ process group (gloo, device="cpu"), 2 and 3 ranks, each rank a process:
 - a damaged payload raises WcodecError (CORRUPT, naming the tile) on every
   rank; a shard missing on one rank raises FileNotFoundError on every rank;
   neither hangs (each worker has 120 s).
+With a GPU and the CUDA plugin, the same onto device="cuda:0" from 2 ranks
+sharing it (gloo), and from one rank per GPU through NCCL (up to 4).
 
 The checkpoint: two shards and an index, packed with 16 KiB tiles and
 exchanged in rounds of 256 KiB, so units, shares and rows cut by tile
@@ -118,13 +120,16 @@ def rchar():
     return total
 
 
-def worker(rank, world, init, scenario, directory, orig_dir, result):
+def worker(rank, world, init, scenario, directory, orig_dir, result, backend, device):
     import torch
     import torch.distributed as dist
     from datetime import timedelta
     import wcodec.torch as wt
     from wcodec import WcodecError
-    dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=world,
+    device = device.replace("RANK", str(rank))
+    if device.startswith("cuda"):
+        torch.cuda.set_device(torch.device(device))
+    dist.init_process_group(backend, init_method=f"file://{init}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=60))
     out = {"rank": rank}
     try:
@@ -132,13 +137,13 @@ def worker(rank, world, init, scenario, directory, orig_dir, result):
         plan = PLAN if scenario in ("tp", "tp-damaged") else None
         d = directory if scenario != "missing" or rank != world - 1 else directory + "-missing"
         if scenario in ("replicated", "tp"):  # imports, the pool's threads, CPU detection: not the files
-            wt.load_checkpoint(d, device="cpu", process_group=dist.group.WORLD, tp_plan=plan, exchange_bytes=EXCHANGE)
+            wt.load_checkpoint(d, device=device, process_group=dist.group.WORLD, tp_plan=plan, exchange_bytes=EXCHANGE)
         b1 = rchar()
         before = rchar()
         cost = before - b1  # what reading the counters reads
         t0 = time.monotonic()
         try:
-            got = wt.load_checkpoint(d, device="cpu", process_group=dist.group.WORLD, tp_plan=plan,
+            got = wt.load_checkpoint(d, device=device, process_group=dist.group.WORLD, tp_plan=plan,
                                      exchange_bytes=EXCHANGE)
             out["read"] = rchar() - before - cost
         except (WcodecError, FileNotFoundError) as e:
@@ -151,6 +156,7 @@ def worker(rank, world, init, scenario, directory, orig_dir, result):
                             None) if plan and t.dim() else None
                 ref = t if mode is None else t.tensor_split(world, 0 if mode == "colwise" else -1)[rank]
                 g = got.get(name)
+                g = g.cpu() if g is not None else None
                 if g is None or g.dtype != ref.dtype or g.shape != ref.shape or not torch.equal(
                         g.view(-1).view(torch.uint8) if g.numel() else g, ref.contiguous().view(-1).view(torch.uint8)
                         if ref.numel() else ref):
@@ -163,14 +169,14 @@ def worker(rank, world, init, scenario, directory, orig_dir, result):
         dist.destroy_process_group()
 
 
-def run(world, scenario, directory, orig_dir, tmp):
+def run(world, scenario, directory, orig_dir, tmp, backend="gloo", device="cpu"):
     init = os.path.join(tmp, f"init-{scenario}-{world}")
     procs, results = [], []
     for r in range(world):
         res = os.path.join(tmp, f"res-{scenario}-{world}-{r}.json")
         results.append(res)
         procs.append(subprocess.Popen([sys.executable, __file__, SRC, WCODEC, "--worker", str(r), str(world), init,
-                                       scenario, directory, orig_dir, res]))
+                                       scenario, directory, orig_dir, res, backend, device]))
     for p in procs:
         try:
             p.wait(timeout=120)
@@ -191,7 +197,7 @@ def main():
     if "--worker" in sys.argv:
         i = sys.argv.index("--worker")
         a = sys.argv[i + 1:]
-        worker(int(a[0]), int(a[1]), a[2], a[3], a[4], a[5], a[6])
+        worker(int(a[0]), int(a[1]), a[2], a[3], a[4], a[5], a[6], a[7], a[8])
         return 0
     try:
         import torch
@@ -232,23 +238,32 @@ def main():
             if not ok:
                 fails.append(what)
 
-        for world in (2, 3):
+        configs = [(2, "gloo", "cpu"), (3, "gloo", "cpu")]
+        if torch.cuda.is_available() and os.path.exists(os.path.join(os.environ.get("WCODEC_PLUGIN_DIR", "/nonexistent"),
+                                                                      "wcodec-cuda.so")):
+            # ranks sharing GPU 0 (gloo moves the packed bytes), and one rank a GPU through NCCL
+            configs += [(2, "gloo", "cuda:0"), (min(torch.cuda.device_count(), 4), "nccl", "cuda:RANK")]
+        else:
+            print("# no GPU or no CUDA plugin: device='cuda' not checked")
+        for world, backend, device in configs:
+            on = f"{world} ranks ({backend}, {device.replace('RANK', 'r')})"
             for scenario in ("replicated", "tp"):
-                outs = run(world, scenario, packed, orig, tmp)
+                outs = run(world, scenario, packed, orig, tmp, backend, device)
                 bad = [(o["rank"], o.get("bad"), o.get("raised")) for o in outs if o.get("bad") or "raised" in o]
-                check(not bad, f"{world} ranks, {scenario}: every rank's {outs[0].get('n')} tensors equal the "
+                check(not bad, f"{on}, {scenario}: every rank's {outs[0].get('n')} tensors equal the "
                                f"original's{' tensor_split' if scenario == 'tp' else ''}" + (f": {bad}" if bad else ""))
                 read = sum(o.get("read", 0) for o in outs)
-                check(read <= 1.05 * psize, f"{world} ranks, {scenario}: the ranks read {read} bytes, "
-                                            f"{read / psize:.3f} of the packed {psize}")
+                if device == "cpu":  # the GPU loader's reader threads are not counted
+                    check(read <= 1.05 * psize, f"{on}, {scenario}: the ranks read {read} bytes, "
+                                                f"{read / psize:.3f} of the packed {psize}")
             for scenario, d, kind in (("damaged", damaged, "WcodecError"), ("tp-damaged", damaged, "WcodecError"),
                                       ("missing", packed, "FileNotFoundError")):
-                outs = run(world, scenario, d, orig, tmp)
+                outs = run(world, scenario, d, orig, tmp, backend, device)
                 raised = [o.get("raised") for o in outs]
                 ok = all(r and r[0] == kind for r in raised)
                 if kind == "WcodecError":
                     ok = ok and all(r[1] == "CORRUPT" and "tile" in r[2] and "model-00002" in r[2] for r in raised)
-                check(ok, f"{world} ranks, {scenario}: every rank raised {kind} "
+                check(ok, f"{on}, {scenario}: every rank raised {kind} "
                           f"({raised[0][2][:120] if raised[0] else raised})")
     finally:
         shutil.rmtree(tmp)

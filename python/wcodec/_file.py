@@ -166,6 +166,13 @@ def load_host(files, items):
     _lib.check(_lib.lib().wc_load_host(handles, len(files), arr, len(items)))
 
 
+def _runs(runs):
+    rr = (_lib.PayloadRun * max(len(runs), 1))()
+    for i, (fi, a, b, addr) in enumerate(runs):
+        rr[i].file, rr[i].first_tile, rr[i].last_tile, rr[i].reserved, rr[i].bytes = fi, a, b, 0, addr
+    return rr
+
+
 def load_host_payloads(files, runs, items):
     """load_host with the payloads of the tiles the items touch taken from
     runs [(file_index, first_tile, last_tile, address), ...] in host memory
@@ -174,10 +181,22 @@ def load_host_payloads(files, runs, items):
     if not items:
         return
     handles, arr = _ranges(files, items)
-    rr = (_lib.PayloadRun * max(len(runs), 1))()
-    for i, (fi, a, b, addr) in enumerate(runs):
-        rr[i].file, rr[i].first_tile, rr[i].last_tile, rr[i].reserved, rr[i].bytes = fi, a, b, 0, addr
-    _lib.check(_lib.lib().wc_load_host_payloads(handles, len(files), rr, len(runs), arr, len(items)))
+    _lib.check(_lib.lib().wc_load_host_payloads(handles, len(files), _runs(runs), len(runs), arr, len(items)))
+
+
+def load_cuda_payloads(files, runs, items, gpu, staging_bytes=0):
+    """load_cuda with the payloads taken from runs in host memory, as
+    load_host_payloads (wcodec_cuda_load_payloads): decoded on GPU `gpu`
+    into device memory. Raises WcodecError ("BACKEND" without the plugin)."""
+    P = _lib.cuda()
+    if P is None:
+        raise WcodecError("BACKEND", _lib.cuda_error())
+    if not items:
+        return
+    handles, arr = _ranges(files, items)
+    opts, stats = _lib.CudaLoadOpts(staging_bytes, 0), _lib.CudaLoadStats()
+    _lib.check(P.wcodec_cuda_load_payloads(handles, len(files), _runs(runs), len(runs), arr, len(items), gpu,
+                                           ctypes.byref(opts), ctypes.byref(stats)))
 
 
 def load_cuda(files, items, gpu, staging_bytes=0, readers=0):

@@ -146,6 +146,8 @@ LIB_FUNCTIONS = {
 CUDA_FUNCTIONS = {
     "wcodec_cuda_load": (c.c_int, [_P(_vp), c.c_size_t, _P(LoadRange), c.c_size_t, c.c_int,
                                    _P(CudaLoadOpts), _P(CudaLoadStats)]),
+    "wcodec_cuda_load_payloads": (c.c_int, [_P(_vp), c.c_size_t, _P(PayloadRun), c.c_size_t, _P(LoadRange),
+                                            c.c_size_t, c.c_int, _P(CudaLoadOpts), _P(CudaLoadStats)]),
     "wcodec_cuda_loader_memory": (c.c_int, [c.c_int, _P(c.c_size_t), _P(c.c_size_t)]),
     "wcodec_cuda_resident_create": (c.c_int, [_vp, _P(c.c_char_p), c.c_size_t, c.c_int, c.c_uint, _P(_vp)]),
     "wcodec_cuda_resident_decode": (c.c_int, [_vp, _vp, c.c_size_t, _vp]),

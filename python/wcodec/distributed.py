@@ -8,28 +8,31 @@ one on its last dim, rank r getting exactly
 tensor parallelism; patterns are fnmatch globs over tensor names, the
 first that matches wins).
 
-How the bytes move, on device="cpu" (any backend; gloo is torch's CPU one):
-  - colwise slices are contiguous bytes of their tensor: each rank reads and
-    decodes only the tiles of its own rows, from the file;
-  - replicated and rowwise tensors need every tile on every rank: their
-    tiles are cut into units of at most `exchange_bytes` of payload, each
-    unit's payloads split between the ranks by bytes; each rank reads its
-    share (checking every payload's checksum), the ranks all_gather the
-    packed bytes, and each decodes the unit's tiles from memory
-    (wc_load_host_payloads, which checks each payload again before
-    decoding: bytes from another rank never decode wrong). So the ranks of
-    a host read each payload byte once between them, and packed bytes, not
-    decoded ones, cross between processes. Rowwise tensors are decoded a
-    unit at a time into a scratch buffer and their columns copied out.
+How the bytes move:
+  - a tile that one rank alone needs (the inner tiles of a colwise slice:
+    contiguous bytes of the tensor) is read and decoded by that rank, from
+    the file;
+  - every other tile (those of replicated and rowwise tensors, tiles a
+    split between ranks cuts, tiles shared with another tensor) is in a
+    unit of at most `exchange_bytes` of payload, each unit's payloads split
+    between the ranks by bytes: each rank reads its share (checking every
+    payload's checksum), the ranks all_gather the packed bytes, and each
+    decodes what it returns from the unit's tiles from memory
+    (wc_load_host_payloads on the CPU, wcodec_cuda_load_payloads on the
+    GPU; both check each payload again before decoding, so bytes from
+    another rank never decode wrong). So the ranks of a host read each
+    payload byte once between them, and packed bytes, not decoded ones,
+    cross between processes and over PCIe. With NCCL the exchange runs
+    between the GPUs (staged through page-locked host memory on both
+    sides); with gloo, in host memory. Rowwise tensors are decoded a unit
+    at a time into a scratch buffer and their columns copied out.
   - plain safetensors files are read by each rank for what it returns.
-On device="cuda" each rank reads and decodes on its GPU the tiles its own
-tensors and slices need (colwise slices only their rows' tiles; rowwise
-tensors in row blocks through a scratch buffer of at most `exchange_bytes`),
-with no exchange between ranks yet.
 
 Memory beyond the returned tensors, per rank: the exchange buffers (the
 unit's payloads of every rank: about exchange_bytes, plus a tile of
-rounding per rank) and a rowwise unit's decoded bytes.
+rounding per rank; on a GPU page-locked, and again in device memory with
+NCCL), a rowwise unit's decoded bytes, and on a GPU the loader's staging
+ring of 48 MiB and its lanes.
 
 Failures: after each step that can fail (opening, reading a share,
 decoding a unit) the ranks agree on whether any failed (an all_reduce);
@@ -173,10 +176,7 @@ def load_tensors(fw, files, names_per_file, device, process_group, tp_plan=None,
     if g is None:
         raise exc
     g.agree(exc)
-    if dev[0] == "cuda":
-        _load_each(fw, files, targets, dev, g, exchange_bytes)
-    else:
-        _load_shared(fw, files, targets, dev, g, exchange_bytes)
+    _load(fw, files, targets, dev, g, exchange_bytes)
     return {t.name: t.out for t in targets}
 
 
@@ -209,48 +209,20 @@ def _copy_columns(t, g, x0, x1, scratch):
             out[j, u - j * rb - c0 * E:v - j * rb - c0 * E].copy_(scratch[u - x0:v - x0])
 
 
-def _by_rows(fw, files, t, dev, g, scratch_bytes, read):
-    """A rowwise tensor read in row blocks of at most scratch_bytes (one
-    row at least) through a scratch buffer, its columns copied out."""
+def _by_rows(t, g, scratch_bytes, io):
+    """A rowwise tensor of a plain file read in row blocks of at most
+    scratch_bytes (one row at least) through a scratch buffer, its columns
+    copied out."""
     info = t.info
     rb = t.cols * t.elem
     rows = info.nbytes // rb if rb else 0
     step = max(1, scratch_bytes // rb) if rb else 1
-    scratch = _torch.empty(min(rows, step) * rb, dtype=_torch.uint8,
-                           device="cpu" if dev[0] == "cpu" else f"cuda:{dev[1]}")
+    scratch = io.scratch(min(rows, step) * rb)
     for j0 in range(0, rows, step):
         j1 = min(rows, j0 + step)
         s = scratch[:(j1 - j0) * rb]
-        read([(t.fi, info.begin + j0 * rb, (j1 - j0) * rb, s.data_ptr())])
+        io.read([(t.fi, info.begin + j0 * rb, (j1 - j0) * rb, s.data_ptr())])
         _copy_columns(t, g, j0 * rb, j1 * rb, s)
-
-
-def _load_each(fw, files, targets, dev, g, scratch_bytes):
-    """Each rank reads what it returns (the GPU path)."""
-    def read(items):
-        _file.load_cuda(files, items, dev[1]) if dev[0] == "cuda" else _file.load_host(files, items)
-
-    exc = None
-    try:
-        if dev[0] == "cuda":
-            fw.before_device_write(dev)
-        items = []
-        for t in targets:
-            if t.info.nbytes == 0 or t.out.numel() == 0:
-                continue
-            if t.mode is None:
-                items.append((t.fi, t.info.begin, t.info.nbytes, t.out.data_ptr()))
-            elif t.mode == "colwise":
-                items.append(_colwise_item(t, g))
-        read(items)
-        for t in targets:
-            if t.mode == "rowwise" and t.info.nbytes and t.out.numel():
-                _by_rows(fw, files, t, dev, g, scratch_bytes, read)
-        if dev[0] == "cuda":
-            _torch.cuda.synchronize(dev[1])
-    except Exception as e:  # noqa: BLE001
-        exc = e
-    g.agree(exc)
 
 
 def _colwise_range(t, world, rank):
@@ -335,10 +307,69 @@ def _payload_sizes(f):
     return [f.tile_extent(t, t)[3] for t in range(f.ntiles())]
 
 
-def _load_shared(fw, files, targets, dev, g, exchange_bytes):
-    """The CPU path: tiles one rank alone needs read by it from the files,
-    the rest exchanged packed (see the module's note)."""
-    exc, dest = None, []
+class _Io:
+    """Reads and decodes for one device: the host's CPUs (device "cpu")
+    or GPU N through the CUDA plugin; exchange buffers where the group's
+    backend moves them (NCCL: device memory, else host memory), staged
+    through page-locked host memory on a GPU."""
+
+    def __init__(self, fw, files, dev, g, width):
+        self.files, self.dev, self.g = files, dev, g
+        cuda = dev[0] == "cuda"
+        self.torch_dev = _torch.device("cuda", dev[1]) if cuda else _torch.device("cpu")
+        self.on_device = cuda and _dist.get_backend(g.pg) == "nccl"
+        if cuda:
+            fw.before_device_write(dev)
+        host = dict(dtype=_torch.uint8, pin_memory=cuda)
+        self.send = _torch.empty(width, **host) if width else None
+        self.recv = [_torch.empty(width, **host) for _ in range(g.world)] if width else []
+        if self.on_device and width:
+            self.send_d = _torch.empty(width, dtype=_torch.uint8, device=self.torch_dev)
+            self.recv_d = [_torch.empty(width, dtype=_torch.uint8, device=self.torch_dev) for _ in range(g.world)]
+
+    def read(self, items):
+        """Ranges [(file, offset, length, address)] from the files."""
+        if self.dev[0] == "cuda":
+            _file.load_cuda(self.files, items, self.dev[1], staging_bytes=_STAGING)
+        else:
+            _file.load_host(self.files, items)
+
+    def decode(self, runs, items):
+        """Ranges whose tiles' payloads are in runs (host memory)."""
+        if self.dev[0] == "cuda":
+            _file.load_cuda_payloads(self.files, runs, items, self.dev[1], staging_bytes=_STAGING)
+        else:
+            _file.load_host_payloads(self.files, runs, items)
+
+    def scratch(self, n):
+        return _torch.empty(n, dtype=_torch.uint8, device=self.torch_dev)
+
+    def all_gather(self, w):
+        """Every rank's send[:w] into recv[k][:w] (host memory)."""
+        if not self.on_device:
+            _dist.all_gather([r[:w] for r in self.recv], self.send[:w], group=self.g.pg)
+            return
+        self.send_d[:w].copy_(self.send[:w], non_blocking=True)
+        _dist.all_gather([r[:w] for r in self.recv_d], self.send_d[:w], group=self.g.pg)
+        for h, d in zip(self.recv, self.recv_d):
+            h[:w].copy_(d[:w], non_blocking=True)
+        _torch.cuda.current_stream(self.torch_dev).synchronize()
+
+    def finish(self):
+        if self.dev[0] == "cuda":
+            _torch.cuda.synchronize(self.dev[1])
+
+
+# The GPU loader's page-locked staging ring in a distributed load (its
+# default is 128 MiB), so that ring, lanes and exchange buffers stay
+# within 256 MiB of page-locked memory.
+_STAGING = 48 << 20
+
+
+def _load(fw, files, targets, dev, g, exchange_bytes):
+    """Tiles one rank alone needs read by it from the files, the rest
+    exchanged packed and decoded from memory (see the module's note)."""
+    exc, dest, units, plans, io = None, [], [], [], None
     try:
         own = []
         packed = [t for t in targets if t.info.nbytes and t.out.numel() and files[t.fi].packed]
@@ -361,13 +392,14 @@ def _load_shared(fw, files, targets, dev, g, exchange_bytes):
                     d0, dl, _, _ = files[t.fi].tile_extent(p, q)
                     lo, hi = max(off, d0), min(off + n, d0 + dl)
                     own.append((t.fi, lo, hi - lo, t.out.data_ptr() + (lo - off)))
-        _file.load_host(files, own)
-        for t in targets:  # plain files' rowwise tensors
-            if t.mode == "rowwise" and not files[t.fi].packed and t.info.nbytes and t.out.numel():
-                _by_rows(fw, files, t, dev, g, exchange_bytes, lambda items: _file.load_host(files, items))
         units = _units(files, cons, sizes, exchange_bytes)
         plans = [_shares(sizes[fi], a, b, g.world) for fi, a, b in units]
-        # what this rank takes from the exchanged tiles: (file, begin, end, target, base offset)
+        io = _Io(fw, files, dev, g, max((max(nb) for _, nb in plans), default=0))
+        io.read(own)
+        for t in targets:  # plain files' rowwise tensors
+            if t.mode == "rowwise" and not files[t.fi].packed and t.info.nbytes and t.out.numel():
+                _by_rows(t, g, exchange_bytes, io)
+        # what this rank takes from the exchanged tiles: (file, begin, end, target)
         for t in packed:
             if t.mode == "colwise":
                 off, n = _colwise_range(t, g.world, g.rank)
@@ -379,25 +411,20 @@ def _load_shared(fw, files, targets, dev, g, exchange_bytes):
     except Exception as e:  # noqa: BLE001
         exc = e
     g.agree(exc)
-    if not units:
-        return
-    width = max(max(nb) for _, nb in plans)
-    send = _torch.empty(width, dtype=_torch.uint8)
-    recv = [_torch.empty(width, dtype=_torch.uint8) for _ in range(g.world)]
     keys = [(d[0], d[1]) for d in dest]
     for (fi, a, b), (runs, nbytes) in zip(units, plans):
         f, w = files[fi], max(nbytes)
         try:
             if runs[g.rank]:
-                f.read_payloads(runs[g.rank][0], runs[g.rank][1], send.data_ptr())
+                f.read_payloads(runs[g.rank][0], runs[g.rank][1], io.send.data_ptr())
         except Exception as e:  # noqa: BLE001
             exc = e
         g.agree(exc)
-        _dist.all_gather([r[:w] for r in recv], send[:w], group=g.pg)
+        io.all_gather(w)
         try:
             d0, dl, _, _ = f.tile_extent(a, b)
             d1 = d0 + dl
-            mem = [(fi, r[0], r[1], recv[k].data_ptr()) for k, r in enumerate(runs) if r]
+            mem = [(fi, r[0], r[1], io.recv[k].data_ptr()) for k, r in enumerate(runs) if r]
             items, post = [], []
             i = max(0, bisect.bisect_right(keys, (fi, d0)) - 1)
             while i < len(dest) and keys[i] < (fi, d1):
@@ -407,14 +434,20 @@ def _load_shared(fw, files, targets, dev, g, exchange_bytes):
                 if dfi != fi or lo >= hi:
                     continue
                 if t.mode == "rowwise":
-                    s = _torch.empty(hi - lo, dtype=_torch.uint8)
+                    s = io.scratch(hi - lo)
                     items.append((fi, lo, hi - lo, s.data_ptr()))
                     post.append((t, lo - t.info.begin, hi - t.info.begin, s))
                 else:  # the whole tensor, or this rank's rows
                     items.append((fi, lo, hi - lo, t.out.data_ptr() + (lo - beg)))
-            _file.load_host_payloads(files, mem, items)
+            io.decode(mem, items)
             for t, x0, x1, s in post:
                 _copy_columns(t, g, x0, x1, s)
         except Exception as e:  # noqa: BLE001
             exc = e
         g.agree(exc)
+    try:
+        if io is not None:
+            io.finish()
+    except Exception as e:  # noqa: BLE001
+        exc = e
+    g.agree(exc)

@@ -112,16 +112,16 @@ static void run_task(void *arg, size_t i)
 		fail_task(j, e, f, NULL);
 }
 
-/* The payload of tile t of files[file] in runs[0..nruns), or NULL. */
-static const uint8_t *payload_in_runs(wc_tensor_file *const *files, const wc_payload_run *runs, size_t nruns,
-				      uint32_t file, uint32_t t)
+const void *wc_payload_run_find(wc_tensor_file *const *files, const wc_payload_run *runs, size_t nruns,
+				uint32_t file, uint32_t tile)
 {
 	for (size_t i = 0; i < nruns; i++) {
 		const wc_payload_run *r = &runs[i];
-		if (r->file != file || t < r->first_tile || t > r->last_tile)
+		if (r->file != file || tile < r->first_tile || tile > r->last_tile)
 			continue;
 		const wc_container *c = wc_tensor_file_container(files[file]);
-		return (const uint8_t *)r->bytes + (wc_container_tile(c, t)->coff - wc_container_tile(c, r->first_tile)->coff);
+		return (const uint8_t *)r->bytes +
+		       (wc_container_tile(c, tile)->coff - wc_container_tile(c, r->first_tile)->coff);
 	}
 	return NULL;
 }
@@ -155,7 +155,7 @@ static wc_err plan(wc_tensor_file *const *files, size_t nfiles, const wc_payload
 		if ((e = wc_tensor_file_tiles(f, r->offset, r->length, &first, &last)) != WC_OK)
 			return e;
 		for (uint32_t t = first; t <= last; t++, k++) {
-			const uint8_t *p = from_runs ? payload_in_runs(files, runs, nruns, r->file, t) : NULL;
+			const uint8_t *p = from_runs ? wc_payload_run_find(files, runs, nruns, r->file, t) : NULL;
 			if (from_runs && !p)
 				return wc_fail(WC_E_INVAL, "%s: tile %u (range %zu) is in none of the %zu payload runs",
 					       wc_tensor_file_path(f), t, i, nruns);
@@ -167,7 +167,7 @@ static wc_err plan(wc_tensor_file *const *files, size_t nfiles, const wc_payload
 	return WC_OK;
 }
 
-static wc_err check_runs(wc_tensor_file *const *files, size_t nfiles, const wc_payload_run *runs, size_t nruns)
+wc_err wc_payload_runs_check(wc_tensor_file *const *files, size_t nfiles, const wc_payload_run *runs, size_t nruns)
 {
 	for (size_t i = 0; i < nruns; i++) {
 		const wc_payload_run *r = &runs[i];
@@ -185,7 +185,7 @@ static wc_err load(wc_tensor_file *const *files, size_t nfiles, const wc_payload
 		   int from_runs, const wc_load_range *ranges, size_t n)
 {
 	size_t ntasks;
-	wc_err e = check_runs(files, nfiles, runs, nruns);
+	wc_err e = wc_payload_runs_check(files, nfiles, runs, nruns);
 	if (e == WC_OK)
 		e = plan(files, nfiles, runs, nruns, from_runs, ranges, n, NULL, &ntasks);
 	if (e != WC_OK || ntasks == 0)

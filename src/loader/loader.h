@@ -130,6 +130,17 @@ typedef struct wc_payload_run {
 	const void *bytes;
 } wc_payload_run;
 
+/* The payload of tile `tile` of files[file] in runs[0..nruns) (the first
+ * run holding it), or NULL. The runs must have passed wc_load_host_payloads'
+ * checks (wcodec_cuda_load_payloads makes the same). */
+const void *wc_payload_run_find(wc_tensor_file *const *files, const wc_payload_run *runs, size_t nruns,
+				uint32_t file, uint32_t tile);
+
+/* Check runs[0..nruns) against files[0..nfiles): each names a .wcodec file
+ * and tiles it has, reserved 0, bytes not NULL. Errors: WC_E_INVAL naming
+ * the run. */
+wc_err wc_payload_runs_check(wc_tensor_file *const *files, size_t nfiles, const wc_payload_run *runs, size_t nruns);
+
 /* wc_load_host with the payloads taken from runs[0..nruns) instead of the
  * files: every tile the ranges touch must lie in a run, and is checked
  * against its chash before it is decoded (then its dhash, as always), so
