@@ -225,6 +225,7 @@ static wc_err read_seg(pipe_t *p, const seg *s, uint8_t *dst)
 static void *reader_main(void *arg)
 {
 	pipe_t *p = arg;
+	pthread_setname_np(pthread_self(), "wcodec-reader");
 	pthread_mutex_lock(&p->mu);
 	while (p->err == WC_OK && p->next_seg < p->nsegs) {
 		const seg *s = &p->segs[p->next_seg++];
@@ -385,6 +386,7 @@ static void *decoder_main(void *arg)
 {
 	decoder *d = arg;
 	pipe_t *p = d->p;
+	pthread_setname_np(pthread_self(), "wcodec-decoder");
 	cudaSetDevice(p->gpu);
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
