@@ -28,14 +28,15 @@ check() {
 }
 
 check 'src/core/*.[ch]' core
+check 'src/source/*.[ch]' core source
 check 'src/codec/*.[ch]' core codec
 check 'src/engine/*.[ch]' core codec engine
-check 'src/container/*.[ch]' core codec engine container
+check 'src/container/*.[ch]' core codec engine source container
 check 'src/images/*.[ch]' core images
 check 'src/qvq/*.[ch]' core codec engine images qvq
-check 'src/loader/*.[ch]' core codec engine container images qvq loader
-check 'src/fuse/*.[ch]' core codec engine container images qvq loader fuse
-check 'src/cli/*.[ch]' core codec engine container images qvq loader cli
+check 'src/loader/*.[ch]' core codec engine source container images qvq loader
+check 'src/fuse/*.[ch]' core codec engine source container images qvq loader fuse
+check 'src/cli/*.[ch]' core codec engine source container images qvq loader cli
 # The CUDA plugin is a decode backend: the planes' pipeline and the loaders
 # see no format but .wcodec's container; its .qvq kernels (vq_*) see the
 # job kind's header alone.

@@ -10,15 +10,14 @@
 #include <stdint.h>
 
 #include "container/container.h"
-#include "core/fd_budget.h"
 #include "container/format.h"
 #include "container/safetensors.h"
+#include "source/source.h"
 
 struct wc_container {
 	wc_tile_source src; /* first: wc_container_source() hands out &src */
 	atomic_uint refs;
-	int fd;        /* while loading; then fds owns it */
-	wc_fd_slot fds; /* the file's descriptor, closed while idle under a budget */
+	wc_source *src_bytes; /* where the file's bytes come from (source.h) */
 	char *name; /* for messages (wc_container_set_name); the path opened by default */
 	wc_file_header h;
 	uint8_t *prefix;

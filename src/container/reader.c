@@ -40,10 +40,7 @@ static void free_tensors(wc_container *c)
 
 static void container_free(wc_container *c)
 {
-	if (c->fd >= 0)
-		close(c->fd);
-	if (c->fds.path)
-		wc_fd_slot_destroy(&c->fds);
+	wc_source_close(c->src_bytes);
 	free(c->name);
 	free(c->prefix);
 	free_tensors(c);
@@ -170,15 +167,12 @@ static wc_err build_lossy_jobs(wc_container *c)
 
 static wc_err load(wc_container *c, const char *path, int names)
 {
-	struct stat st;
-	if (fstat(c->fd, &st) != 0) /* a regular file: wc_open_regular */
-		return wc_fail(WC_E_IO, "%s: %s", path, strerror(errno));
-	uint64_t size = (uint64_t)st.st_size;
+	uint64_t size = wc_source_size(c->src_bytes);
 	if (size < WC_HEADER_BYTES)
 		return wc_fail(WC_E_FORMAT, "%s: %llu bytes is shorter than the %u-byte header", path,
 			       (unsigned long long)size, WC_HEADER_BYTES);
 	uint8_t hdr[WC_HEADER_BYTES];
-	wc_err e = wc_pread_full(c->fd, hdr, sizeof hdr, 0, "header");
+	wc_err e = wc_source_read(c->src_bytes, hdr, sizeof hdr, 0, "header");
 	if (e || (e = wc_header_decode(hdr, size, &c->h)))
 		return e;
 
@@ -195,11 +189,11 @@ static wc_err load(wc_container *c, const char *path, int names)
 		e = wc_fail(WC_E_NOMEM, "out of memory reading the index of %s", path);
 		goto out;
 	}
-	if ((e = wc_pread_full(c->fd, c->prefix, c->h.prefix_len, c->h.prefix_off, "prefix")) ||
-	    (e = wc_pread_full(c->fd, tables, c->h.tables_len, c->h.tables_off, "frequency tables")) ||
-	    (e = wc_pread_full(c->fd, c->dicts, c->h.dicts_len, c->h.dicts_off, "dictionaries")) ||
-	    (e = wc_pread_full(c->fd, index, c->h.index_len, c->h.index_off, "tile index")) ||
-	    (e = wc_pread_full(c->fd, meta, c->h.meta_len, c->h.meta_off, "metadata")))
+	if ((e = wc_source_read(c->src_bytes, c->prefix, c->h.prefix_len, c->h.prefix_off, "prefix")) ||
+	    (e = wc_source_read(c->src_bytes, tables, c->h.tables_len, c->h.tables_off, "frequency tables")) ||
+	    (e = wc_source_read(c->src_bytes, c->dicts, c->h.dicts_len, c->h.dicts_off, "dictionaries")) ||
+	    (e = wc_source_read(c->src_bytes, index, c->h.index_len, c->h.index_off, "tile index")) ||
+	    (e = wc_source_read(c->src_bytes, meta, c->h.meta_len, c->h.meta_off, "metadata")))
 		goto out;
 
 	XXH3_state_t *hs = XXH3_createState();
@@ -269,19 +263,19 @@ wc_err wc_container_peek(int fd, const char *name, wc_container_summary *out)
 
 static const wc_tile_source_ops source_ops;
 
-static wc_err open_container(const char *path, int names, wc_container **out)
+/* Takes src: closed on failure. */
+static wc_err open_container(wc_source *src, int names, wc_container **out)
 {
 	*out = NULL;
+	const char *path = wc_source_name(src);
 	wc_container *c = calloc(1, sizeof *c);
-	if (!c)
+	if (!c) {
+		wc_source_close(src);
 		return wc_fail(WC_E_NOMEM, "out of memory");
-	atomic_init(&c->refs, 1);
-	wc_err e = wc_open_regular(path, &c->fd);
-	if (e) {
-		free(c);
-		return e;
 	}
-	e = load(c, path, names);
+	atomic_init(&c->refs, 1);
+	c->src_bytes = src;
+	wc_err e = load(c, path, names);
 	if (e) {
 		/* Keep the reason, naming the file once. */
 		if (strncmp(wc_last_detail(), path, strlen(path)) != 0) {
@@ -298,19 +292,20 @@ static wc_err open_container(const char *path, int names, wc_container **out)
 		container_free(c);
 		return wc_fail(WC_E_NOMEM, "out of memory");
 	}
-	/* From here on the descriptor may be closed while idle and opened
-	 * again by path (core/fd_budget.h). */
-	if ((e = wc_fd_slot_init(&c->fds, c->fd, path))) {
-		container_free(c);
-		return e;
-	}
-	c->fd = -1;
 	*out = c;
 	return WC_OK;
 }
 
-wc_err wc_container_open(const char *path, wc_container **out) { return open_container(path, 1, out); }
-wc_err wc_container_open_tiles(const char *path, wc_container **out) { return open_container(path, 0, out); }
+static wc_err open_path(const char *path, int names, wc_container **out)
+{
+	*out = NULL;
+	wc_source *src;
+	wc_err e = wc_source_open_file(path, &src);
+	return e ? e : open_container(src, names, out);
+}
+
+wc_err wc_container_open(const char *path, wc_container **out) { return open_path(path, 1, out); }
+wc_err wc_container_open_tiles(const char *path, wc_container **out) { return open_path(path, 0, out); }
 
 void wc_container_retain(wc_container *c) { atomic_fetch_add(&c->refs, 1); }
 
@@ -410,12 +405,7 @@ wc_err wc_container_read_payload(const wc_container *c, uint32_t i, uint8_t *buf
 	const wc_tile_info *t = &c->tiles[i];
 	char what[32];
 	snprintf(what, sizeof what, "tile %u", i);
-	int fd;
-	wc_err e = wc_fd_slot_acquire((wc_fd_slot *)&c->fds, &fd);
-	if (e)
-		return e;
-	e = wc_pread_full(fd, buf, t->csize, t->coff, what);
-	wc_fd_slot_release((wc_fd_slot *)&c->fds);
+	wc_err e = wc_source_read(c->src_bytes, buf, t->csize, t->coff, what);
 	if (e)
 		return e;
 	return wc_container_check_payload(c, i, buf);
@@ -563,7 +553,7 @@ wc_err wc_container_set_name(wc_container *c, const char *name, const char *reop
 	char *n = strdup(name);
 	if (!n)
 		return wc_fail(WC_E_NOMEM, "out of memory");
-	wc_err e = wc_fd_slot_set_path(&c->fds, reopen_path ? reopen_path : name);
+	wc_err e = wc_source_set_path(c->src_bytes, reopen_path ? reopen_path : name);
 	if (e) {
 		free(n);
 		return e;

@@ -1,0 +1,47 @@
+/*
+ * source.h - where the bytes of a container come from: the layer under the
+ * container reader (docs/ARCHITECTURE.md, "Sources"). A wc_source is a
+ * read-only, fixed-size sequence of bytes read at offsets from any number of
+ * threads: a local file today (by path, its descriptor held under the
+ * process's descriptor budget, core/fd_budget.h), an object in a store
+ * next. Readers above it (the container, the checkpoint loader) read
+ * through it alone, so each of them gains a source at once.
+ */
+#ifndef WC_SOURCE_H
+#define WC_SOURCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/wc_error.h"
+
+typedef struct wc_source wc_source;
+
+/* Open the local file at path for reading (a regular file only: a FIFO or
+ * a device is refused rather than read). Its size is taken once; the
+ * descriptor may be closed while idle and opened again by path, the file's
+ * identity checked then (fd_budget.h). Errors: WC_E_IO ("<path>:
+ * <strerror>"), WC_E_FORMAT (not a regular file), WC_E_NOMEM. */
+wc_err wc_source_open_file(const char *path, wc_source **out);
+
+/* Read exactly len bytes at byte offset off into buf; `what` names the
+ * part read for the reason. Thread-safe. Errors: WC_E_RANGE ([off, off +
+ * len) past the source's size), WC_E_IO ("reading <what> at offset N: ...",
+ * naming the source). */
+wc_err wc_source_read(wc_source *s, void *buf, size_t len, uint64_t off, const char *what);
+
+/* The size in bytes, as when opened. */
+uint64_t wc_source_size(const wc_source *s);
+
+/* The path or address it was opened by (for messages). */
+const char *wc_source_name(const wc_source *s);
+
+/* Where a file source is opened again after its descriptor was closed
+ * while idle (a daemon that renamed the file it opened; a pack that
+ * renamed its temporary file). Errors: WC_E_NOMEM (the old path is
+ * kept), WC_E_INVAL (not a file source). */
+wc_err wc_source_set_path(wc_source *s, const char *path);
+
+void wc_source_close(wc_source *s);
+
+#endif /* WC_SOURCE_H */
