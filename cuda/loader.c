@@ -218,8 +218,7 @@ static wc_err read_seg(pipe_t *p, const seg *s, uint8_t *dst)
 	}
 	if (s->tile != UINT32_MAX)
 		return wc_container_read_payload(wc_tensor_file_container(f), s->tile, dst);
-	return wc_pread_full(wc_tensor_file_fd(f), dst, s->file_len, wc_tensor_file_data_offset(f) + s->off,
-			     "the data section");
+	return wc_tensor_file_read_data(f, dst, s->file_len, s->off);
 }
 
 static void *reader_main(void *arg)

@@ -94,7 +94,7 @@ def build(srcdir, log=print):
     cuda = _cuda_dir()
     # sd_notify is for the Debian package's systemd unit; a wheel's wcodecfs
     # carries no libsystemd.
-    args = [os.path.join(srcdir, "configure"), "--without-systemd", "--disable-dependency-tracking"]
+    args = [os.path.join(srcdir, "configure"), "--without-systemd"]
     args += [f"--with-cuda={cuda}"] if cuda else []
     args += os.environ.get("WCODEC_CONFIGURE_FLAGS", "").split()
     stamp = os.path.join(out, "configure.args")

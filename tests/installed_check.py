@@ -64,8 +64,8 @@ def main():
         check(lib == os.path.join(native, "libwcodec.so.0"), "the library is the wheel's own")
         check(os.path.dirname(sys.executable) == os.path.dirname(tool or ""),
               "wcodec is a command of this environment")
-        system = ("libc.so", "libm.so", "libdl.so", "librt.so", "libpthread.so", "ld-linux", "linux-vdso",
-                  "libgcc_s.so", "libstdc++.so")
+        system = ("libc.so", "libm.so", "libdl.so", "librt.so", "libpthread.so", "libutil.so", "libresolv.so",
+                  "libnsl.so", "libcrypt.so", "ld-linux", "linux-vdso", "libgcc_s.so", "libstdc++.so")
         for name in sorted(os.listdir(native)):
             out = subprocess.run(["ldd", os.path.join(native, name)], capture_output=True, text=True).stdout
             outside = [ln.strip() for ln in out.splitlines() if "=>" in ln and native not in ln

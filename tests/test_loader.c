@@ -70,8 +70,11 @@ START_TEST(both_kinds_give_the_original_header_and_data)
 	}
 	ck_assert_ptr_null(wc_tensor_file_container(f[0]));
 	ck_assert_ptr_nonnull(wc_tensor_file_container(f[1]));
-	ck_assert_int_ge(wc_tensor_file_fd(f[0]), 0);
-	ck_assert_uint_eq(wc_tensor_file_data_offset(f[0]), data_off);
+	uint8_t first[16];
+	ck_assert_int_eq(wc_tensor_file_read_data(f[0], first, sizeof first, 0), WC_OK);
+	ck_assert_int_eq(memcmp(first, st_bytes + data_off, sizeof first), 0);
+	ck_assert_int_eq(wc_tensor_file_read_data(f[1], first, sizeof first, 0), WC_E_INVAL);
+	ck_assert_int_eq(wc_tensor_file_read_data(f[0], first, 8, wc_tensor_file_data_size(f[0]) - 4), WC_E_RANGE);
 	wc_tensor_file_close(f[0]);
 	wc_tensor_file_close(f[1]);
 }

@@ -1,6 +1,7 @@
 /* formats.c - the container formats the CLI unpacks, describes and verifies,
  * chosen by the file's magic. One row per format. */
 #include "cli/cli.h"
+#include "source/source.h"
 
 #include <errno.h>
 #include <string.h>
@@ -32,15 +33,16 @@ const cli_format *cli_format_named(const char *name)
 
 const cli_format *cli_format_of(const char *path)
 {
-	int fd;
-	if (wc_open_regular(path, &fd) != WC_OK) {
+	wc_source *src; /* a local file, or an object store's s3://BUCKET/KEY */
+	if (wc_source_open(path, &src) != WC_OK) {
 		fprintf(stderr, "wcodec: %s\n", wc_last_detail());
 		return NULL;
 	}
 	unsigned char head[16] = {0};
-	ssize_t got = pread(fd, head, sizeof head, 0);
-	close(fd);
-	size_t n = got > 0 ? (size_t)got : 0;
+	size_t n = wc_source_size(src) < sizeof head ? (size_t)wc_source_size(src) : sizeof head;
+	if (wc_source_read(src, head, n, 0, "the magic") != WC_OK)
+		n = 0;
+	wc_source_close(src);
 	for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
 		if (n >= formats[i].magic_len && memcmp(head, formats[i].magic, formats[i].magic_len) == 0)
 			return &formats[i];

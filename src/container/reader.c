@@ -300,7 +300,7 @@ static wc_err open_path(const char *path, int names, wc_container **out)
 {
 	*out = NULL;
 	wc_source *src;
-	wc_err e = wc_source_open_file(path, &src);
+	wc_err e = wc_source_open(path, &src);
 	return e ? e : open_container(src, names, out);
 }
 

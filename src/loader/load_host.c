@@ -106,8 +106,7 @@ static void run_task(void *arg, size_t i)
 		run_tile(j, t);
 		return;
 	}
-	wc_err e = wc_pread_full(wc_tensor_file_fd(f), (uint8_t *)r->dst + (t->off - r->offset), (size_t)t->len,
-				 wc_tensor_file_data_offset(f) + t->off, "the data section");
+	wc_err e = wc_tensor_file_read_data(f, (uint8_t *)r->dst + (t->off - r->offset), (size_t)t->len, t->off);
 	if (e != WC_OK)
 		fail_task(j, e, f, NULL);
 }

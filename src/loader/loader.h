@@ -57,10 +57,11 @@ uint64_t wc_tensor_file_data_size(const wc_tensor_file *f);
  * NULL for a plain safetensors file. */
 wc_container *wc_tensor_file_container(const wc_tensor_file *f);
 
-/* A plain file's descriptor (for positioned reads) and the offset of its
- * data section in the file (8 + header length); -1 and 0 for a .wcodec file. */
-int wc_tensor_file_fd(const wc_tensor_file *f);
-uint64_t wc_tensor_file_data_offset(const wc_tensor_file *f);
+/* Read len bytes at offset off of a plain file's data section into dst,
+ * from its source (a local file, or an object store), thread-safe.
+ * Errors: WC_E_INVAL (a .wcodec file, whose bytes are decoded: see
+ * wc_load_host), WC_E_RANGE, WC_E_IO naming the file. */
+wc_err wc_tensor_file_read_data(const wc_tensor_file *f, void *dst, size_t len, uint64_t off);
 
 /* The smallest range [*span_off, *span_off + *span_len) of whole tiles that
  * covers the data-section bytes [off, off + len) of f (for a plain file, the

@@ -8,11 +8,11 @@
 #include <unistd.h>
 
 #include "container/safetensors.h"
-#include "core/fileio.h"
+#include "source/source.h"
 
 struct wc_tensor_file {
 	wc_container *c; /* a .wcodec file, or NULL */
-	int fd;          /* a plain file's descriptor, or -1 */
+	wc_source *src;  /* a plain file's bytes, or NULL */
 	uint8_t *header; /* a plain file's first 8 + N bytes */
 	uint64_t header_len, data_off, data_size;
 	char *path; /* for error reasons */
@@ -21,23 +21,20 @@ struct wc_tensor_file {
 /* A plain safetensors file: read and validate its header. */
 static wc_err open_plain(wc_tensor_file *f, const char *path)
 {
-	struct stat st;
-	if (fstat(f->fd, &st) != 0)
-		return wc_fail(WC_E_IO, "%s: %s", path, strerror(errno));
-	const uint64_t size = (uint64_t)st.st_size;
+	const uint64_t size = wc_source_size(f->src);
 	uint8_t first8[8];
 	uint64_t n;
 	wc_err e;
 	if (size < 8)
 		return wc_fail(WC_E_FORMAT, "%s: %llu bytes is neither a .wcodec file nor a safetensors file", path,
 			       (unsigned long long)size);
-	if ((e = wc_pread_full(f->fd, first8, 8, 0, "safetensors header length")) ||
+	if ((e = wc_source_read(f->src, first8, 8, 0, "safetensors header length")) ||
 	    (e = wc_st_header_length(first8, size, &n)))
 		return e;
 	f->header = malloc(8 + n);
 	if (!f->header)
 		return wc_fail(WC_E_NOMEM, "%s: header of %llu bytes", path, (unsigned long long)n);
-	if ((e = wc_pread_full(f->fd, f->header, 8 + n, 0, "safetensors header")))
+	if ((e = wc_source_read(f->src, f->header, 8 + n, 0, "safetensors header")))
 		return e;
 	wc_st_header *h;
 	if ((e = wc_st_parse(f->header, 8 + n, size, &h)))
@@ -55,26 +52,25 @@ wc_err wc_tensor_file_open(const char *path, wc_tensor_file **out)
 	wc_tensor_file *f = calloc(1, sizeof *f);
 	if (!f)
 		return wc_fail(WC_E_NOMEM, "out of memory");
-	f->fd = -1;
 	f->path = strdup(path);
 	if (!f->path) {
 		free(f);
 		return wc_fail(WC_E_NOMEM, "out of memory");
 	}
-	int fd;
-	wc_err e = wc_open_regular(path, &fd);
+	wc_source *src;
+	wc_err e = wc_source_open(path, &src);
 	if (e) {
 		free(f->path);
 		free(f);
 		return e;
 	}
 	char magic[8] = { 0 };
-	ssize_t got = pread(fd, magic, sizeof magic, 0);
-	if (got == (ssize_t)sizeof magic && memcmp(magic, WC_MAGIC, sizeof magic) == 0) {
-		close(fd);
+	if (wc_source_size(src) >= sizeof magic && wc_source_read(src, magic, sizeof magic, 0, "magic") == WC_OK &&
+	    memcmp(magic, WC_MAGIC, sizeof magic) == 0) {
+		wc_source_close(src);
 		e = wc_container_open(path, &f->c);
 	} else {
-		f->fd = fd;
+		f->src = src;
 		e = open_plain(f, path);
 		if (e && strncmp(wc_last_detail(), path, strlen(path)) != 0) {
 			char why[400];
@@ -98,7 +94,6 @@ wc_err wc_tensor_file_of_container(wc_container *c, const char *path, wc_tensor_
 		free(f);
 		return wc_fail(WC_E_NOMEM, "out of memory");
 	}
-	f->fd = -1;
 	wc_container_retain(c);
 	f->c = c;
 	*out = f;
@@ -111,8 +106,7 @@ void wc_tensor_file_close(wc_tensor_file *f)
 		return;
 	if (f->c)
 		wc_container_release(f->c);
-	if (f->fd >= 0)
-		close(f->fd);
+	wc_source_close(f->src);
 	free(f->header);
 	free(f->path);
 	free(f);
@@ -142,8 +136,16 @@ uint64_t wc_tensor_file_data_size(const wc_tensor_file *f)
 
 const char *wc_tensor_file_path(const wc_tensor_file *f) { return f->path; }
 wc_container *wc_tensor_file_container(const wc_tensor_file *f) { return f->c; }
-int wc_tensor_file_fd(const wc_tensor_file *f) { return f->fd; }
-uint64_t wc_tensor_file_data_offset(const wc_tensor_file *f) { return f->c ? 0 : f->data_off; }
+wc_err wc_tensor_file_read_data(const wc_tensor_file *f, void *dst, size_t len, uint64_t off)
+{
+	if (f->c)
+		return wc_fail(WC_E_INVAL, "%s: a .wcodec file's data section is decoded, not read", f->path);
+	if (off > f->data_size || len > f->data_size - off)
+		return wc_fail(WC_E_RANGE, "%s: bytes [%llu, %llu) past the data section's %llu", f->path,
+			       (unsigned long long)off, (unsigned long long)(off + len),
+			       (unsigned long long)f->data_size);
+	return wc_source_read(f->src, dst, len, f->data_off + off, "the data section");
+}
 
 wc_err wc_tensor_file_tiles(const wc_tensor_file *f, uint64_t off, uint64_t len, uint32_t *first,
 			    uint32_t *last)

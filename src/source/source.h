@@ -24,6 +24,11 @@ typedef struct wc_source wc_source;
  * <strerror>"), WC_E_FORMAT (not a regular file), WC_E_NOMEM. */
 wc_err wc_source_open_file(const char *path, wc_source **out);
 
+/* Open what `name` names: an object of an S3-compatible store for
+ * "s3://BUCKET/KEY" (source_s3.c), else the local file at that path.
+ * Errors: those of wc_source_open_file and wc_source_open_s3. */
+wc_err wc_source_open(const char *name, wc_source **out);
+
 /* Read exactly len bytes at byte offset off into buf; `what` names the
  * part read for the reason. Thread-safe. Errors: WC_E_RANGE ([off, off +
  * len) past the source's size), WC_E_IO ("reading <what> at offset N: ...",

@@ -1,0 +1,24 @@
+/* source_impl.h - what a kind of source supplies (source.c dispatches to
+ * it); each kind's state starts with a struct wc_source. Not installed. */
+#ifndef WC_SOURCE_IMPL_H
+#define WC_SOURCE_IMPL_H
+
+#include "source/source.h"
+
+typedef struct wc_source_ops {
+	/* [off, off + len) is within the size (source.c checked). */
+	wc_err (*read)(wc_source *s, void *buf, size_t len, uint64_t off, const char *what);
+	wc_err (*set_path)(wc_source *s, const char *path); /* NULL: not a file */
+	void (*close)(wc_source *s);                        /* frees s and its name */
+} wc_source_ops;
+
+struct wc_source {
+	const wc_source_ops *ops;
+	char *name;
+	uint64_t size;
+};
+
+/* An object of an S3-compatible store, "s3://BUCKET/KEY" (source_s3.c). */
+wc_err wc_source_open_s3(const char *uri, wc_source **out);
+
+#endif /* WC_SOURCE_IMPL_H */

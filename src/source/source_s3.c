@@ -1,0 +1,250 @@
+/* source_s3.c - an object of an S3-compatible store as a wc_source
+ * (source.h): its size from a HEAD request, its bytes from ranged GETs
+ * (RFC 9110 14.2, "Range"; answer 206 with exactly the bytes asked for),
+ * signed with AWS Signature Version 4 by libcurl (CURLOPT_AWS_SIGV4), with
+ * the configuration of s3_config.h.
+ *
+ * Any number of threads read at once, each request on an easy handle of a
+ * small pool, so connections are reused. Timeouts, refused or reset
+ * connections, 5xx and 429 answers and bodies shorter than asked are
+ * retried (up to 5 attempts, 0.2 s doubling to 1.6 s apart); other answers
+ * (403, 404, ...) fail at once with the status and the object's address,
+ * never a credential. A body is never handed on short or long: the caller
+ * (the container reader) then checks every payload against its checksum,
+ * so a network fault is an error or a retry, never wrong bytes. */
+#include "source/source_impl.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "source/s3_config.h"
+
+#define POOL 16          /* idle easy handles kept */
+#define ATTEMPTS 5
+#define FIRST_BACKOFF_MS 200
+
+typedef struct s3_source {
+	struct wc_source base;
+	wc_s3_config cfg;
+	char *url;
+	char sigv4[96];
+	struct curl_slist *headers;
+	pthread_mutex_t mu;
+	CURL *idle[POOL];
+	int nidle;
+} s3_source;
+
+static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
+static CURLcode g_curl_init = CURLE_FAILED_INIT;
+static void curl_init_once(void) { g_curl_init = curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+/* One request's body: into dst, at most cap bytes; more is an error. */
+typedef struct sink {
+	uint8_t *dst;
+	size_t cap, got;
+	int overflow;
+} sink;
+
+static size_t on_body(char *p, size_t size, size_t n, void *ctx)
+{
+	sink *k = ctx;
+	size_t len = size * n;
+	if (len > k->cap - k->got) {
+		k->overflow = 1;
+		return 0; /* abort the transfer */
+	}
+	memcpy(k->dst + k->got, p, len);
+	k->got += len;
+	return len;
+}
+
+static CURL *take(s3_source *s)
+{
+	CURL *h = NULL;
+	pthread_mutex_lock(&s->mu);
+	if (s->nidle)
+		h = s->idle[--s->nidle];
+	pthread_mutex_unlock(&s->mu);
+	if (h)
+		curl_easy_reset(h);
+	else
+		h = curl_easy_init();
+	return h;
+}
+
+static void give(s3_source *s, CURL *h)
+{
+	pthread_mutex_lock(&s->mu);
+	if (s->nidle < POOL) {
+		s->idle[s->nidle++] = h;
+		h = NULL;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (h)
+		curl_easy_cleanup(h);
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+static int transient(CURLcode rc, long status)
+{
+	if (rc == CURLE_OK)
+		return status >= 500 || status == 429;
+	return rc == CURLE_OPERATION_TIMEDOUT || rc == CURLE_COULDNT_CONNECT || rc == CURLE_RECV_ERROR ||
+	       rc == CURLE_SEND_ERROR || rc == CURLE_GOT_NOTHING || rc == CURLE_PARTIAL_FILE ||
+	       rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_HTTP2 ||
+	       rc == CURLE_HTTP2_STREAM;
+}
+
+/* One request: HEAD (dst NULL; *length gets Content-Length) or a GET of
+ * [off, off + len) into dst. Retries what transient() names. */
+static wc_err request(s3_source *s, uint8_t *dst, size_t len, uint64_t off, uint64_t *length, const char *what)
+{
+	char range[64];
+	snprintf(range, sizeof range, "%llu-%llu", (unsigned long long)off, (unsigned long long)(off + len - 1));
+	long backoff = FIRST_BACKOFF_MS;
+	char why[256] = "";
+	for (int attempt = 1; attempt <= ATTEMPTS; attempt++, backoff *= 2) {
+		CURL *h = take(s);
+		if (!h)
+			return wc_fail(WC_E_NOMEM, "%s: no curl handle", s->base.name);
+		sink k = { .dst = dst, .cap = dst ? len : 0 };
+		curl_easy_setopt(h, CURLOPT_URL, s->url);
+		curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+		curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L); /* a stalled transfer: under 1 KiB/s for 30 s */
+		curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 30L);
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, s->headers);
+		if (s->cfg.ca_bundle[0])
+			curl_easy_setopt(h, CURLOPT_CAINFO, s->cfg.ca_bundle);
+		if (s->cfg.key_id[0]) {
+			curl_easy_setopt(h, CURLOPT_AWS_SIGV4, s->sigv4);
+			curl_easy_setopt(h, CURLOPT_USERNAME, s->cfg.key_id);
+			curl_easy_setopt(h, CURLOPT_PASSWORD, s->cfg.secret);
+		}
+		if (dst) {
+			curl_easy_setopt(h, CURLOPT_RANGE, range);
+			curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+			curl_easy_setopt(h, CURLOPT_WRITEDATA, &k);
+		} else {
+			curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+		}
+		CURLcode rc = curl_easy_perform(h);
+		long status = 0;
+		curl_off_t clen = -1;
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+		curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &clen);
+		give(s, h);
+		if (rc == CURLE_OK && !dst && status == 200 && clen >= 0) {
+			*length = (uint64_t)clen;
+			return WC_OK;
+		}
+		/* 206 with the range, or 200 with the whole object when the range is all of it */
+		if (rc == CURLE_OK && dst && (status == 206 || (status == 200 && off == 0 && len == s->base.size)) &&
+		    k.got == len)
+			return WC_OK;
+		if (k.overflow)
+			return wc_fail(WC_E_IO, "%s: reading %s: the server sent more than the %zu bytes asked for (HTTP %ld)",
+				       s->base.name, what, len, status);
+		if (rc == CURLE_OK && status >= 200 && status < 300)
+			snprintf(why, sizeof why, "a body of %zu bytes for %zu asked (HTTP %ld)", k.got, len, status);
+		else if (rc == CURLE_OK)
+			snprintf(why, sizeof why, "HTTP %ld%s", status,
+				 status == 403 ? " (access denied: check the credentials and the region)"
+				 : status == 404 ? " (no such bucket or object)" : "");
+		else
+			snprintf(why, sizeof why, "%s", curl_easy_strerror(rc));
+		int again = transient(rc, status) || (rc == CURLE_OK && status >= 200 && status < 300);
+		if (!again || attempt == ATTEMPTS)
+			break;
+		sleep_ms(backoff);
+	}
+	return wc_fail(WC_E_IO, "%s: %s: %s", s->base.name, dst ? what : "HEAD", why);
+}
+
+static wc_err s3_read(wc_source *src, void *buf, size_t len, uint64_t off, const char *what)
+{
+	return request((s3_source *)src, buf, len, off, NULL, what);
+}
+
+static void s3_close(wc_source *src)
+{
+	s3_source *s = (s3_source *)src;
+	for (int i = 0; i < s->nidle; i++)
+		curl_easy_cleanup(s->idle[i]);
+	curl_slist_free_all(s->headers);
+	pthread_mutex_destroy(&s->mu);
+	free(s->url);
+	free(s->base.name);
+	memset(&s->cfg, 0, sizeof s->cfg); /* no secret left in freed memory */
+	free(s);
+}
+
+static const wc_source_ops s3_ops = { .read = s3_read, .close = s3_close };
+
+wc_err wc_source_open_s3(const char *uri, wc_source **out)
+{
+	*out = NULL;
+	const char *b = uri + 5, *slash = strchr(b, '/');
+	if (strncmp(uri, "s3://", 5) || !slash || slash == b || !slash[1])
+		return wc_fail(WC_E_INVAL, "%s: not an object address (s3://BUCKET/KEY)", uri);
+	pthread_once(&g_curl_once, curl_init_once);
+	if (g_curl_init != CURLE_OK)
+		return wc_fail(WC_E_IO, "%s: libcurl: %s", uri, curl_easy_strerror(g_curl_init));
+	s3_source *s = calloc(1, sizeof *s);
+	if (!s || !(s->base.name = strdup(uri))) {
+		free(s);
+		return wc_fail(WC_E_NOMEM, "out of memory");
+	}
+	s->base.ops = &s3_ops;
+	pthread_mutex_init(&s->mu, NULL);
+	char bucket[256];
+	wc_err e = WC_OK;
+	if ((size_t)(slash - b) >= sizeof bucket)
+		e = wc_fail(WC_E_INVAL, "%s: the bucket name is too long", uri);
+	else {
+		memcpy(bucket, b, (size_t)(slash - b));
+		bucket[slash - b] = '\0';
+		if (!(e = wc_s3_config_load(&s->cfg)))
+			e = wc_s3_object_url(&s->cfg, bucket, slash + 1, &s->url);
+	}
+	if (!e) {
+		snprintf(s->sigv4, sizeof s->sigv4, "aws:amz:%s:s3", s->cfg.region);
+		/* Unsigned payloads (a GET has none): what S3 and the servers that
+		 * copy it accept with SigV4 (AWS, "Signature Calculations for the
+		 * Authorization Header"). */
+		s->headers = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+		if (s->headers && s->cfg.token[0]) {
+			size_t n = strlen(s->cfg.token) + 32;
+			char *t = malloc(n);
+			if (t) {
+				snprintf(t, n, "x-amz-security-token: %s", s->cfg.token);
+				struct curl_slist *l = curl_slist_append(s->headers, t);
+				memset(t, 0, n);
+				free(t);
+				if (l)
+					s->headers = l;
+				else
+					e = wc_fail(WC_E_NOMEM, "out of memory");
+			}
+		}
+		if (!s->headers)
+			e = wc_fail(WC_E_NOMEM, "out of memory");
+	}
+	if (!e)
+		e = request(s, NULL, 0, 0, &s->base.size, "size");
+	if (e) {
+		s3_close(&s->base);
+		return e;
+	}
+	*out = &s->base;
+	return WC_OK;
+}

@@ -1,0 +1,149 @@
+#!/bin/sh
+# s3:// sources against a real S3-compatible server on 127.0.0.1 (s3rver,
+# from the npm registry; .ci/run installs it), objects put with curl's own
+# SigV4 signing:
+#  - wcodec info, verify, cat and unpack of s3://BUCKET/KEY give what they
+#    give for the local file; wcodec.numpy loads packed and plain objects
+#    equal to the original;
+#  - a missing object is an error naming HTTP 404; an unknown access key one
+#    naming HTTP 403, and the secret appears in no message;
+#  - a damaged object is reported damaged by verify and never read as bytes
+#    by cat;
+#  - credentials, region and endpoint from the AWS files of a profile
+#    (AWS_PROFILE, ~/.aws/credentials, ~/.aws/config) when the environment
+#    has none;
+#  - through a proxy that fails each request's first attempt (a 503, a
+#    connection closed, a body cut short), verify and cat still give the
+#    right bytes; a proxy that cuts every body makes cat fail, with no
+#    wrong byte written.
+# Skips (77) without s3rver, curl, or a build with s3:// sources.
+set -u
+: "${WCODEC:?}" "${top_srcdir:?}"
+PYTHON3=${PYTHON3:-python3}
+command -v s3rver >/dev/null 2>&1 || { echo "SKIP: no s3rver (npm install -g s3rver)"; exit 77; }
+command -v curl >/dev/null 2>&1 || { echo "SKIP: no curl"; exit 77; }
+T=$(mktemp -d "${TMPDIR:-/tmp}/wc-s3.XXXXXX") || exit 1
+PIDS=
+cleanup() {
+	for p in $PIDS; do kill "$p" 2>/dev/null; done
+	rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+fail() { echo "FAIL: $*"; exit 1; }
+
+# A free port for the server, then the server, ready when it answers.
+PORT=$("$PYTHON3" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -p "$T/data"
+s3rver -d "$T/data" -a 127.0.0.1 -p "$PORT" -s --configure-bucket models >"$T/s3rver.log" 2>&1 &
+PIDS="$PIDS $!"
+i=0
+until curl -s -o /dev/null "http://127.0.0.1:$PORT/"; do
+	i=$((i + 1))
+	[ $i -lt 100 ] || fail "s3rver did not start: $(tail -5 "$T/s3rver.log")"
+	sleep 0.1
+done
+put() { # put FILE KEY
+	curl -sf -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" --aws-sigv4 "aws:amz:us-east-1:s3" --user S3RVER:S3RVER \
+		-T "$1" "http://127.0.0.1:$PORT/models/$2" || fail "put $2"
+}
+
+"$PYTHON3" "$top_srcdir/tests/gen_safetensors.py" --profile weights --dtype BF16 --params 600000 "$T/a.safetensors" ||
+	fail "gen"
+"$WCODEC" pack -q --tile-size 64K "$T/a.safetensors" "$T/a.wcodec" || fail "pack"
+cp "$T/a.wcodec" "$T/bad.wcodec"
+"$PYTHON3" - "$T/bad.wcodec" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+b[struct.unpack_from("<Q", b, 64)[0] + 50] ^= 0x04   # a byte of the first payload
+open(sys.argv[1], "wb").write(b)
+PY
+put "$T/a.wcodec" "dir/a.wcodec"
+put "$T/a.safetensors" "dir/plain.safetensors"
+put "$T/bad.wcodec" "dir/bad.wcodec"
+
+unset AWS_PROFILE AWS_CONFIG_FILE AWS_SHARED_CREDENTIALS_FILE AWS_SESSION_TOKEN AWS_ENDPOINT_URL_S3 AWS_REGION \
+	AWS_DEFAULT_REGION
+export HOME="$T/home" AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_ENDPOINT_URL="http://127.0.0.1:$PORT"
+mkdir -p "$HOME"
+if ! "$WCODEC" info s3://models/dir/a.wcodec >"$T/info.txt" 2>&1; then
+	grep -q "reads no s3://" "$T/info.txt" && { echo "SKIP: built without s3:// sources"; exit 77; }
+	fail "info: $(cat "$T/info.txt")"
+fi
+"$WCODEC" verify s3://models/dir/a.wcodec >/dev/null || fail "verify"
+"$WCODEC" cat s3://models/dir/a.wcodec | cmp - "$T/a.safetensors" || fail "cat differs from the original"
+"$WCODEC" unpack s3://models/dir/a.wcodec "$T/out.safetensors" && cmp "$T/out.safetensors" "$T/a.safetensors" ||
+	fail "unpack"
+"$WCODEC" info --json s3://models/dir/a.wcodec | "$PYTHON3" -c '
+import json, os, sys
+d = json.load(sys.stdin)
+assert d["file_bytes"] == os.path.getsize(sys.argv[1]) and d["decoded_bytes"] == os.path.getsize(sys.argv[2]), d
+' "$T/a.wcodec" "$T/a.safetensors" || fail "info --json sizes"
+echo "# info, verify, cat, unpack of s3://models/dir/a.wcodec"
+
+if "$PYTHON3" -c 'import numpy' 2>/dev/null; then
+	. "$top_srcdir/tests/python_env.sh"
+	"$PYTHON3" - "$T/a.safetensors" <<'PY' || fail "wcodec.numpy from s3://"
+import sys
+import numpy as np
+import wcodec.numpy as wn
+want = wn.load_file(sys.argv[1])
+for uri in ("s3://models/dir/a.wcodec", "s3://models/dir/plain.safetensors"):
+    got = wn.load_file(uri)
+    assert set(got) == set(want) and all(np.array_equal(got[k], want[k]) for k in want), uri
+with wn.safe_open("s3://models/dir/a.wcodec", framework="np") as f:
+    name = max(f.keys(), key=lambda k: want[k].size)
+    assert np.array_equal(f.get_slice(name)[3:7], want[name][3:7])
+PY
+	echo "# wcodec.numpy: packed and plain objects, a slice"
+fi
+
+"$WCODEC" verify s3://models/dir/missing.wcodec 2>"$T/err" && fail "a missing object verified"
+grep -q "HTTP 404" "$T/err" || fail "missing object: $(cat "$T/err")"
+AWS_ACCESS_KEY_ID=NOBODY AWS_SECRET_ACCESS_KEY=sEcReT-0123456789 "$WCODEC" verify s3://models/dir/a.wcodec 2>"$T/err" &&
+	fail "an unknown key was let in"
+grep -q "HTTP 403" "$T/err" || fail "unknown key: $(cat "$T/err")"
+grep -q "sEcReT" "$T/err" && fail "the secret is in the message"
+"$WCODEC" verify s3://models/dir/bad.wcodec >"$T/out" 2>&1 && fail "a damaged object verified"
+"$WCODEC" cat s3://models/dir/bad.wcodec >"$T/cat" 2>"$T/err" && fail "cat of a damaged object succeeded"
+grep -qi "checksum" "$T/err" || fail "damaged object: $(cat "$T/err")"
+cmp -s "$T/cat" "$T/a.safetensors" && fail "damaged object: cat wrote all the bytes"
+echo "# errors: 404, 403 without the secret, a damaged object"
+
+# The same configuration from a profile's files.
+mkdir -p "$HOME/.aws"
+printf '[other]\naws_access_key_id = NOBODY\naws_secret_access_key = x\n[bench]\naws_access_key_id = S3RVER\naws_secret_access_key = S3RVER\n' \
+	>"$HOME/.aws/credentials"
+printf '[profile bench]\nregion = eu-west-1\nendpoint_url = http://127.0.0.1:%s\n' "$PORT" >"$HOME/.aws/config"
+env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_ENDPOINT_URL AWS_PROFILE=bench \
+	"$WCODEC" verify s3://models/dir/a.wcodec >/dev/null 2>"$T/err" || fail "profile bench: $(cat "$T/err")"
+env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_ENDPOINT_URL AWS_PROFILE=other AWS_ENDPOINT_URL_S3="http://127.0.0.1:$PORT" \
+	"$WCODEC" verify s3://models/dir/a.wcodec >/dev/null 2>&1 && fail "profile other's key was let in"
+echo "# credentials, region and endpoint of a profile from ~/.aws"
+
+# Through a proxy that spoils answers.
+proxy() { # proxy MODE: start it, set AWS_ENDPOINT_URL to it
+	rm -f "$T/port" "$T/faults"
+	"$PYTHON3" "$top_srcdir/tests/s3_proxy.py" "$T/port" "$PORT" "$1" "$T/faults" &
+	PIDS="$PIDS $!"
+	i=0
+	until [ -s "$T/port" ]; do
+		i=$((i + 1))
+		[ $i -lt 100 ] || fail "the proxy did not start"
+		sleep 0.1
+	done
+	AWS_ENDPOINT_URL="http://127.0.0.1:$(cat "$T/port")"
+}
+proxy flaky
+"$WCODEC" verify s3://models/dir/a.wcodec >/dev/null 2>"$T/err" || fail "verify through a flaky proxy: $(cat "$T/err")"
+"$WCODEC" cat s3://models/dir/a.wcodec | cmp - "$T/a.safetensors" || fail "cat through a flaky proxy"
+for f in 503 reset truncate; do
+	grep -q "^$f " "$T/faults" || fail "the flaky proxy injected no $f: $(cat "$T/faults")"
+done
+echo "# $(wc -l <"$T/faults") spoiled answers retried (503, closed connections, short bodies)"
+proxy short
+"$WCODEC" cat s3://models/dir/a.wcodec >"$T/cat" 2>"$T/err" && fail "cat with every body cut short succeeded"
+[ -s "$T/cat" ] && fail "cat wrote $(wc -c <"$T/cat") bytes from cut bodies"
+grep -q "s3://models/dir/a.wcodec" "$T/err" || fail "short bodies: $(cat "$T/err")"
+echo "# every body cut short: an error ($(head -c 160 "$T/err"))"
+echo "PASS: s3_source.sh"
