@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "source/source.h"
 #include "cli/cmd_qvq.h"
 #include "config.h"
 #include "core/version.h"
@@ -42,6 +43,7 @@ static void print_version(void)
 	printf("libraries:   %s\n", wc_library_versions());
 	printf("images:      %s\n", wc_image_formats());
 	printf("CPU:         %s\n", wc_cpu_level());
+	printf("s3://:       %s\n", wc_source_s3_support());
 	if (e == WC_OK)
 		printf("CUDA plugin: %s (loads; the GPU is opened when a command decodes)\n", plugin);
 	else

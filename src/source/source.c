@@ -43,3 +43,7 @@ void wc_source_close(wc_source *s)
 	if (s)
 		s->ops->close(s);
 }
+
+#ifndef WC_S3
+const char *wc_source_s3_support(void) { return "none (built without libcurl and libinih)"; }
+#endif

@@ -49,4 +49,8 @@ wc_err wc_source_set_path(wc_source *s, const char *path);
 
 void wc_source_close(wc_source *s);
 
+/* What s3:// names are read with, for --version: "libcurl 7.88.1", or
+ * "none (built without libcurl and libinih)". */
+const char *wc_source_s3_support(void);
+
 #endif /* WC_SOURCE_H */

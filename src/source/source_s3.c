@@ -248,3 +248,10 @@ wc_err wc_source_open_s3(const char *uri, wc_source **out)
 	*out = &s->base;
 	return WC_OK;
 }
+
+const char *wc_source_s3_support(void)
+{
+	static char buf[64];
+	snprintf(buf, sizeof buf, "libcurl %s", curl_version_info(CURLVERSION_NOW)->version);
+	return buf;
+}
