@@ -70,7 +70,8 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             self.send_response(503)
             self.send_header("Content-Length", str(len(msg)))
             self.end_headers()
-            self.wfile.write(msg)
+            if self.command != "HEAD":  # a HEAD answer has no body (RFC 9110 9.3.2)
+                self.wfile.write(msg)
             return
         self.send_response(status)
         for k, v in headers:

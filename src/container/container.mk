@@ -5,7 +5,7 @@ libwcodec_impl_la_SOURCES += src/container/safetensors.c src/container/format.c 
 	src/container/writer_analyse.c src/container/writer_lossy.c src/container/writer_verify.c
 containerincdir = $(pkgincludedir)/container
 containerinc_HEADERS = src/container/container.h
-noinst_HEADERS += src/container/safetensors.h src/container/format.h src/container/container_impl.h src/container/writer_impl.h \
+noinst_HEADERS += src/container/container_source.h src/container/safetensors.h src/container/format.h src/container/container_impl.h src/container/writer_impl.h \
 	src/container/lossy_job.h
 
 check_PROGRAMS += tests/test_safetensors tests/test_container tests/test_container_damage tests/test_container_dict tests/test_metadata

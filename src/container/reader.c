@@ -18,6 +18,7 @@
 
 #include "codec/tile_codec.h"
 #include "container/container_impl.h"
+#include "container/container_source.h"
 #include "container/format.h"
 #include "container/lossy_job.h"
 #include "core/fileio.h"
@@ -171,12 +172,29 @@ static wc_err load(wc_container *c, const char *path, int names)
 	if (size < WC_HEADER_BYTES)
 		return wc_fail(WC_E_FORMAT, "%s: %llu bytes is shorter than the %u-byte header", path,
 			       (unsigned long long)size, WC_HEADER_BYTES);
+	/* Everything but the payloads is read into memory and hashed, in few
+	 * reads (each a request to an object store): the header, with as much
+	 * more as the source advises (the prefix, mostly); the prefix if that
+	 * missed it; and the sections after the payloads, which run to the end
+	 * of the file (docs/FORMAT.md 1.1), at once. */
 	uint8_t hdr[WC_HEADER_BYTES];
-	wc_err e = wc_source_read(c->src_bytes, hdr, sizeof hdr, 0, "header");
-	if (e || (e = wc_header_decode(hdr, size, &c->h)))
+	size_t head_len = wc_source_read_ahead(c->src_bytes);
+	if (head_len < WC_HEADER_BYTES)
+		head_len = WC_HEADER_BYTES;
+	if (head_len > size)
+		head_len = (size_t)size;
+	uint8_t *head = malloc(head_len), *tail = NULL;
+	if (!head)
+		return wc_fail(WC_E_NOMEM, "out of memory reading the header of %s", path);
+	wc_err e = wc_source_read(c->src_bytes, head, head_len, 0, "header");
+	if (!e) {
+		memcpy(hdr, head, sizeof hdr);
+		e = wc_header_decode(hdr, size, &c->h);
+	}
+	if (e) {
+		free(head);
 		return e;
-
-	/* Everything but the payloads is read into memory and hashed. */
+	}
 	uint8_t *tables = NULL, *index = NULL, *meta = NULL;
 	c->prefix = malloc(c->h.prefix_len);
 	tables = malloc(c->h.tables_len ? c->h.tables_len : 1);
@@ -189,12 +207,34 @@ static wc_err load(wc_container *c, const char *path, int names)
 		e = wc_fail(WC_E_NOMEM, "out of memory reading the index of %s", path);
 		goto out;
 	}
-	if ((e = wc_source_read(c->src_bytes, c->prefix, c->h.prefix_len, c->h.prefix_off, "prefix")) ||
-	    (e = wc_source_read(c->src_bytes, tables, c->h.tables_len, c->h.tables_off, "frequency tables")) ||
-	    (e = wc_source_read(c->src_bytes, c->dicts, c->h.dicts_len, c->h.dicts_off, "dictionaries")) ||
-	    (e = wc_source_read(c->src_bytes, index, c->h.index_len, c->h.index_off, "tile index")) ||
-	    (e = wc_source_read(c->src_bytes, meta, c->h.meta_len, c->h.meta_off, "metadata")))
+	if (c->h.prefix_off + c->h.prefix_len <= head_len)
+		memcpy(c->prefix, head + c->h.prefix_off, c->h.prefix_len);
+	else if ((e = wc_source_read(c->src_bytes, c->prefix, c->h.prefix_len, c->h.prefix_off, "prefix")))
 		goto out;
+	/* tables, dictionaries, index and metadata: [tables_off, size) */
+	const uint64_t tail_off = c->h.tables_off;
+	const struct { uint8_t *dst; uint64_t off, len; } part[] = {
+		{ tables, c->h.tables_off, c->h.tables_len }, { c->dicts, c->h.dicts_off, c->h.dicts_len },
+		{ index, c->h.index_off, c->h.index_len }, { meta, c->h.meta_off, c->h.meta_len } };
+	int one_read = tail_off <= size;
+	for (size_t k = 0; k < sizeof part / sizeof part[0] && one_read; k++)
+		one_read = !part[k].len ||
+			   (part[k].off >= tail_off && part[k].off <= size && part[k].len <= size - part[k].off);
+	if (one_read && !(tail = malloc(size - tail_off ? (size_t)(size - tail_off) : 1))) {
+		e = wc_fail(WC_E_NOMEM, "out of memory reading the index of %s", path);
+		goto out;
+	}
+	if (one_read && (e = wc_source_read(c->src_bytes, tail, (size_t)(size - tail_off), tail_off, "index")))
+		goto out;
+	static const char *const names_of[] = { "frequency tables", "dictionaries", "tile index", "metadata" };
+	for (size_t k = 0; k < sizeof part / sizeof part[0]; k++) {
+		if (!part[k].len)
+			continue;
+		if (one_read)
+			memcpy(part[k].dst, tail + (part[k].off - tail_off), (size_t)part[k].len);
+		else if ((e = wc_source_read(c->src_bytes, part[k].dst, (size_t)part[k].len, part[k].off, names_of[k])))
+			goto out;
+	}
 
 	XXH3_state_t *hs = XXH3_createState();
 	if (!hs) {
@@ -225,6 +265,8 @@ static wc_err load(wc_container *c, const char *path, int names)
 	    !(e = build_lossy_jobs(c)))
 		e = build_name_index(c);
 out:
+	free(head);
+	free(tail);
 	free(tables);
 	free(index);
 	free(meta);
@@ -305,6 +347,7 @@ static wc_err open_path(const char *path, int names, wc_container **out)
 }
 
 wc_err wc_container_open(const char *path, wc_container **out) { return open_path(path, 1, out); }
+wc_err wc_container_open_source(wc_source *src, wc_container **out) { return open_container(src, 1, out); }
 wc_err wc_container_open_tiles(const char *path, wc_container **out) { return open_path(path, 0, out); }
 
 void wc_container_retain(wc_container *c) { atomic_fetch_add(&c->refs, 1); }
@@ -409,6 +452,19 @@ wc_err wc_container_read_payload(const wc_container *c, uint32_t i, uint8_t *buf
 	if (e)
 		return e;
 	return wc_container_check_payload(c, i, buf);
+}
+
+wc_err wc_container_read_payloads(const wc_container *c, uint32_t first, uint32_t last, uint8_t *buf)
+{
+	if (first > last || last >= c->h.ntiles)
+		return wc_fail(WC_E_RANGE, "tiles %u..%u of %u", first, last, c->h.ntiles);
+	const wc_tile_info *a = &c->tiles[first], *b = &c->tiles[last];
+	char what[48];
+	snprintf(what, sizeof what, "tiles %u..%u", first, last);
+	wc_err e = wc_source_read(c->src_bytes, buf, (size_t)(b->coff + b->csize - a->coff), a->coff, what);
+	for (uint32_t i = first; e == WC_OK && i <= last; i++)
+		e = wc_container_check_payload(c, i, buf + (c->tiles[i].coff - a->coff));
+	return e;
 }
 
 wc_err wc_container_check_payload(const wc_container *c, uint32_t i, const uint8_t *buf)

@@ -13,20 +13,42 @@
 #include "engine/threadpool.h"
 
 #define PLAIN_PIECE ((uint64_t)8 << 20) /* bytes of a plain file per task */
+/* A plain file's ranges under PLAIN_SMALL bytes (tensors of a model with
+ * many small ones) are read together where they lie within PLAIN_GAP of
+ * each other: one read (one request to an object store) for many, into a
+ * buffer, then copied; larger ranges are read straight into place. */
+#define PLAIN_SMALL ((uint64_t)1 << 20)
+#define PLAIN_GAP ((uint64_t)64 << 10)
 
-/* One task: one tile of a .wcodec file, or up to PLAIN_PIECE bytes of a
- * plain one, for one range. */
+/* Payload bytes one task reads at most: a run of consecutive tiles read at
+ * once (one request to an object store, whose latency would otherwise be
+ * paid per tile). */
+#define RUN_BYTES ((uint64_t)8 << 20)
+
+/* A tile some range needs: the plan sorts these by (file, tile, range), so
+ * a tile several ranges need (tensors sharing a tile) is read and decoded
+ * once for all of them. */
+typedef struct tile_use {
+	uint32_t file, tile, range;
+} tile_use;
+
+/* One task: a run of consecutive tiles of one .wcodec file (uses[first,
+ * first + n)); up to PLAIN_PIECE bytes of a plain file for one range; or
+ * the small ranges small[first, first + n) of a plain file read at once. */
+enum { TASK_TILES, TASK_PLAIN, TASK_PLAIN_SMALL };
 typedef struct load_task {
-	uint32_t range;
-	uint32_t tile;    /* .wcodec: the tile */
-	uint64_t off;     /* plain: data-section offset of the piece */
-	uint64_t len;     /* plain: bytes */
-	const uint8_t *payload; /* the tile's payload in a caller's run, or NULL: read it */
+	int kind;
+	size_t first, n;        /* TASK_TILES: its uses; TASK_PLAIN_SMALL: its ranges in small[] */
+	const uint8_t *payload; /* TASK_TILES from payload runs: the tile's payload (one tile a task) */
+	uint32_t range;         /* TASK_PLAIN: the range */
+	uint64_t off, len;      /* plain: data-section bytes read */
 } load_task;
 
 typedef struct load_job {
 	wc_tensor_file *const *files;
 	const wc_load_range *ranges;
+	tile_use *uses;
+	uint32_t *small; /* small plain ranges, by file and offset */
 	load_task *tasks;
 	atomic_int failed;
 	pthread_mutex_t mu;
@@ -64,34 +86,80 @@ static void fail_task(load_job *j, wc_err e, const wc_tensor_file *f, const char
 	atomic_store(&j->failed, 1);
 }
 
-static void run_tile(load_job *j, const load_task *t)
+/* Tile k, needed by the uses u[0..n) (all of tile k), decoded from payload
+ * into their ranges: straight into the destination when one range takes
+ * the whole tile, else once into *tmp and copied to each. */
+static wc_err decode_tile(load_job *j, wc_container *c, uint32_t k, const tile_use *u, size_t n, const uint8_t *payload,
+			  uint8_t **tmp)
 {
-	const wc_load_range *r = &j->ranges[t->range];
-	wc_tensor_file *f = j->files[r->file];
-	wc_container *c = wc_tensor_file_container(f);
-	const wc_tile_info *ti = wc_container_tile(c, t->tile);
+	const wc_tile_info *ti = wc_container_tile(c, k);
 	size_t plen;
 	wc_container_prefix(c, &plen);
 	const uint64_t tbeg = ti->voff - plen, tend = tbeg + ti->dsize;
-	const uint64_t beg = r->offset > tbeg ? r->offset : tbeg;
-	const uint64_t end = r->offset + r->length < tend ? r->offset + r->length : tend;
-	const int whole = beg == tbeg && end == tend;
-	uint8_t *payload = t->payload ? NULL : malloc(ti->csize ? ti->csize : 1);
-	uint8_t *tmp = whole ? NULL : malloc(ti->dsize ? ti->dsize : 1);
+	const wc_load_range *r0 = &j->ranges[u[0].range];
+	if (n == 1 && r0->offset <= tbeg && r0->offset + r0->length >= tend)
+		return wc_container_decode_tile(c, k, payload, (uint8_t *)r0->dst + (tbeg - r0->offset));
+	if (!*tmp && !(*tmp = malloc(wc_container_tile_size(c))))
+		return wc_fail(WC_E_NOMEM, "tile %u: a buffer of %u bytes", k, ti->dsize);
+	wc_err e = wc_container_decode_tile(c, k, payload, *tmp);
+	for (size_t i = 0; e == WC_OK && i < n; i++) {
+		const wc_load_range *r = &j->ranges[u[i].range];
+		const uint64_t beg = r->offset > tbeg ? r->offset : tbeg;
+		const uint64_t end = r->offset + r->length < tend ? r->offset + r->length : tend;
+		memcpy((uint8_t *)r->dst + (beg - r->offset), *tmp + (beg - tbeg), (size_t)(end - beg));
+	}
+	return e;
+}
+
+static void run_tiles(load_job *j, const load_task *t)
+{
+	const tile_use *u = &j->uses[t->first], *last = &u[t->n - 1];
+	wc_tensor_file *f = j->files[u->file];
+	wc_container *c = wc_tensor_file_container(f);
+	const wc_tile_info *a = wc_container_tile(c, u->tile), *b = wc_container_tile(c, last->tile);
+	uint8_t *payloads = t->payload ? NULL : malloc((size_t)(b->coff + b->csize - a->coff) + 1);
+	uint8_t *tmp = NULL;
+	uint32_t k = u->tile;
 	wc_err e;
-	if ((!t->payload && !payload) || (!whole && !tmp)) {
-		e = wc_fail(WC_E_NOMEM, "tile %u: buffers of %u and %u bytes", t->tile, ti->csize, ti->dsize);
-	} else if ((e = t->payload ? wc_container_check_payload(c, t->tile, t->payload)
-				   : wc_container_read_payload(c, t->tile, payload)) == WC_OK) {
-		uint8_t *out = whole ? (uint8_t *)r->dst + (tbeg - r->offset) : tmp;
-		e = wc_container_decode_tile(c, t->tile, t->payload ? t->payload : payload, out);
-		if (e == WC_OK && !whole)
-			memcpy((uint8_t *)r->dst + (beg - r->offset), tmp + (beg - tbeg), (size_t)(end - beg));
+	if (!t->payload && !payloads)
+		e = wc_fail(WC_E_NOMEM, "tiles %u..%u: a buffer of %llu bytes", u->tile, last->tile,
+			    (unsigned long long)(b->coff + b->csize - a->coff));
+	else if (t->payload)
+		e = wc_container_check_payload(c, k, t->payload);
+	else if ((e = wc_container_read_payloads(c, u->tile, last->tile, payloads)) == WC_E_CORRUPT)
+		for (uint32_t x = u->tile; x <= last->tile; x++) /* name the damaged tile's tensor */
+			if (wc_container_check_payload(c, x, payloads + (wc_container_tile(c, x)->coff - a->coff))) {
+				k = x;
+				break;
+			}
+	for (size_t i = 0; e == WC_OK && i < t->n;) {
+		size_t m = 1;
+		k = u[i].tile;
+		while (i + m < t->n && u[i + m].tile == k)
+			m++;
+		e = decode_tile(j, c, k, &u[i], m,
+				t->payload ? t->payload : payloads + (wc_container_tile(c, k)->coff - a->coff), &tmp);
+		i += m;
 	}
 	if (e != WC_OK)
-		fail_task(j, e, f, wc_container_tensor(c, ti->tensor)->name);
-	free(payload);
+		fail_task(j, e, f, wc_container_tensor(c, wc_container_tile(c, k)->tensor)->name);
+	free(payloads);
 	free(tmp);
+}
+
+static void run_small(load_job *j, const load_task *t)
+{
+	wc_tensor_file *f = j->files[j->ranges[j->small[t->first]].file];
+	uint8_t *buf = malloc((size_t)t->len + 1);
+	wc_err e = buf ? wc_tensor_file_read_data(f, buf, (size_t)t->len, t->off)
+		       : wc_fail(WC_E_NOMEM, "a buffer of %llu bytes", (unsigned long long)t->len);
+	for (size_t i = 0; e == WC_OK && i < t->n; i++) {
+		const wc_load_range *r = &j->ranges[j->small[t->first + i]];
+		memcpy(r->dst, buf + (r->offset - t->off), (size_t)r->length);
+	}
+	if (e != WC_OK)
+		fail_task(j, e, f, NULL);
+	free(buf);
 }
 
 static void run_task(void *arg, size_t i)
@@ -100,12 +168,16 @@ static void run_task(void *arg, size_t i)
 	if (atomic_load_explicit(&j->failed, memory_order_relaxed))
 		return;
 	const load_task *t = &j->tasks[i];
-	const wc_load_range *r = &j->ranges[t->range];
-	wc_tensor_file *f = j->files[r->file];
-	if (wc_tensor_file_container(f)) {
-		run_tile(j, t);
+	if (t->kind == TASK_TILES) {
+		run_tiles(j, t);
 		return;
 	}
+	if (t->kind == TASK_PLAIN_SMALL) {
+		run_small(j, t);
+		return;
+	}
+	const wc_load_range *r = &j->ranges[t->range];
+	wc_tensor_file *f = j->files[r->file];
 	wc_err e = wc_tensor_file_read_data(f, (uint8_t *)r->dst + (t->off - r->offset), (size_t)t->len, t->off);
 	if (e != WC_OK)
 		fail_task(j, e, f, NULL);
@@ -125,42 +197,120 @@ const void *wc_payload_run_find(wc_tensor_file *const *files, const wc_payload_r
 	return NULL;
 }
 
-/* Check the ranges and count (tasks NULL) or fill the tasks; with runs,
- * every tile's payload must be in one. */
-static wc_err plan(wc_tensor_file *const *files, size_t nfiles, const wc_payload_run *runs, size_t nruns,
-		   int from_runs, const wc_load_range *ranges, size_t n, load_task *tasks, size_t *ntasks)
+/* The ranges small_order compares by (file, offset): qsort takes no
+ * context, so the plans that sort take turns. */
+static pthread_mutex_t g_sort_mu = PTHREAD_MUTEX_INITIALIZER;
+static const wc_load_range *g_sort_ranges;
+
+static int small_order(const void *x, const void *y)
 {
-	size_t k = 0;
+	const wc_load_range *a = &g_sort_ranges[*(const uint32_t *)x], *b = &g_sort_ranges[*(const uint32_t *)y];
+	if (a->file != b->file)
+		return a->file < b->file ? -1 : 1;
+	return a->offset < b->offset ? -1 : a->offset > b->offset;
+}
+
+static int use_order(const void *x, const void *y)
+{
+	const tile_use *a = x, *b = y;
+	if (a->file != b->file)
+		return a->file < b->file ? -1 : 1;
+	if (a->tile != b->tile)
+		return a->tile < b->tile ? -1 : 1;
+	return a->range < b->range ? -1 : a->range > b->range;
+}
+
+/* Check the ranges and plan j's tasks (j->uses, j->tasks, *ntasks): plain
+ * pieces, and runs of the tiles the ranges need, each tile once; with runs,
+ * every tile's payload must be in one and a task is one tile. */
+static wc_err plan(load_job *j, size_t nfiles, const wc_payload_run *runs, size_t nruns, int from_runs, size_t n,
+		   size_t *ntasks)
+{
+	wc_tensor_file *const *files = j->files;
+	const wc_load_range *ranges = j->ranges;
+	size_t nuses = 0, npieces = 0;
 	for (size_t i = 0; i < n; i++) {
 		const wc_load_range *r = &ranges[i];
 		wc_err e = wc_load_range_check(files, nfiles, ranges, i);
 		if (e != WC_OK)
 			return e;
-		const wc_tensor_file *f = files[r->file];
 		if (r->length == 0)
 			continue;
-		wc_container *c = wc_tensor_file_container(f);
-		if (!c) {
-			for (uint64_t o = r->offset; o < r->offset + r->length; o += PLAIN_PIECE, k++) {
-				if (!tasks)
-					continue;
+		uint32_t first, last;
+		if (!wc_tensor_file_container(files[r->file]))
+			npieces += r->length < PLAIN_SMALL ? 1 : (size_t)((r->length + PLAIN_PIECE - 1) / PLAIN_PIECE);
+		else if ((e = wc_tensor_file_tiles(files[r->file], r->offset, r->length, &first, &last)) != WC_OK)
+			return e;
+		else
+			nuses += last - first + 1u;
+	}
+	j->uses = malloc((nuses ? nuses : 1) * sizeof *j->uses);
+	j->small = malloc((npieces ? npieces : 1) * sizeof *j->small);
+	j->tasks = malloc((nuses + npieces ? nuses + npieces : 1) * sizeof *j->tasks);
+	if (!j->uses || !j->small || !j->tasks)
+		return wc_fail(WC_E_NOMEM, "load: %zu tiles and %zu pieces to read", nuses, npieces);
+	size_t u = 0, k = 0, nsmall = 0;
+	for (size_t i = 0; i < n; i++) {
+		const wc_load_range *r = &ranges[i];
+		if (r->length == 0)
+			continue;
+		if (!wc_tensor_file_container(files[r->file])) {
+			if (r->length < PLAIN_SMALL) {
+				j->small[nsmall++] = (uint32_t)i;
+				continue;
+			}
+			for (uint64_t o = r->offset; o < r->offset + r->length; o += PLAIN_PIECE) {
 				uint64_t left = r->offset + r->length - o;
-				tasks[k] = (load_task){ .range = (uint32_t)i, .off = o,
-							.len = left < PLAIN_PIECE ? left : PLAIN_PIECE };
+				j->tasks[k++] = (load_task){ .kind = TASK_PLAIN, .range = (uint32_t)i, .off = o,
+							     .len = left < PLAIN_PIECE ? left : PLAIN_PIECE };
 			}
 			continue;
 		}
 		uint32_t first, last;
-		if ((e = wc_tensor_file_tiles(f, r->offset, r->length, &first, &last)) != WC_OK)
-			return e;
-		for (uint32_t t = first; t <= last; t++, k++) {
-			const uint8_t *p = from_runs ? wc_payload_run_find(files, runs, nruns, r->file, t) : NULL;
-			if (from_runs && !p)
-				return wc_fail(WC_E_INVAL, "%s: tile %u (range %zu) is in none of the %zu payload runs",
-					       wc_tensor_file_path(f), t, i, nruns);
-			if (tasks)
-				tasks[k] = (load_task){ .range = (uint32_t)i, .tile = t, .payload = p };
+		wc_tensor_file_tiles(files[r->file], r->offset, r->length, &first, &last);
+		for (uint32_t t = first; t <= last; t++)
+			j->uses[u++] = (tile_use){ .file = r->file, .tile = t, .range = (uint32_t)i };
+	}
+	pthread_mutex_lock(&g_sort_mu);
+	g_sort_ranges = ranges;
+	qsort(j->small, nsmall, sizeof *j->small, small_order);
+	pthread_mutex_unlock(&g_sort_mu);
+	for (size_t i = 0; i < nsmall;) { /* small ranges within PLAIN_GAP of each other, up to PLAIN_PIECE */
+		const wc_load_range *a = &ranges[j->small[i]];
+		uint64_t end = a->offset + a->length;
+		size_t m = 1;
+		for (; i + m < nsmall; m++) {
+			const wc_load_range *b = &ranges[j->small[i + m]];
+			uint64_t e2 = b->offset + b->length > end ? b->offset + b->length : end;
+			if (b->file != a->file || b->offset > end + PLAIN_GAP || e2 - a->offset > PLAIN_PIECE)
+				break;
+			end = e2;
 		}
+		j->tasks[k++] = (load_task){ .kind = TASK_PLAIN_SMALL, .first = i, .n = m, .off = a->offset,
+					     .len = end - a->offset };
+		i += m;
+	}
+	qsort(j->uses, nuses, sizeof *j->uses, use_order);
+	for (size_t i = 0; i < nuses;) {
+		const tile_use *a = &j->uses[i];
+		const wc_container *c = wc_tensor_file_container(files[a->file]);
+		const uint8_t *p = from_runs ? wc_payload_run_find(files, runs, nruns, a->file, a->tile) : NULL;
+		if (from_runs && !p)
+			return wc_fail(WC_E_INVAL, "%s: tile %u (range %u) is in none of the %zu payload runs",
+				       wc_tensor_file_path(files[a->file]), a->tile, a->range, nruns);
+		size_t m = 1; /* this tile's uses, then the next tiles' while they follow it in the file */
+		for (; i + m < nuses; m++) {
+			const tile_use *b = &j->uses[i + m], *prev = b - 1;
+			if (b->file != a->file)
+				break;
+			if (b->tile == prev->tile)
+				continue;
+			const wc_tile_info *ta = wc_container_tile(c, a->tile), *tb = wc_container_tile(c, b->tile);
+			if (from_runs || b->tile != prev->tile + 1 || tb->coff + tb->csize - ta->coff > RUN_BYTES)
+				break;
+		}
+		j->tasks[k++] = (load_task){ .kind = TASK_TILES, .first = i, .n = m, .payload = p };
+		i += m;
 	}
 	*ntasks = k;
 	return WC_OK;
@@ -183,30 +333,28 @@ wc_err wc_payload_runs_check(wc_tensor_file *const *files, size_t nfiles, const 
 static wc_err load(wc_tensor_file *const *files, size_t nfiles, const wc_payload_run *runs, size_t nruns,
 		   int from_runs, const wc_load_range *ranges, size_t n)
 {
-	size_t ntasks;
+	size_t ntasks = 0;
+	load_job j = { .files = files, .ranges = ranges };
 	wc_err e = wc_payload_runs_check(files, nfiles, runs, nruns);
 	if (e == WC_OK)
-		e = plan(files, nfiles, runs, nruns, from_runs, ranges, n, NULL, &ntasks);
-	if (e != WC_OK || ntasks == 0)
-		return e;
-	load_job j = { .files = files, .ranges = ranges };
-	j.tasks = malloc(ntasks * sizeof *j.tasks);
-	if (!j.tasks)
-		return wc_fail(WC_E_NOMEM, "load: %zu tasks", ntasks);
-	plan(files, nfiles, runs, nruns, from_runs, ranges, n, j.tasks, &ntasks);
-	atomic_init(&j.failed, 0);
-	pthread_mutex_init(&j.mu, NULL);
-	pthread_once(&g_once, start_pool);
-	if (g_pool)
-		wc_threadpool_run(g_pool, run_task, &j, ntasks);
-	else
-		for (size_t i = 0; i < ntasks; i++)
-			run_task(&j, i);
-	pthread_mutex_destroy(&j.mu);
+		e = plan(&j, nfiles, runs, nruns, from_runs, n, &ntasks);
+	if (e == WC_OK && ntasks) {
+		atomic_init(&j.failed, 0);
+		pthread_mutex_init(&j.mu, NULL);
+		pthread_once(&g_once, start_pool);
+		if (g_pool)
+			wc_threadpool_run(g_pool, run_task, &j, ntasks);
+		else
+			for (size_t i = 0; i < ntasks; i++)
+				run_task(&j, i);
+		pthread_mutex_destroy(&j.mu);
+		if (j.err != WC_OK)
+			e = wc_fail(j.err, "%s", j.why);
+	}
+	free(j.uses);
+	free(j.small);
 	free(j.tasks);
-	if (j.err != WC_OK)
-		return wc_fail(j.err, "%s", j.why);
-	return WC_OK;
+	return e;
 }
 
 wc_err wc_load_host(wc_tensor_file *const *files, size_t nfiles, const wc_load_range *ranges, size_t n)

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "container/container_source.h"
 #include "container/safetensors.h"
 #include "source/source.h"
 
@@ -67,8 +68,7 @@ wc_err wc_tensor_file_open(const char *path, wc_tensor_file **out)
 	char magic[8] = { 0 };
 	if (wc_source_size(src) >= sizeof magic && wc_source_read(src, magic, sizeof magic, 0, "magic") == WC_OK &&
 	    memcmp(magic, WC_MAGIC, sizeof magic) == 0) {
-		wc_source_close(src);
-		e = wc_container_open(path, &f->c);
+		e = wc_container_open_source(src, &f->c); /* takes src */
 	} else {
 		f->src = src;
 		e = open_plain(f, path);
@@ -184,16 +184,17 @@ wc_err wc_tensor_file_tile_extent(const wc_tensor_file *f, uint32_t first, uint3
 
 wc_err wc_tensor_file_read_payloads(const wc_tensor_file *f, uint32_t first, uint32_t last, void *dst)
 {
-	uint64_t base, len;
-	wc_err e = wc_tensor_file_tile_extent(f, first, last, NULL, NULL, &base, &len);
-	if (e)
+	uint64_t base;
+	wc_err e = wc_tensor_file_tile_extent(f, first, last, NULL, NULL, &base, NULL);
+	if (e || !(e = wc_container_read_payloads(f->c, first, last, dst)))
 		return e;
-	for (uint32_t k = first; k <= last; k++) {
+	/* Name the damaged tile's tensor: the first tile whose payload fails. */
+	for (uint32_t k = first; e == WC_E_CORRUPT && k <= last; k++) {
 		const wc_tile_info *x = wc_container_tile(f->c, k);
-		if ((e = wc_container_read_payload(f->c, k, (uint8_t *)dst + (x->coff - base))))
+		if (wc_container_check_payload(f->c, k, (const uint8_t *)dst + (x->coff - base)))
 			return wc_fail_context(e, "%s: tensor '%s'", f->path, wc_container_tensor(f->c, x->tensor)->name);
 	}
-	return WC_OK;
+	return wc_fail_context(e, "%s", f->path);
 }
 
 wc_err wc_tensor_file_tile_span(const wc_tensor_file *f, uint64_t off, uint64_t len, uint64_t *span_off,

@@ -29,6 +29,7 @@ wc_err wc_source_read(wc_source *s, void *buf, size_t len, uint64_t off, const c
 }
 
 uint64_t wc_source_size(const wc_source *s) { return s->size; }
+size_t wc_source_read_ahead(const wc_source *s) { return s->read_ahead; }
 const char *wc_source_name(const wc_source *s) { return s->name; }
 
 wc_err wc_source_set_path(wc_source *s, const char *path)

@@ -35,6 +35,12 @@ wc_err wc_source_open(const char *name, wc_source **out);
  * naming the source). */
 wc_err wc_source_read(wc_source *s, void *buf, size_t len, uint64_t off, const char *what);
 
+/* Bytes worth reading at once where a reader is unsure how much it will
+ * need (a container's header and prefix): 0 for a local file, where each
+ * read costs little; 64 KiB for an object store, where each costs a
+ * request's latency. */
+size_t wc_source_read_ahead(const wc_source *s);
+
 /* The size in bytes, as when opened. */
 uint64_t wc_source_size(const wc_source *s);
 

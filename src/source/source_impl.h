@@ -16,6 +16,7 @@ struct wc_source {
 	const wc_source_ops *ops;
 	char *name;
 	uint64_t size;
+	size_t read_ahead; /* wc_source_read_ahead */
 };
 
 /* An object of an S3-compatible store, "s3://BUCKET/KEY" (source_s3.c). */

@@ -205,6 +205,7 @@ wc_err wc_source_open_s3(const char *uri, wc_source **out)
 		return wc_fail(WC_E_NOMEM, "out of memory");
 	}
 	s->base.ops = &s3_ops;
+	s->base.read_ahead = (size_t)64 << 10;
 	pthread_mutex_init(&s->mu, NULL);
 	char bucket[256];
 	wc_err e = WC_OK;
