@@ -38,7 +38,7 @@ fail() { echo "demo.sh: FAILED: $*" >&2; exit 1; }
 # ---- 1. packages ----------------------------------------------------------------
 pkgs="build-essential autoconf automake libtool pkg-config autoconf-archive
       libfuse3-dev fuse3 libzstd-dev zstd libjansson-dev check libsubunit-dev libsystemd-dev
-      libxxhash-dev libpng-dev libjpeg-dev libcurl4-openssl-dev libinih-dev python3 python3-numpy python3-pil"
+      libxxhash-dev libpng-dev libjpeg-dev libcurl4-openssl-dev libinih-dev libexpat1-dev python3 python3-numpy python3-pil"
 step "Debian packages"
 missing=$(for p in $pkgs; do dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "ok installed" || echo "$p"; done)
 # npm: Debian's package unless an npm is already installed (e.g. with Node.js

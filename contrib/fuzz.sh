@@ -35,7 +35,7 @@ mkdir -p "$top/build/fuzz" && cd "$top/build/fuzz"
 	CFLAGS="-g -O1 -fsanitize=fuzzer-no-link $san" >configure.out
 make -j"$(nproc)" libwcodec.la >/dev/null
 var() { sed -n "s/^$1 = //p" Makefile; }
-libs="$(var ZSTD_LIBS) $(var JANSSON_LIBS) $(var XXHASH_LIBS) $(var PNG_LIBS) $(var JPEG_LIBS) $(var CURL_LIBS) $(var INIH_LIBS) -lm -pthread"
+libs="$(var ZSTD_LIBS) $(var JANSSON_LIBS) $(var XXHASH_LIBS) $(var PNG_LIBS) $(var JPEG_LIBS) $(var CURL_LIBS) $(var INIH_LIBS) $(var EXPAT_LIBS) -lm -pthread"
 cflags="$(var ZSTD_CFLAGS) $(var JANSSON_CFLAGS) $(var XXHASH_CFLAGS)"
 
 rc=0

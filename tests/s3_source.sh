@@ -4,7 +4,8 @@
 # SigV4 signing:
 #  - wcodec info, verify, cat and unpack of s3://BUCKET/KEY give what they
 #    give for the local file; wcodec.numpy loads packed and plain objects
-#    equal to the original;
+#    equal to the original; a prefix of shards is listed (ListObjectsV2)
+#    and loaded by wcodec.torch.load_checkpoint("s3://BUCKET/PREFIX/");
 #  - a missing object is an error naming HTTP 404; an unknown access key one
 #    naming HTTP 403, and the secret appears in no message;
 #  - a damaged object is reported damaged by verify and never read as bytes
@@ -58,6 +59,13 @@ b = bytearray(open(sys.argv[1], "rb").read())
 b[struct.unpack_from("<Q", b, 64)[0] + 50] ^= 0x04   # a byte of the first payload
 open(sys.argv[1], "wb").write(b)
 PY
+"$PYTHON3" "$top_srcdir/tests/gen_safetensors.py" --profile weights --dtype F16 --params 200000 --seed 5 \
+	"$T/b.safetensors" || fail "gen"
+"$WCODEC" pack -q "$T/b.safetensors" "$T/b.wcodec" || fail "pack"
+put "$T/a.wcodec" "ckpt/model-1.wcodec"
+put "$T/b.wcodec" "ckpt/model-2.wcodec"
+put "$T/a.safetensors" "ckpt/sub/ignored.safetensors"
+echo '{}' >"$T/config.json" && put "$T/config.json" "ckpt/config.json"
 put "$T/a.wcodec" "dir/a.wcodec"
 put "$T/a.safetensors" "dir/plain.safetensors"
 put "$T/bad.wcodec" "dir/bad.wcodec"
@@ -95,7 +103,43 @@ with wn.safe_open("s3://models/dir/a.wcodec", framework="np") as f:
     name = max(f.keys(), key=lambda k: want[k].size)
     assert np.array_equal(f.get_slice(name)[3:7], want[name][3:7])
 PY
-	echo "# wcodec.numpy: packed and plain objects, a slice"
+	"$PYTHON3" - "$T/a.safetensors" "$T/b.safetensors" <<'PY' || fail "load_checkpoint of an s3:// prefix"
+import sys
+import numpy as np
+import wcodec.numpy as wn
+from wcodec import WcodecError
+from wcodec._file import TensorFile, list_objects, open_checkpoint_dir
+want = {**wn.load_file(sys.argv[1]), **wn.load_file(sys.argv[2])}
+paths, _ = open_checkpoint_dir("s3://models/ckpt")
+assert paths == ["s3://models/ckpt/model-1.wcodec", "s3://models/ckpt/model-2.wcodec"], paths
+got = {}
+for p in paths:
+    got.update(wn.load_file(p))
+assert set(got) == set(want) and all(np.array_equal(got[k], want[k]) for k in want)
+keys = [k for k, _ in list_objects("s3://models/ckpt/")]
+assert keys == sorted(keys) and "ckpt/sub/ignored.safetensors" in keys and len(keys) == 4, keys
+try:
+    open_checkpoint_dir("s3://models/nothing/")
+    raise AssertionError("an empty prefix")
+except FileNotFoundError:
+    pass
+try:
+    list_objects("s3://no-such-bucket/x/")
+    raise AssertionError("a missing bucket listed")
+except WcodecError as e:
+    assert "404" in str(e), e
+PY
+	if "$PYTHON3" -c 'import torch' 2>/dev/null; then
+		"$PYTHON3" - "$T/a.safetensors" "$T/b.safetensors" <<'PY' || fail "wcodec.torch.load_checkpoint of s3://"
+import sys
+import torch
+import wcodec.torch as wt
+want = {**wt.load_file(sys.argv[1]), **wt.load_file(sys.argv[2])}
+got = wt.load_checkpoint("s3://models/ckpt/")
+assert set(got) == set(want) and all(torch.equal(got[k], want[k]) for k in want)
+PY
+	fi
+	echo "# wcodec.numpy: packed and plain objects, a slice; a checkpoint prefix listed and loaded"
 fi
 
 "$WCODEC" verify s3://models/dir/missing.wcodec 2>"$T/err" && fail "a missing object verified"

@@ -216,6 +216,40 @@ def load_cuda(files, items, gpu, staging_bytes=0, readers=0):
     return stats
 
 
+def list_objects(prefix):
+    """[(key, size)] of the objects under "s3://BUCKET/PREFIX", in key
+    order (wc_object_list). Raises WcodecError."""
+    found = []
+
+    def each(_ctx, key, size):
+        found.append((key.decode("utf-8", "surrogateescape"), size))
+        return 0
+    _lib.check(_lib.lib().wc_object_list(os.fspath(prefix).encode(), _lib.OBJECT_FN(each), None))
+    return found
+
+
+def _checkpoint_objects(prefix):
+    """open_checkpoint_dir for "s3://BUCKET/PREFIX/": the objects directly
+    under the prefix named *.wcodec or *.safetensors (a real X.safetensors
+    winning over X.wcodec, as in a directory), sorted."""
+    if not prefix.endswith("/"):
+        prefix += "/"
+    bucket = prefix[5:].split("/", 1)[0]
+    stems = {}
+    for key, _ in list_objects(prefix):
+        name = key.rsplit("/", 1)[-1]
+        if key.count("/") != prefix[5 + len(bucket) + 1:].count("/"):
+            continue  # deeper than the prefix
+        for suffix in (".safetensors", ".wcodec"):
+            if name.endswith(suffix):
+                stem = name[: -len(suffix)]
+                if suffix == ".safetensors" or stem not in stems:
+                    stems[stem] = f"s3://{bucket}/{key}"
+    if not stems:
+        raise FileNotFoundError(f"{prefix}: no *.safetensors or *.wcodec object")
+    return [stems[s] for s in sorted(stems)], None
+
+
 def open_checkpoint_dir(directory):
     """The checkpoint files of a model directory, as `wcodec pack -u` writes
     it or as Hugging Face saves it: the shards named by a
@@ -223,9 +257,13 @@ def open_checkpoint_dir(directory):
     is read from X.wcodec when only that exists), else every *.wcodec and
     *.safetensors file (a real X.safetensors wins over X.wcodec, as in the
     mount). Returns (paths, weight_map or None), the map's values resolved
-    to the paths. Raises FileNotFoundError when there is no checkpoint, or a
-    shard the index names is missing."""
+    to the paths. An "s3://BUCKET/PREFIX/" directory is the objects directly
+    under that prefix (its index is not read: every shard is loaded). Raises
+    FileNotFoundError when there is no checkpoint, or a shard the index
+    names is missing; WcodecError when a listing fails."""
     directory = os.fspath(directory)
+    if directory.startswith("s3://"):
+        return _checkpoint_objects(directory)
     idx = sorted(p for p in os.listdir(directory) if p.endswith(".safetensors.index.json"))
     if idx:
         with open(os.path.join(directory, idx[0]), encoding="utf-8") as fh:

@@ -108,6 +108,8 @@ STRUCTURES = (LossyDesc, LoadRange, PayloadRun, ImageInfo, PackOpts, CudaLoadOpt
 # ---- functions: name -> (restype, argtypes) ------------------------------
 
 _P = c.POINTER
+# wc_object_list's callback: (ctx, key, size) -> nonzero to stop
+OBJECT_FN = c.CFUNCTYPE(c.c_int, _vp, c.c_char_p, c.c_uint64)
 LIB_FUNCTIONS = {
     "wc_last_detail": (c.c_char_p, []),
     "wc_strerror": (c.c_char_p, [c.c_int]),
@@ -117,6 +119,7 @@ LIB_FUNCTIONS = {
     "wc_tensor_file_data_size": (c.c_uint64, [_vp]),
     "wc_tensor_file_container": (_vp, [_vp]),
     "wc_tensor_file_tile_span": (c.c_int, [_vp, c.c_uint64, c.c_uint64, _P(c.c_uint64), _P(c.c_uint64)]),
+    "wc_object_list": (c.c_int, [c.c_char_p, OBJECT_FN, _vp]),
     "wc_tensor_file_tiles": (c.c_int, [_vp, c.c_uint64, c.c_uint64, _P(c.c_uint32), _P(c.c_uint32)]),
     "wc_tensor_file_tile_extent": (c.c_int, [_vp, c.c_uint32, c.c_uint32, _P(c.c_uint64), _P(c.c_uint64),
                                              _P(c.c_uint64), _P(c.c_uint64)]),

@@ -43,6 +43,15 @@ void wc_tensor_file_close(wc_tensor_file *f);
  * Errors: WC_E_NOMEM. */
 wc_err wc_tensor_file_of_container(wc_container *c, const char *path, wc_tensor_file **out);
 
+/* The objects of an S3-compatible store under "s3://BUCKET/PREFIX" (what a
+ * checkpoint directory is there; wc_tensor_file_open takes each object's
+ * "s3://BUCKET/KEY"): fn(ctx, key, size in bytes) for each, in key order,
+ * every page of the listing (ListObjectsV2); fn returning nonzero stops it.
+ * Configuration and errors as for s3:// files (wcodec(1), OBJECT STORES):
+ * WC_E_INVAL (not an s3:// address), WC_E_UNSUPPORTED (a build without
+ * s3:// sources), WC_E_IO, WC_E_FORMAT (not a listing). */
+wc_err wc_object_list(const char *prefix_uri, int (*fn)(void *ctx, const char *key, uint64_t size), void *ctx);
+
 /* The safetensors JSON header exactly as in the (original) file, *len bytes
  * (padding spaces included), not NUL-terminated. Valid while f is open. */
 const char *wc_tensor_file_header(const wc_tensor_file *f, size_t *len);

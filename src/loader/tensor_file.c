@@ -234,3 +234,8 @@ wc_err wc_load_range_check(wc_tensor_file *const *files, size_t nfiles, const wc
 			       (unsigned long long)size);
 	return WC_OK;
 }
+
+wc_err wc_object_list(const char *prefix_uri, int (*fn)(void *ctx, const char *key, uint64_t size), void *ctx)
+{
+	return wc_source_list(prefix_uri, fn, ctx);
+}

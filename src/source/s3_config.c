@@ -137,14 +137,15 @@ wc_err wc_s3_config_load(wc_s3_config *c)
 	return WC_OK;
 }
 
-/* RFC 3986 percent-encoding of s (but '/') appended at out. */
-static size_t encode(const char *s, char *out)
+/* RFC 3986 percent-encoding of s (but '/' when keep_slash) at out (NULL:
+ * count only); returns the bytes. */
+static size_t encode_as(const char *s, char *out, int keep_slash)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	size_t n = 0;
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
 		if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' ||
-		    *p == '_' || *p == '.' || *p == '~' || *p == '/') {
+		    *p == '_' || *p == '.' || *p == '~' || (*p == '/' && keep_slash)) {
 			if (out)
 				out[n] = (char)*p;
 			n++;
@@ -158,6 +159,16 @@ static size_t encode(const char *s, char *out)
 		}
 	}
 	return n;
+}
+
+static size_t encode(const char *s, char *out) { return encode_as(s, out, 1); }
+
+char *wc_s3_query_encode(const char *s)
+{
+	char *out = malloc(encode_as(s, NULL, 0) + 1);
+	if (out)
+		out[encode_as(s, out, 0)] = '\0';
+	return out;
 }
 
 wc_err wc_s3_object_url(const wc_s3_config *c, const char *bucket, const char *key, char **url)

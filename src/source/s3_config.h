@@ -44,4 +44,9 @@ wc_err wc_s3_config_load(wc_s3_config *c);
  * Errors: WC_E_NOMEM. */
 wc_err wc_s3_object_url(const wc_s3_config *c, const char *bucket, const char *key, char **url);
 
+/* s percent-encoded for a query string value (RFC 3986: all but the
+ * unreserved characters, '/' too, as SigV4's canonical query wants),
+ * malloc'ed; NULL when out of memory. */
+char *wc_s3_query_encode(const char *s);
+
 #endif /* WC_S3_CONFIG_H */

@@ -14,7 +14,7 @@ wc_err wc_source_open(const char *name, wc_source **out)
 #else
 		*out = NULL;
 		return wc_fail(WC_E_UNSUPPORTED, "%s: this build reads no s3:// objects (configure found no libcurl "
-			       "7.75 or libinih)", name);
+			       "7.75, libinih or expat)", name);
 #endif
 	}
 	return wc_source_open_file(name, out);
@@ -46,5 +46,13 @@ void wc_source_close(wc_source *s)
 }
 
 #ifndef WC_S3
-const char *wc_source_s3_support(void) { return "none (built without libcurl and libinih)"; }
+const char *wc_source_s3_support(void) { return "none (built without libcurl, libinih and expat)"; }
+
+wc_err wc_source_list(const char *prefix_uri, int (*fn)(void *ctx, const char *key, uint64_t size), void *ctx)
+{
+	(void)fn;
+	(void)ctx;
+	return wc_fail(WC_E_UNSUPPORTED, "%s: this build lists no s3:// objects (configure found no libcurl 7.75, "
+		       "libinih or expat)", prefix_uri);
+}
 #endif

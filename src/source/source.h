@@ -55,6 +55,15 @@ wc_err wc_source_set_path(wc_source *s, const char *path);
 
 void wc_source_close(wc_source *s);
 
+/* The objects of an S3-compatible store whose keys start with PREFIX, for
+ * prefix_uri "s3://BUCKET/PREFIX" (ListObjectsV2, every page, in key
+ * order): fn(ctx, key, size) for each (the key without "s3://BUCKET/");
+ * fn returning nonzero stops the listing. Errors: WC_E_INVAL (not an
+ * s3:// address), WC_E_UNSUPPORTED (a build without s3:// sources), WC_E_IO
+ * (HTTP errors, as wc_source_read), WC_E_FORMAT (an answer that is not a
+ * listing). */
+wc_err wc_source_list(const char *prefix_uri, int (*fn)(void *ctx, const char *key, uint64_t size), void *ctx);
+
 /* What s3:// names are read with, for --version: "libcurl 7.88.1", or
  * "none (built without libcurl and libinih)". */
 const char *wc_source_s3_support(void);

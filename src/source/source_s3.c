@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "source/s3_config.h"
+#include "source/s3_list.h"
 
 #define POOL 16          /* idle easy handles kept */
 #define ATTEMPTS 5
@@ -30,7 +31,8 @@
 typedef struct s3_source {
 	struct wc_source base;
 	wc_s3_config cfg;
-	char *url;
+	char *url;         /* the object's; NULL for a listing client */
+	char bucket[256];
 	char sigv4[96];
 	struct curl_slist *headers;
 	pthread_mutex_t mu;
@@ -42,17 +44,29 @@ static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
 static CURLcode g_curl_init = CURLE_FAILED_INIT;
 static void curl_init_once(void) { g_curl_init = curl_global_init(CURL_GLOBAL_DEFAULT); }
 
-/* One request's body: into dst, at most cap bytes; more is an error. */
+/* One request's body: into dst, at most cap bytes, more being an error;
+ * or (grow) into a buffer grown up to LIST_MAX. */
+#define LIST_MAX ((size_t)64 << 20)
 typedef struct sink {
 	uint8_t *dst;
 	size_t cap, got;
-	int overflow;
+	int overflow, grow;
 } sink;
 
 static size_t on_body(char *p, size_t size, size_t n, void *ctx)
 {
 	sink *k = ctx;
 	size_t len = size * n;
+	if (k->grow && len > k->cap - k->got && k->got + len <= LIST_MAX) {
+		size_t cap = k->cap ? k->cap : 65536;
+		while (cap < k->got + len)
+			cap *= 2;
+		uint8_t *d = realloc(k->dst, cap);
+		if (!d)
+			return 0;
+		k->dst = d;
+		k->cap = cap;
+	}
 	if (len > k->cap - k->got) {
 		k->overflow = 1;
 		return 0; /* abort the transfer */
@@ -104,9 +118,12 @@ static int transient(CURLcode rc, long status)
 	       rc == CURLE_HTTP2_STREAM;
 }
 
-/* One request: HEAD (dst NULL; *length gets Content-Length) or a GET of
- * [off, off + len) into dst. Retries what transient() names. */
-static wc_err request(s3_source *s, uint8_t *dst, size_t len, uint64_t off, uint64_t *length, const char *what)
+/* One request to url: HEAD (dst and all NULL; *length gets Content-Length),
+ * a GET of [off, off + len) into dst, or (all) a whole GET answered 200
+ * into a buffer *all of *length bytes (malloc'ed; the caller frees it).
+ * Retries what transient() names. */
+static wc_err request(s3_source *s, const char *url, uint8_t *dst, size_t len, uint64_t off, uint64_t *length,
+		      uint8_t **all, const char *what)
 {
 	char range[64];
 	snprintf(range, sizeof range, "%llu-%llu", (unsigned long long)off, (unsigned long long)(off + len - 1));
@@ -116,8 +133,8 @@ static wc_err request(s3_source *s, uint8_t *dst, size_t len, uint64_t off, uint
 		CURL *h = take(s);
 		if (!h)
 			return wc_fail(WC_E_NOMEM, "%s: no curl handle", s->base.name);
-		sink k = { .dst = dst, .cap = dst ? len : 0 };
-		curl_easy_setopt(h, CURLOPT_URL, s->url);
+		sink k = { .dst = dst, .cap = dst ? len : 0, .grow = all != NULL };
+		curl_easy_setopt(h, CURLOPT_URL, url);
 		curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 		curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
 		curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L); /* a stalled transfer: under 1 KiB/s for 30 s */
@@ -130,8 +147,9 @@ static wc_err request(s3_source *s, uint8_t *dst, size_t len, uint64_t off, uint
 			curl_easy_setopt(h, CURLOPT_USERNAME, s->cfg.key_id);
 			curl_easy_setopt(h, CURLOPT_PASSWORD, s->cfg.secret);
 		}
-		if (dst) {
-			curl_easy_setopt(h, CURLOPT_RANGE, range);
+		if (dst || all) {
+			if (dst)
+				curl_easy_setopt(h, CURLOPT_RANGE, range);
 			curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
 			curl_easy_setopt(h, CURLOPT_WRITEDATA, &k);
 		} else {
@@ -143,10 +161,17 @@ static wc_err request(s3_source *s, uint8_t *dst, size_t len, uint64_t off, uint
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 		curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &clen);
 		give(s, h);
-		if (rc == CURLE_OK && !dst && status == 200 && clen >= 0) {
+		if (rc == CURLE_OK && !dst && !all && status == 200 && clen >= 0) {
 			*length = (uint64_t)clen;
 			return WC_OK;
 		}
+		if (rc == CURLE_OK && all && status == 200 && (clen < 0 || (uint64_t)clen == k.got)) {
+			*all = k.dst;
+			*length = k.got;
+			return WC_OK;
+		}
+		if (all)
+			free(k.dst);
 		/* 206 with the range, or 200 with the whole object when the range is all of it */
 		if (rc == CURLE_OK && dst && (status == 206 || (status == 200 && off == 0 && len == s->base.size)) &&
 		    k.got == len)
@@ -167,12 +192,13 @@ static wc_err request(s3_source *s, uint8_t *dst, size_t len, uint64_t off, uint
 			break;
 		sleep_ms(backoff);
 	}
-	return wc_fail(WC_E_IO, "%s: %s: %s", s->base.name, dst ? what : "HEAD", why);
+	return wc_fail(WC_E_IO, "%s: %s: %s", s->base.name, dst || all ? what : "HEAD", why);
 }
 
 static wc_err s3_read(wc_source *src, void *buf, size_t len, uint64_t off, const char *what)
 {
-	return request((s3_source *)src, buf, len, off, NULL, what);
+	s3_source *s = (s3_source *)src;
+	return request(s, s->url, buf, len, off, NULL, NULL, what);
 }
 
 static void s3_close(wc_source *src)
@@ -190,12 +216,15 @@ static void s3_close(wc_source *src)
 
 static const wc_source_ops s3_ops = { .read = s3_read, .close = s3_close };
 
-wc_err wc_source_open_s3(const char *uri, wc_source **out)
+/* The client for s3://BUCKET/KEY (KEY may be empty: a listing's prefix):
+ * its configuration, headers and URL; no request made yet. */
+static wc_err open_client(const char *uri, int want_key, s3_source **out)
 {
 	*out = NULL;
 	const char *b = uri + 5, *slash = strchr(b, '/');
-	if (strncmp(uri, "s3://", 5) || !slash || slash == b || !slash[1])
-		return wc_fail(WC_E_INVAL, "%s: not an object address (s3://BUCKET/KEY)", uri);
+	if (strncmp(uri, "s3://", 5) || !slash || slash == b || (want_key && !slash[1]))
+		return wc_fail(WC_E_INVAL, "%s: not an %s address (s3://BUCKET/%s)", uri, want_key ? "object" : "S3",
+			       want_key ? "KEY" : "PREFIX");
 	pthread_once(&g_curl_once, curl_init_once);
 	if (g_curl_init != CURLE_OK)
 		return wc_fail(WC_E_IO, "%s: libcurl: %s", uri, curl_easy_strerror(g_curl_init));
@@ -240,14 +269,71 @@ wc_err wc_source_open_s3(const char *uri, wc_source **out)
 		if (!s->headers)
 			e = wc_fail(WC_E_NOMEM, "out of memory");
 	}
-	if (!e)
-		e = request(s, NULL, 0, 0, &s->base.size, "size");
 	if (e) {
+		s3_close(&s->base);
+		return e;
+	}
+	snprintf(s->bucket, sizeof s->bucket, "%s", bucket);
+	*out = s;
+	return WC_OK;
+}
+
+wc_err wc_source_open_s3(const char *uri, wc_source **out)
+{
+	*out = NULL;
+	s3_source *s;
+	wc_err e = open_client(uri, 1, &s);
+	if (e)
+		return e;
+	if ((e = request(s, s->url, NULL, 0, 0, &s->base.size, NULL, "size"))) {
 		s3_close(&s->base);
 		return e;
 	}
 	*out = &s->base;
 	return WC_OK;
+}
+
+/* listing: the URL of one page of GET ?list-type=2 */
+static char *list_url(const s3_source *s, const char *prefix, const char *token)
+{
+	char *p = wc_s3_query_encode(prefix), *t = wc_s3_query_encode(token);
+	size_t need = strlen(s->cfg.endpoint) + strlen(s->bucket) + strlen(s->cfg.region) + (p ? strlen(p) : 0) +
+		      (t ? strlen(t) : 0) + 128;
+	char *u = p && t ? malloc(need) : NULL;
+	if (u) {
+		int n = s->cfg.endpoint[0] ? snprintf(u, need, "%s/%s?", s->cfg.endpoint, s->bucket)
+					   : snprintf(u, need, "https://%s.s3.%s.amazonaws.com/?", s->bucket, s->cfg.region);
+		snprintf(u + n, need - (size_t)n, "%s%s%slist-type=2&prefix=%s", token[0] ? "continuation-token=" : "",
+			 t, token[0] ? "&" : "", p);
+	}
+	free(p);
+	free(t);
+	return u;
+}
+
+wc_err wc_source_list(const char *prefix_uri, int (*fn)(void *ctx, const char *key, uint64_t size), void *ctx)
+{
+	s3_source *s;
+	wc_err e = open_client(prefix_uri, 0, &s);
+	if (e)
+		return e;
+	const char *prefix = strchr(prefix_uri + 5, '/') + 1;
+	char token[2048] = "";
+	for (int more = 1, stop = 0; !e && more && !stop;) {
+		char *url = list_url(s, prefix, token);
+		uint8_t *body = NULL;
+		uint64_t len = 0;
+		if (!url)
+			e = wc_fail(WC_E_NOMEM, "out of memory");
+		else if (!(e = request(s, url, NULL, 0, 0, &len, &body, "the listing")))
+			e = wc_s3_list_parse((const char *)body, (size_t)len, fn, ctx, &more, token, sizeof token, &stop);
+		free(url);
+		free(body);
+	}
+	if (e && strncmp(wc_last_detail(), prefix_uri, strlen(prefix_uri)))
+		wc_fail_context(e, "%s", prefix_uri);
+	s3_close(&s->base);
+	return e;
 }
 
 const char *wc_source_s3_support(void)
