@@ -87,7 +87,17 @@ import json, os, sys
 d = json.load(sys.stdin)
 assert d["file_bytes"] == os.path.getsize(sys.argv[1]) and d["decoded_bytes"] == os.path.getsize(sys.argv[2]), d
 ' "$T/a.wcodec" "$T/a.safetensors" || fail "info --json sizes"
-echo "# info, verify, cat, unpack of s3://models/dir/a.wcodec"
+"$WCODEC" verify s3://models/ckpt/ >"$T/v.txt" || fail "verify of a prefix: $(cat "$T/v.txt")"
+[ "$(grep -c ': OK' "$T/v.txt")" = 2 ] || fail "verify of a prefix: $(cat "$T/v.txt")"
+"$WCODEC" info --json s3://models/ckpt/ | "$PYTHON3" -c '
+import json, os, sys
+d = json.load(sys.stdin)
+assert [f["file"] for f in d["files"]] == ["s3://models/ckpt/model-1.wcodec", "s3://models/ckpt/model-2.wcodec"], d
+assert d["file_bytes"] == os.path.getsize(sys.argv[1]) + os.path.getsize(sys.argv[2]), d
+' "$T/a.wcodec" "$T/b.wcodec" || fail "info --json of a prefix"
+"$WCODEC" verify s3://models/nothing/ 2>"$T/err" && fail "verify of an empty prefix succeeded"
+grep -q "no .wcodec objects" "$T/err" || fail "empty prefix: $(cat "$T/err")"
+echo "# info, verify, cat, unpack of s3://models/dir/a.wcodec; info and verify of a prefix"
 
 if "$PYTHON3" -c 'import numpy' 2>/dev/null; then
 	. "$top_srcdir/tests/python_env.sh"

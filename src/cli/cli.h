@@ -103,6 +103,9 @@ char *cli_derive_output(const char *in, const char *from, const char *to, const 
 
 /* Whether path names an existing directory (following symlinks). */
 int cli_is_dir(const char *path);
+/* An object store's prefix: "s3://BUCKET/PREFIX/" (a trailing '/'), which
+ * cli_for_each_container walks like a directory. */
+int cli_is_prefix(const char *op);
 
 /* The entries of directory dir but "." and "..", sorted by name (strcmp,
  * not the locale, so runs are reproducible), as scandir(3): returns their
@@ -114,8 +117,9 @@ int cli_scandir(const char *dir, struct dirent ***ents);
 /* Call fn(ctx, path) for every container the operands ops[0..nops) name:
  * an operand that is a directory stands for every regular file named
  * *.wcodec or *.qvq under it, depth first in name order (symbolic links
- * are not followed: a link to a directory could loop); any other operand
- * is passed as it is (fn reports a missing one). An unreadable directory
+ * are not followed: a link to a directory could loop); an s3:// prefix
+ * (cli_is_prefix) for every *.wcodec object under it, in key order; any
+ * other operand is passed as it is (fn reports a missing one). An unreadable directory
  * or entry, and a directory holding no container, is reported on stderr
  * as "wcodec: CMD: PATH: reason" and counted. Returns that count (fn's own
  * failures are fn's to count). */

@@ -1,5 +1,6 @@
 /* cli_util.c - errors, sizes, the progress bar and temporary outputs of the CLI. */
 #include "cli/cli.h"
+#include "loader/loader.h"
 
 #include "config.h"
 
@@ -388,12 +389,77 @@ static unsigned walk_containers(const char *cmd, const char *dir,
 	return failures;
 }
 
+int cli_is_prefix(const char *op)
+{
+	size_t n = strlen(op);
+	return strncmp(op, "s3://", 5) == 0 && n > 5 && op[n - 1] == '/';
+}
+
+/* The .wcodec objects under an s3:// prefix, collected from its listing. */
+typedef struct prefix_walk {
+	const char *bucket_uri; /* "s3://BUCKET/" */
+	size_t bucket_len;
+	char **keys;
+	size_t n, cap;
+	int nomem;
+} prefix_walk;
+
+static int on_object(void *ctx, const char *key, uint64_t size)
+{
+	(void)size;
+	prefix_walk *w = ctx;
+	if (!cli_ends_with(key, ".wcodec"))
+		return 0;
+	if (w->n == w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 64;
+		char **k = realloc(w->keys, cap * sizeof *k);
+		if (!k) {
+			w->nomem = 1;
+			return 1;
+		}
+		w->keys = k;
+		w->cap = cap;
+	}
+	char *uri = malloc(w->bucket_len + strlen(key) + 1);
+	if (!uri) {
+		w->nomem = 1;
+		return 1;
+	}
+	memcpy(uri, w->bucket_uri, w->bucket_len);
+	strcpy(uri + w->bucket_len, key);
+	w->keys[w->n++] = uri;
+	return 0;
+}
+
+/* Every .wcodec object under prefix (s3://BUCKET/PREFIX/), in key order. */
+static unsigned walk_prefix(const char *cmd, const char *prefix, void (*fn)(void *ctx, const char *path), void *ctx)
+{
+	prefix_walk w = { .bucket_uri = prefix };
+	const char *slash = strchr(prefix + 5, '/');
+	w.bucket_len = (size_t)(slash - prefix) + 1;
+	wc_err e = wc_object_list(prefix, on_object, &w);
+	if (e || w.nomem)
+		fprintf(stderr, "wcodec: %s: %s\n", cmd, w.nomem ? "out of memory" : wc_last_detail());
+	else if (!w.n)
+		fprintf(stderr, "wcodec: %s: %s: no .wcodec objects\n", cmd, prefix);
+	for (size_t i = 0; !e && !w.nomem && i < w.n; i++)
+		fn(ctx, w.keys[i]);
+	for (size_t i = 0; i < w.n; i++)
+		free(w.keys[i]);
+	free(w.keys);
+	return e || w.nomem || !w.n;
+}
+
 unsigned cli_for_each_container(const char *cmd, char *const ops[], int nops,
 				void (*fn)(void *ctx, const char *path), void *ctx)
 {
 	unsigned failures = 0;
 	for (int i = 0; i < nops; i++) {
 		struct stat sb;
+		if (cli_is_prefix(ops[i])) {
+			failures += walk_prefix(cmd, ops[i], fn, ctx);
+			continue;
+		}
 		if (stat(ops[i], &sb) != 0 || !S_ISDIR(sb.st_mode)) {
 			fn(ctx, ops[i]);
 			continue;

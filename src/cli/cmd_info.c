@@ -391,7 +391,7 @@ int cmd_info(int argc, char **argv)
 	struct stat sb;
 	if (argc - optind < 1)
 		return cli_usage_error("info", "expected FILE or DIR operands");
-	if (argc - optind > 1 || (stat(argv[optind], &sb) == 0 && S_ISDIR(sb.st_mode)))
+	if (argc - optind > 1 || cli_is_prefix(argv[optind]) || (stat(argv[optind], &sb) == 0 && S_ISDIR(sb.st_mode)))
 		return info_summary(json, argv + optind, argc - optind);
 	const cli_format *f = cli_format_of(argv[optind]);
 	if (!f)
