@@ -21,7 +21,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/fileio.h"
 #include "wcc_device.h"
 #include "wcodec_cuda.h"
 

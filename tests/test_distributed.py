@@ -166,6 +166,9 @@ def worker(rank, world, init, scenario, directory, orig_dir, result, backend, de
     finally:
         with open(result, "w") as f:
             json.dump(out, f)
+        # every rank done before any tears the group down: a peer closing
+        # its connections under another's gloo threads can abort that one
+        dist.barrier()
         dist.destroy_process_group()
 
 

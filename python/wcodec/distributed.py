@@ -182,10 +182,7 @@ def load_tensors(fw, files, names_per_file, device, process_group, tp_plan=None,
 
 def _colwise_item(t, g):
     """(file, offset, length, address) of this rank's rows of a colwise tensor."""
-    rows = t.info.shape[0]
-    row_bytes = t.info.nbytes // rows if rows else 0
-    lo, hi = split_bounds(rows, g.world, g.rank)
-    return (t.fi, t.info.begin + lo * row_bytes, (hi - lo) * row_bytes, t.out.data_ptr())
+    return (t.fi, *_colwise_range(t, g.world, g.rank), t.out.data_ptr())
 
 
 def _copy_columns(t, g, x0, x1, scratch):

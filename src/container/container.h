@@ -198,9 +198,11 @@ wc_err wc_container_read_payload(const wc_container *c, uint32_t i, uint8_t *buf
 /* Read the payloads of tiles first..last (inclusive; consecutive in the
  * file) into buf in one read (laid out as in the file, from tile first's
  * coff), and check each tile's chash. One request from an object store
- * instead of one a tile. Errors: WC_E_RANGE (first > last, past the tiles),
- * WC_E_IO, WC_E_CORRUPT (naming the tile). */
-wc_err wc_container_read_payloads(const wc_container *c, uint32_t first, uint32_t last, uint8_t *buf);
+ * instead of one a tile. *bad (may be NULL) gets the tile the error is
+ * about: the damaged one, else first. Errors: WC_E_RANGE (first > last,
+ * past the tiles), WC_E_IO, WC_E_CORRUPT (naming the tile). */
+wc_err wc_container_read_payloads(const wc_container *c, uint32_t first, uint32_t last, uint8_t *buf,
+				  uint32_t *bad);
 
 /* Check tile i's payload (csize bytes at buf, obtained some other way: from
  * another process of a distributed load, from a network source) against

@@ -443,27 +443,27 @@ const wc_freqtab *wc_container_tables(const wc_container *c, uint32_t *ntables)
 
 wc_err wc_container_read_payload(const wc_container *c, uint32_t i, uint8_t *buf)
 {
-	if (i >= c->h.ntiles)
-		return wc_fail(WC_E_RANGE, "tile %u of %u", i, c->h.ntiles);
-	const wc_tile_info *t = &c->tiles[i];
-	char what[32];
-	snprintf(what, sizeof what, "tile %u", i);
-	wc_err e = wc_source_read(c->src_bytes, buf, t->csize, t->coff, what);
-	if (e)
-		return e;
-	return wc_container_check_payload(c, i, buf);
+	return wc_container_read_payloads(c, i, i, buf, NULL);
 }
 
-wc_err wc_container_read_payloads(const wc_container *c, uint32_t first, uint32_t last, uint8_t *buf)
+wc_err wc_container_read_payloads(const wc_container *c, uint32_t first, uint32_t last, uint8_t *buf,
+				  uint32_t *bad)
 {
+	if (bad)
+		*bad = first;
 	if (first > last || last >= c->h.ntiles)
-		return wc_fail(WC_E_RANGE, "tiles %u..%u of %u", first, last, c->h.ntiles);
+		return first == last ? wc_fail(WC_E_RANGE, "tile %u of %u", first, c->h.ntiles)
+				     : wc_fail(WC_E_RANGE, "tiles %u..%u of %u", first, last, c->h.ntiles);
 	const wc_tile_info *a = &c->tiles[first], *b = &c->tiles[last];
 	char what[48];
-	snprintf(what, sizeof what, "tiles %u..%u", first, last);
+	if (first == last)
+		snprintf(what, sizeof what, "tile %u", first);
+	else
+		snprintf(what, sizeof what, "tiles %u..%u", first, last);
 	wc_err e = wc_source_read(c->src_bytes, buf, (size_t)(b->coff + b->csize - a->coff), a->coff, what);
 	for (uint32_t i = first; e == WC_OK && i <= last; i++)
-		e = wc_container_check_payload(c, i, buf + (c->tiles[i].coff - a->coff));
+		if ((e = wc_container_check_payload(c, i, buf + (c->tiles[i].coff - a->coff))) && bad)
+			*bad = i;
 	return e;
 }
 

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/fileio.h"
 #include "engine/threadpool.h"
 
 #define PLAIN_PIECE ((uint64_t)8 << 20) /* bytes of a plain file per task */
@@ -32,6 +31,12 @@ typedef struct tile_use {
 	uint32_t file, tile, range;
 } tile_use;
 
+/* A small plain range, with the keys it is sorted by. */
+typedef struct small_range {
+	uint32_t file, range;
+	uint64_t offset;
+} small_range;
+
 /* One task: a run of consecutive tiles of one .wcodec file (uses[first,
  * first + n)); up to PLAIN_PIECE bytes of a plain file for one range; or
  * the small ranges small[first, first + n) of a plain file read at once. */
@@ -48,7 +53,7 @@ typedef struct load_job {
 	wc_tensor_file *const *files;
 	const wc_load_range *ranges;
 	tile_use *uses;
-	uint32_t *small; /* small plain ranges, by file and offset */
+	small_range *small; /* small plain ranges, by file and offset */
 	load_task *tasks;
 	atomic_int failed;
 	pthread_mutex_t mu;
@@ -126,12 +131,8 @@ static void run_tiles(load_job *j, const load_task *t)
 			    (unsigned long long)(b->coff + b->csize - a->coff));
 	else if (t->payload)
 		e = wc_container_check_payload(c, k, t->payload);
-	else if ((e = wc_container_read_payloads(c, u->tile, last->tile, payloads)) == WC_E_CORRUPT)
-		for (uint32_t x = u->tile; x <= last->tile; x++) /* name the damaged tile's tensor */
-			if (wc_container_check_payload(c, x, payloads + (wc_container_tile(c, x)->coff - a->coff))) {
-				k = x;
-				break;
-			}
+	else
+		e = wc_container_read_payloads(c, u->tile, last->tile, payloads, &k);
 	for (size_t i = 0; e == WC_OK && i < t->n;) {
 		size_t m = 1;
 		k = u[i].tile;
@@ -149,12 +150,12 @@ static void run_tiles(load_job *j, const load_task *t)
 
 static void run_small(load_job *j, const load_task *t)
 {
-	wc_tensor_file *f = j->files[j->ranges[j->small[t->first]].file];
+	wc_tensor_file *f = j->files[j->small[t->first].file];
 	uint8_t *buf = malloc((size_t)t->len + 1);
 	wc_err e = buf ? wc_tensor_file_read_data(f, buf, (size_t)t->len, t->off)
 		       : wc_fail(WC_E_NOMEM, "a buffer of %llu bytes", (unsigned long long)t->len);
 	for (size_t i = 0; e == WC_OK && i < t->n; i++) {
-		const wc_load_range *r = &j->ranges[j->small[t->first + i]];
+		const wc_load_range *r = &j->ranges[j->small[t->first + i].range];
 		memcpy(r->dst, buf + (r->offset - t->off), (size_t)r->length);
 	}
 	if (e != WC_OK)
@@ -197,14 +198,9 @@ const void *wc_payload_run_find(wc_tensor_file *const *files, const wc_payload_r
 	return NULL;
 }
 
-/* The ranges small_order compares by (file, offset): qsort takes no
- * context, so the plans that sort take turns. */
-static pthread_mutex_t g_sort_mu = PTHREAD_MUTEX_INITIALIZER;
-static const wc_load_range *g_sort_ranges;
-
 static int small_order(const void *x, const void *y)
 {
-	const wc_load_range *a = &g_sort_ranges[*(const uint32_t *)x], *b = &g_sort_ranges[*(const uint32_t *)y];
+	const small_range *a = x, *b = y;
 	if (a->file != b->file)
 		return a->file < b->file ? -1 : 1;
 	return a->offset < b->offset ? -1 : a->offset > b->offset;
@@ -256,7 +252,7 @@ static wc_err plan(load_job *j, size_t nfiles, const wc_payload_run *runs, size_
 			continue;
 		if (!wc_tensor_file_container(files[r->file])) {
 			if (r->length < PLAIN_SMALL) {
-				j->small[nsmall++] = (uint32_t)i;
+				j->small[nsmall++] = (small_range){ .file = r->file, .range = (uint32_t)i, .offset = r->offset };
 				continue;
 			}
 			for (uint64_t o = r->offset; o < r->offset + r->length; o += PLAIN_PIECE) {
@@ -271,16 +267,13 @@ static wc_err plan(load_job *j, size_t nfiles, const wc_payload_run *runs, size_
 		for (uint32_t t = first; t <= last; t++)
 			j->uses[u++] = (tile_use){ .file = r->file, .tile = t, .range = (uint32_t)i };
 	}
-	pthread_mutex_lock(&g_sort_mu);
-	g_sort_ranges = ranges;
 	qsort(j->small, nsmall, sizeof *j->small, small_order);
-	pthread_mutex_unlock(&g_sort_mu);
 	for (size_t i = 0; i < nsmall;) { /* small ranges within PLAIN_GAP of each other, up to PLAIN_PIECE */
-		const wc_load_range *a = &ranges[j->small[i]];
+		const wc_load_range *a = &ranges[j->small[i].range];
 		uint64_t end = a->offset + a->length;
 		size_t m = 1;
 		for (; i + m < nsmall; m++) {
-			const wc_load_range *b = &ranges[j->small[i + m]];
+			const wc_load_range *b = &ranges[j->small[i + m].range];
 			uint64_t e2 = b->offset + b->length > end ? b->offset + b->length : end;
 			if (b->file != a->file || b->offset > end + PLAIN_GAP || e2 - a->offset > PLAIN_PIECE)
 				break;

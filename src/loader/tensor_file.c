@@ -1,11 +1,8 @@
 /* tensor_file.c - one view of .wcodec and safetensors checkpoints (loader.h). */
 #include "loader/loader.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "container/container_source.h"
 #include "container/safetensors.h"
@@ -184,17 +181,12 @@ wc_err wc_tensor_file_tile_extent(const wc_tensor_file *f, uint32_t first, uint3
 
 wc_err wc_tensor_file_read_payloads(const wc_tensor_file *f, uint32_t first, uint32_t last, void *dst)
 {
-	uint64_t base;
-	wc_err e = wc_tensor_file_tile_extent(f, first, last, NULL, NULL, &base, NULL);
-	if (e || !(e = wc_container_read_payloads(f->c, first, last, dst)))
+	uint32_t bad;
+	wc_err e = wc_tensor_file_tile_extent(f, first, last, NULL, NULL, NULL, NULL);
+	if (e || !(e = wc_container_read_payloads(f->c, first, last, dst, &bad)))
 		return e;
-	/* Name the damaged tile's tensor: the first tile whose payload fails. */
-	for (uint32_t k = first; e == WC_E_CORRUPT && k <= last; k++) {
-		const wc_tile_info *x = wc_container_tile(f->c, k);
-		if (wc_container_check_payload(f->c, k, (const uint8_t *)dst + (x->coff - base)))
-			return wc_fail_context(e, "%s: tensor '%s'", f->path, wc_container_tensor(f->c, x->tensor)->name);
-	}
-	return wc_fail_context(e, "%s", f->path);
+	return wc_fail_context(e, "%s: tensor '%s'", f->path,
+			       wc_container_tensor(f->c, wc_container_tile(f->c, bad)->tensor)->name);
 }
 
 wc_err wc_tensor_file_tile_span(const wc_tensor_file *f, uint64_t off, uint64_t len, uint64_t *span_off,
