@@ -8,6 +8,10 @@ MODE "flaky": the first attempt of each distinct request (method, path,
 Range) fails, in turn with a 503, a connection closed before any answer,
 and a body cut short after its headers promised more; later attempts pass.
 MODE "short": every GET body is cut to half of what its headers promise.
+MODE "slow": every answer passes, GET bodies sent at about 20 MB/s (a long
+load, so the server can be stopped in the middle of it).
+In every mode a request the server does not answer (stopped, restarting)
+gets its connection closed, as a network would.
 The port it listens on (127.0.0.1, chosen by the system) is written to
 PORT_FILE; each spoiled answer appends a line to LOG. Runs until killed.
 """
@@ -16,6 +20,7 @@ import http.server
 import socketserver
 import sys
 import threading
+import time
 
 PORT_FILE, UPSTREAM, MODE, LOG = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 seen = {}
@@ -48,6 +53,8 @@ class Proxy(http.server.BaseHTTPRequestHandler):
         """The fault to inject into this request, or None."""
         if MODE == "short":
             return "truncate" if self.command == "GET" else None
+        if MODE == "slow":
+            return None
         key = (self.command, self.path, self.headers.get("Range"))
         with lock:
             k = seen.get(key, 0)
@@ -63,7 +70,13 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.close()
             return
-        status, headers, data = self.forward()
+        try:
+            status, headers, data = self.forward()
+        except OSError:
+            note(f"down {self.command} {self.path}")
+            self.close_connection = True
+            self.connection.close()
+            return
         if fault == "503":
             note(f"503 {self.command} {self.path} {self.headers.get('Range')}")
             msg = b"<Error><Code>SlowDown</Code></Error>"
@@ -85,6 +98,11 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             self.wfile.write(data[:len(data) // 2])
             self.wfile.flush()
             self.close_connection = True
+            return
+        if MODE == "slow":
+            for i in range(0, len(data), 65536):
+                self.wfile.write(data[i:i + 65536])
+                time.sleep(65536 / 20e6)
             return
         self.wfile.write(data)
 

@@ -18,36 +18,7 @@
 #    right bytes; a proxy that cuts every body makes cat fail, with no
 #    wrong byte written.
 # Skips (77) without s3rver, curl, or a build with s3:// sources.
-set -u
-: "${WCODEC:?}" "${top_srcdir:?}"
-PYTHON3=${PYTHON3:-python3}
-command -v s3rver >/dev/null 2>&1 || { echo "SKIP: no s3rver (npm install -g s3rver)"; exit 77; }
-command -v curl >/dev/null 2>&1 || { echo "SKIP: no curl"; exit 77; }
-T=$(mktemp -d "${TMPDIR:-/tmp}/wc-s3.XXXXXX") || exit 1
-PIDS=
-cleanup() {
-	for p in $PIDS; do kill "$p" 2>/dev/null; done
-	rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-fail() { echo "FAIL: $*"; exit 1; }
-
-# A free port for the server, then the server, ready when it answers.
-PORT=$("$PYTHON3" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-mkdir -p "$T/data"
-s3rver -d "$T/data" -a 127.0.0.1 -p "$PORT" -s --configure-bucket models >"$T/s3rver.log" 2>&1 &
-PIDS="$PIDS $!"
-i=0
-until curl -s -o /dev/null "http://127.0.0.1:$PORT/"; do
-	i=$((i + 1))
-	[ $i -lt 100 ] || fail "s3rver did not start: $(tail -5 "$T/s3rver.log")"
-	sleep 0.1
-done
-put() { # put FILE KEY
-	curl -sf -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" --aws-sigv4 "aws:amz:us-east-1:s3" --user S3RVER:S3RVER \
-		-T "$1" "http://127.0.0.1:$PORT/models/$2" || fail "put $2"
-}
+. "$top_srcdir/tests/s3_lib.sh"
 
 "$PYTHON3" "$top_srcdir/tests/gen_safetensors.py" --profile weights --dtype BF16 --params 600000 "$T/a.safetensors" ||
 	fail "gen"
@@ -70,10 +41,6 @@ put "$T/a.wcodec" "dir/a.wcodec"
 put "$T/a.safetensors" "dir/plain.safetensors"
 put "$T/bad.wcodec" "dir/bad.wcodec"
 
-unset AWS_PROFILE AWS_CONFIG_FILE AWS_SHARED_CREDENTIALS_FILE AWS_SESSION_TOKEN AWS_ENDPOINT_URL_S3 AWS_REGION \
-	AWS_DEFAULT_REGION
-export HOME="$T/home" AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_ENDPOINT_URL="http://127.0.0.1:$PORT"
-mkdir -p "$HOME"
 if ! "$WCODEC" info s3://models/dir/a.wcodec >"$T/info.txt" 2>&1; then
 	grep -q "reads no s3://" "$T/info.txt" && { echo "SKIP: built without s3:// sources"; exit 77; }
 	fail "info: $(cat "$T/info.txt")"
@@ -176,18 +143,6 @@ env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_ENDPOINT_URL AWS_PROFIL
 echo "# credentials, region and endpoint of a profile from ~/.aws"
 
 # Through a proxy that spoils answers.
-proxy() { # proxy MODE: start it, set AWS_ENDPOINT_URL to it
-	rm -f "$T/port" "$T/faults"
-	"$PYTHON3" "$top_srcdir/tests/s3_proxy.py" "$T/port" "$PORT" "$1" "$T/faults" &
-	PIDS="$PIDS $!"
-	i=0
-	until [ -s "$T/port" ]; do
-		i=$((i + 1))
-		[ $i -lt 100 ] || fail "the proxy did not start"
-		sleep 0.1
-	done
-	AWS_ENDPOINT_URL="http://127.0.0.1:$(cat "$T/port")"
-}
 proxy flaky
 "$WCODEC" verify s3://models/dir/a.wcodec >/dev/null 2>"$T/err" || fail "verify through a flaky proxy: $(cat "$T/err")"
 "$WCODEC" cat s3://models/dir/a.wcodec | cmp - "$T/a.safetensors" || fail "cat through a flaky proxy"
@@ -196,7 +151,9 @@ for f in 503 reset truncate; do
 done
 echo "# $(wc -l <"$T/faults") spoiled answers retried (503, closed connections, short bodies)"
 proxy short
-"$WCODEC" cat s3://models/dir/a.wcodec >"$T/cat" 2>"$T/err" && fail "cat with every body cut short succeeded"
+AWS_MAX_ATTEMPTS=3 "$WCODEC" cat s3://models/dir/a.wcodec >"$T/cat" 2>"$T/err" &&
+	fail "cat with every body cut short succeeded"
+grep -q "attempt 3" "$T/err" || fail "AWS_MAX_ATTEMPTS=3 not followed: $(cat "$T/err")"
 [ -s "$T/cat" ] && fail "cat wrote $(wc -c <"$T/cat") bytes from cut bodies"
 grep -q "s3://models/dir/a.wcodec" "$T/err" || fail "short bodies: $(cat "$T/err")"
 echo "# every body cut short: an error ($(head -c 160 "$T/err"))"

@@ -273,23 +273,12 @@ out:
 	return e;
 }
 
-wc_err wc_container_peek(int fd, const char *name, wc_container_summary *out)
+/* The summary of a file of `size` bytes whose first WC_HEADER_BYTES are
+ * hdr (wc_container_peek). */
+static wc_err peek_header(const uint8_t *hdr, uint64_t size, const char *name, wc_container_summary *out)
 {
-	memset(out, 0, sizeof *out);
-	struct stat st;
-	if (fstat(fd, &st) != 0)
-		return wc_fail(WC_E_IO, "%s: %s", name, strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		return wc_fail(WC_E_FORMAT, "%s: not a regular file", name);
-	uint64_t size = (uint64_t)st.st_size;
-	if (size < WC_HEADER_BYTES)
-		return wc_fail(WC_E_FORMAT, "%s: %llu bytes is shorter than the %u-byte header", name,
-			       (unsigned long long)size, WC_HEADER_BYTES);
-	uint8_t hdr[WC_HEADER_BYTES];
 	wc_file_header h;
-	wc_err e = wc_pread_full(fd, hdr, sizeof hdr, 0, "header");
-	if (!e)
-		e = wc_header_decode(hdr, size, &h);
+	wc_err e = wc_header_decode(hdr, size, &h);
 	if (e) {
 		char why[400];
 		snprintf(why, sizeof why, "%s", wc_last_detail());
@@ -301,6 +290,45 @@ wc_err wc_container_peek(int fd, const char *name, wc_container_summary *out)
 	out->ntensors = h.ntensors;
 	out->ntiles = h.ntiles;
 	return WC_OK;
+}
+
+static wc_err too_short(const char *name, uint64_t size)
+{
+	return wc_fail(WC_E_FORMAT, "%s: %llu bytes is shorter than the %u-byte header", name,
+		       (unsigned long long)size, WC_HEADER_BYTES);
+}
+
+wc_err wc_container_peek(int fd, const char *name, wc_container_summary *out)
+{
+	memset(out, 0, sizeof *out);
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		return wc_fail(WC_E_IO, "%s: %s", name, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return wc_fail(WC_E_FORMAT, "%s: not a regular file", name);
+	uint64_t size = (uint64_t)st.st_size;
+	if (size < WC_HEADER_BYTES)
+		return too_short(name, size);
+	uint8_t hdr[WC_HEADER_BYTES];
+	wc_err e = wc_pread_full(fd, hdr, sizeof hdr, 0, "header");
+	if (e) {
+		char why[400];
+		snprintf(why, sizeof why, "%s", wc_last_detail());
+		return wc_fail(e, "%s: %s", name, why);
+	}
+	return peek_header(hdr, size, name, out);
+}
+
+wc_err wc_container_peek_source(wc_source *src, wc_container_summary *out)
+{
+	memset(out, 0, sizeof *out);
+	const char *name = wc_source_name(src);
+	uint64_t size = wc_source_size(src);
+	if (size < WC_HEADER_BYTES)
+		return too_short(name, size);
+	uint8_t hdr[WC_HEADER_BYTES];
+	wc_err e = wc_source_read(src, hdr, sizeof hdr, 0, "header");
+	return e ? e : peek_header(hdr, size, name, out);
 }
 
 static const wc_tile_source_ops source_ops;
@@ -349,6 +377,7 @@ static wc_err open_path(const char *path, int names, wc_container **out)
 wc_err wc_container_open(const char *path, wc_container **out) { return open_path(path, 1, out); }
 wc_err wc_container_open_source(wc_source *src, wc_container **out) { return open_container(src, 1, out); }
 wc_err wc_container_open_tiles(const char *path, wc_container **out) { return open_path(path, 0, out); }
+wc_err wc_container_open_tiles_source(wc_source *src, wc_container **out) { return open_container(src, 0, out); }
 
 void wc_container_retain(wc_container *c) { atomic_fetch_add(&c->refs, 1); }
 

@@ -18,7 +18,8 @@ wcodecfs_SOURCES = \
 	src/fuse/ops.c src/fuse/ops.h \
 	src/fuse/stats.c src/fuse/stats.h \
 	src/fuse/idle.c src/fuse/idle.h \
-	src/fuse/provider.h src/fuse/providers.c src/fuse/provider_wcodec.c src/fuse/provider_qvq.c
+	src/fuse/provider.h src/fuse/providers.c src/fuse/provider_wcodec.c src/fuse/provider_qvq.c \
+	src/fuse/bucket.c src/fuse/bucket.h
 wcodecfs_CFLAGS = $(AM_CFLAGS) $(FUSE_CFLAGS) $(XXHASH_CFLAGS) $(SYSTEMD_CFLAGS) $(JANSSON_CFLAGS)
 wcodecfs_LDADD = $(WCODEC_INTERNAL) $(FUSE_LIBS) $(SYSTEMD_LIBS)
 endif

@@ -139,6 +139,8 @@ wcfs_itable *wcfs_itable_create(int root_fd, const struct stat *root_st)
 	return t;
 }
 
+void wcfs_itable_set_root_vnode(wcfs_itable *t, wcfs_vnode *vn) { t->root->vn = vn; }
+
 void wcfs_itable_destroy(wcfs_itable *t)
 {
 	if (!t)

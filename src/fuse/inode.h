@@ -99,6 +99,10 @@ wcfs_itable *wcfs_itable_create(int root_fd, const struct stat *root_st);
 void wcfs_itable_destroy(wcfs_itable *t);
 
 wcfs_node *wcfs_itable_root(wcfs_itable *t);
+/* Make the root a virtual directory (the mount of a bucket, bucket.h):
+ * lookups and listings go to vn (a WCFS_VDIR, which the table takes);
+ * its attributes stay root_fd's, less write permission. */
+void wcfs_itable_set_root_vnode(wcfs_itable *t, wcfs_vnode *vn);
 /* The node of a FUSE node id handed out by this table. */
 wcfs_node *wcfs_node_of(wcfs_itable *t, uint64_t ino);
 /* The FUSE node id of a node. */

@@ -22,6 +22,7 @@
 #include "core/fd_budget.h"
 #include "core/version.h"
 #include "engine/backend.h"
+#include "fuse/bucket.h"
 #include "fuse/daemon.h"
 #include "fuse/idle.h"
 #include "fuse/mountinfo.h"
@@ -93,11 +94,22 @@ int main(int argc, char **argv)
 	wc_log_set_level(o.log_level);
 	wc_log_set_program("wcodecfs"); /* until the daemon logs to syslog */
 
-	/* Check SOURCE and MOUNTPOINT here, where the user sees the message. */
-	int root_fd = open(o.source, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	/* Check SOURCE and MOUNTPOINT here, where the user sees the message.
+	 * A bucket's mount shows its tree with the attributes (owner, mode
+	 * less write bits, times) of the mountpoint's own directory, held open
+	 * from before the mount covers it. */
+	const int bucket = wcfs_is_bucket(o.source);
+	int root_fd = open(bucket ? o.mountpoint : o.source, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	struct stat root_st;
-	if (root_fd < 0 || fstat(root_fd, &root_st) != 0 ||
-	    access(o.source, R_OK | X_OK) != 0) {
+	if (bucket && (root_fd < 0 || fstat(root_fd, &root_st) != 0)) {
+		fprintf(stderr, "wcodecfs: mountpoint '%s': %s\n", o.mountpoint, strerror(errno));
+		if (root_fd >= 0)
+			close(root_fd);
+		wcfs_options_free(&o);
+		return WCFS_EXIT_MOUNT;
+	}
+	if (!bucket && (root_fd < 0 || fstat(root_fd, &root_st) != 0 ||
+			access(o.source, R_OK | X_OK) != 0)) {
 		fprintf(stderr, "wcodecfs: source '%s': %s\n", o.source, strerror(errno));
 		wcfs_options_free(&o);
 		return WCFS_EXIT_SOURCE;
@@ -162,6 +174,19 @@ int main(int argc, char **argv)
 	/* libfuse checks its mount options here, before anything starts, so a
 	 * mistyped -o option is the first and only thing the user is told. */
 	wcfs_fs fs = { .opt = &o, .timeout = o.timeout, .readahead = o.readahead };
+	/* A bucket is listed now, before the mount, so a wrong address or
+	 * credential is told to the user and nothing is mounted. */
+	wcfs_vnode *bucket_root = NULL;
+	if (bucket) {
+		wc_err be = wcfs_bucket_open(&fs.vt.pctx, o.source, &bucket_root);
+		if (be != WC_OK) {
+			fprintf(stderr, "wcodecfs: source '%s': %s%s%s\n", o.source, wc_strerror(be),
+				*wc_last_detail() ? ": " : "", wc_last_detail());
+			close(root_fd);
+			wcfs_options_free(&o);
+			return WCFS_EXIT_SOURCE;
+		}
+	}
 	atomic_init(&fs.bdi_pending, o.kernel_readahead != 0);
 	atomic_init(&fs.reads, 0);
 	atomic_init(&fs.read_bytes, 0);
@@ -174,6 +199,8 @@ int main(int argc, char **argv)
 	if (!se) {
 		/* libfuse printed which option it rejected */
 		fprintf(stderr, "wcodecfs: bad mount options (see wcodecfs --help)\n");
+		if (bucket_root)
+			bucket_root->ops->release(bucket_root);
 		close(root_fd);
 		wcfs_options_free(&o);
 		return WCFS_EXIT_USAGE;
@@ -182,6 +209,8 @@ int main(int argc, char **argv)
 	if (!o.foreground && wcfs_daemonize() != 0) {
 		fprintf(stderr, "wcodecfs: cannot fork: %s\n", strerror(errno));
 		fuse_session_destroy(se);
+		if (bucket_root)
+			bucket_root->ops->release(bucket_root);
 		close(root_fd);
 		wcfs_options_free(&o);
 		return WCFS_EXIT_RUNTIME;
@@ -215,8 +244,11 @@ int main(int argc, char **argv)
 			     .max_prefetch_bytes = o.readahead ? 2ull * o.readahead * WC_TILE_SIZE_DEFAULT : 0,
 			     /* as many payload readers as dispatchers: the CPU
 			      * backend read 4 streams 14% faster on 16 cores
-			      * (docs/BENCHMARKS.md, "GPU backend through the mount") */
-			     .read_threads = fs.backend->concurrency,
+			      * (docs/BENCHMARKS.md, "GPU backend through the mount");
+			      * from a bucket, where a read waits on the network
+			      * rather than a CPU, WCFS_BUCKET_READERS at least */
+			     .read_threads = bucket && fs.backend->concurrency < WCFS_BUCKET_READERS
+						     ? WCFS_BUCKET_READERS : fs.backend->concurrency,
 			     /* page-locked buffers for the default tile size, made
 			      * before the first read rather than during it */
 			     .prefill_tile_bytes = WC_TILE_SIZE_DEFAULT,
@@ -239,8 +271,11 @@ int main(int argc, char **argv)
 		goto out_session;
 	}
 	root_fd = -1;
+	if (bucket_root)
+		wcfs_itable_set_root_vnode(fs.vt.itable, bucket_root);
+	bucket_root = NULL; /* the table's now */
 
-	int herr = wcfs_vtree_hide_mountpoint(&fs.vt, o.mountpoint);
+	int herr = bucket ? 0 : wcfs_vtree_hide_mountpoint(&fs.vt, o.mountpoint);
 	if (herr)
 		wc_log(WC_LOG_DEBUG, "mountpoint %s not resolved: %s", o.mountpoint, strerror(herr));
 	else if (fs.vt.mnt_name[0])
@@ -297,6 +332,8 @@ int main(int argc, char **argv)
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
+	if (bucket_root)
+		bucket_root->ops->release(bucket_root);
 	fuse_session_destroy(se);
 	wcfs_handles_free(&fs);
 	wcfs_itable_destroy(fs.vt.itable);

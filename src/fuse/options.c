@@ -1,6 +1,8 @@
 /* options.c - command line parsing for wcodecfs (options.h), on fuse_opt. */
 #include "fuse/options.h"
 
+#include "fuse/bucket.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -319,7 +321,17 @@ int wcfs_options_parse(int argc, char **argv, wcfs_options *o)
 		fprintf(stderr, "wcodecfs: expected SOURCE and MOUNTPOINT (see wcodecfs --help)\n");
 		goto out;
 	}
-	o->source = realpath(st.nonopt[0], NULL);
+	/* An object store's prefix is taken as it is (bucket.h); a directory
+	 * by its real path. A bucket's mount keeps a smaller cache by
+	 * default: its files' bytes stay in the page cache, and the daemon
+	 * holds only what readers and readahead are about to take. */
+	if (wcfs_is_bucket(st.nonopt[0])) {
+		o->source = strdup(st.nonopt[0]);
+		if (!r->cache_size && o->cache_size > WCFS_BUCKET_CACHE_DEFAULT)
+			o->cache_size = WCFS_BUCKET_CACHE_DEFAULT;
+	} else {
+		o->source = realpath(st.nonopt[0], NULL);
+	}
 	if (!o->source) {
 		fprintf(stderr, "wcodecfs: source '%s': %s\n", st.nonopt[0], strerror(errno));
 		rc = WCFS_EXIT_SOURCE;

@@ -161,6 +161,12 @@ typedef struct wcfs_provider {
 extern const wcfs_provider wcfs_provider_wcodec;
 extern const wcfs_provider wcfs_provider_qvq; /* src/fuse/provider_qvq.c */
 
+/* X.wcodec kept in an object store, shown as X.safetensors in the mount of
+ * a bucket (bucket.h): the vnode of the object at uri (s3://BUCKET/KEY),
+ * its fixed header read now (a HEAD and one ranged GET), the rest when it
+ * is first opened. Errors: those of wcfs_provider.open. */
+wc_err wcfs_wcodec_open_object(const wcfs_provider_ctx *ctx, const char *uri, wcfs_vnode **out);
+
 /* NULL-terminated table of providers, in priority order. */
 extern const wcfs_provider *const wcfs_providers[];
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "container/container.h"
+#include "container/container_source.h"
 
 /* A lookup reads only the container's fixed header (wc_container_peek: the
  * size and tile size stat() needs); the index and metadata, milliseconds of
@@ -31,6 +32,8 @@ typedef struct wcodec_vnode {
 	int fd;                        /* the source, from lookup to the full open, where it has no
 					* stable path; else -1 */
 	char *path;                    /* where it is opened (wcfs_provider_stable_path), or NULL */
+	char *uri;                     /* an object of a store (s3://BUCKET/KEY), or NULL */
+	wc_source *src;                /* that object, from lookup to the full open; else NULL */
 	dev_t dev;                     /* what it was at lookup */
 	ino_t ino;
 	wc_container_summary peek;     /* what the header said at lookup */
@@ -57,7 +60,10 @@ static void wcodec_release(wcfs_vnode *n)
 	pthread_mutex_destroy(&w->open_lock);
 	if (w->fd >= 0)
 		close(w->fd);
+	if (w->src)
+		wc_source_close(w->src);
 	free(w->path);
+	free(w->uri);
 	free(w);
 }
 
@@ -72,6 +78,46 @@ static void warn_large_tiles(wc_cache *cache, const char *name, uint32_t tile_si
 		wc_log(WC_LOG_WARN, "%s: tiles of %u KiB are larger than the cache's room (%llu KiB): such tiles "
 		       "are decoded one at a time; a larger cache_size serves them faster (logged once)", name,
 		       tile_size >> 10, (unsigned long long)(room >> 10));
+}
+
+/* The local file's container (ensure_open), its name for messages into
+ * real. */
+static wc_err open_local(wcodec_vnode *w, wc_container **out, char *real, size_t cap)
+{
+	/* The file as it was at lookup: by its stable path (the lookup kept no
+	 * descriptor), or the descriptor it kept. */
+	wc_container *c = NULL;
+	wc_err e = WC_OK;
+	int fd = w->fd;
+	if (fd < 0) {
+		struct stat st;
+		fd = open(w->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		if (fd < 0)
+			e = wc_fail(WC_E_IO, "%s: %s", w->path, strerror(errno));
+		else if (fstat(fd, &st) != 0 || st.st_dev != w->dev || st.st_ino != w->ino)
+			e = wc_fail(WC_E_FORMAT, "%s: the file changed since it was looked up", w->path);
+	}
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	/* Messages about its tiles name the file by its real path. */
+	ssize_t k = e ? 0 : readlink(path, real, cap - 1);
+	if (k <= 0)
+		k = snprintf(real, cap, "%s", path);
+	real[k] = '\0';
+	if (!e)
+		e = wc_container_open_tiles(path, &c);
+	/* Its descriptor may be closed while idle (core/fd_budget.h) and is
+	 * then opened again by the stable path. */
+	if (!e)
+		e = wc_container_set_name(c, real, w->path);
+	if (fd >= 0 && fd != w->fd)
+		close(fd);
+	if (e && c) {
+		wc_container_release(c);
+		c = NULL;
+	}
+	*out = c;
+	return e;
 }
 
 /* The container, opened on the first call. Errors: those of
@@ -89,39 +135,26 @@ static wc_err ensure_open(wcodec_vnode *w, wc_container **out)
 	pthread_mutex_lock(&w->open_lock);
 	c = atomic_load_explicit(&w->c, memory_order_relaxed);
 	if (!c) {
-		/* The file as it was at lookup: by its stable path (the lookup
-		 * kept no descriptor), or the descriptor it kept. */
-		int fd = w->fd;
-		if (fd < 0) {
-			struct stat st;
-			fd = open(w->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-			if (fd < 0)
-				e = wc_fail(WC_E_IO, "%s: %s", w->path, strerror(errno));
-			else if (fstat(fd, &st) != 0 || st.st_dev != w->dev || st.st_ino != w->ino)
-				e = wc_fail(WC_E_FORMAT, "%s: the file changed since it was looked up", w->path);
+		char real[PATH_MAX];
+		if (w->uri) {
+			/* An object: over the source its lookup opened, or a
+			 * new one where an earlier attempt used that up. */
+			wc_source *src = w->src;
+			w->src = NULL;
+			snprintf(real, sizeof real, "%s", w->uri);
+			e = src ? WC_OK : wc_source_open(w->uri, &src);
+			if (!e)
+				e = wc_container_open_tiles_source(src, &c);
+		} else {
+			e = open_local(w, &c, real, sizeof real);
 		}
-		char path[64], real[PATH_MAX];
-		snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-		/* Messages about its tiles name the file by its real path. */
-		ssize_t k = e ? 0 : readlink(path, real, sizeof real - 1);
-		if (k <= 0)
-			k = snprintf(real, sizeof real, "%s", path);
-		real[k] = '\0';
-		if (!e)
-			e = wc_container_open_tiles(path, &c);
 		if (!e && (wc_container_virtual_size(c) != w->peek.virtual_size ||
 			   wc_container_tile_size(c) != w->peek.tile_size))
 			e = wc_fail(WC_E_FORMAT, "%s: the file changed since it was looked up", real);
-		/* Its descriptor may be closed while idle (core/fd_budget.h) and
-		 * is then opened again by the stable path. */
-		if (!e)
-			e = wc_container_set_name(c, real, w->path);
 		if (e && c) {
 			wc_container_release(c);
 			c = NULL;
 		}
-		if (fd >= 0 && fd != w->fd)
-			close(fd);
 		if (!e) {
 			w->prefix = wc_container_prefix(c, &w->prefix_len);
 			/* The open container's tables count against the cache
@@ -183,6 +216,17 @@ static const wcfs_vnode_ops wcodec_ops = {
 	.locate = wcodec_locate,
 };
 
+static void vnode_init(wcodec_vnode *w, const wcfs_provider_ctx *ctx)
+{
+	pthread_mutex_init(&w->open_lock, NULL);
+	atomic_init(&w->c, NULL);
+	w->ctx = ctx;
+	w->base.ops = &wcodec_ops;
+	w->base.kind = WCFS_VFILE;
+	w->base.size = w->peek.virtual_size;
+	w->base.blksize = w->peek.tile_size;
+}
+
 static wc_err wcodec_open(const wcfs_provider_ctx *ctx, const char *path, wcfs_vnode **out)
 {
 	wcodec_vnode *w = calloc(1, sizeof *w);
@@ -213,13 +257,30 @@ static wc_err wcodec_open(const wcfs_provider_ctx *ctx, const char *path, wcfs_v
 		close(w->fd);
 		w->fd = -1;
 	}
-	pthread_mutex_init(&w->open_lock, NULL);
-	atomic_init(&w->c, NULL);
-	w->ctx = ctx;
-	w->base.ops = &wcodec_ops;
-	w->base.kind = WCFS_VFILE;
-	w->base.size = w->peek.virtual_size;
-	w->base.blksize = w->peek.tile_size;
+	vnode_init(w, ctx);
+	*out = &w->base;
+	return WC_OK;
+}
+
+wc_err wcfs_wcodec_open_object(const wcfs_provider_ctx *ctx, const char *uri, wcfs_vnode **out)
+{
+	wcodec_vnode *w = calloc(1, sizeof *w);
+	if (!w || !(w->uri = strdup(uri))) {
+		free(w);
+		return wc_fail(WC_E_NOMEM, "out of memory opening %s", uri);
+	}
+	w->fd = -1;
+	wc_err e = wc_source_open(uri, &w->src);
+	if (!e)
+		e = wc_container_peek_source(w->src, &w->peek);
+	if (e) {
+		if (w->src)
+			wc_source_close(w->src);
+		free(w->uri);
+		free(w);
+		return e;
+	}
+	vnode_init(w, ctx);
 	*out = &w->base;
 	return WC_OK;
 }

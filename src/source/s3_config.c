@@ -11,6 +11,7 @@
 typedef struct profile_vals {
 	const char *section; /* the section to take */
 	char key_id[256], secret[256], token[4096], region[64], endpoint[512], ca_bundle[1024];
+	char max_attempts[16];
 	int too_long;
 } profile_vals;
 
@@ -40,6 +41,8 @@ static int on_entry(void *user, const char *section, const char *name, const cha
 		put(p->endpoint, sizeof p->endpoint, value, &p->too_long);
 	else if (!strcmp(name, "ca_bundle"))
 		put(p->ca_bundle, sizeof p->ca_bundle, value, &p->too_long);
+	else if (!strcmp(name, "max_attempts"))
+		put(p->max_attempts, sizeof p->max_attempts, value, &p->too_long);
 	return 1;
 }
 
@@ -128,6 +131,21 @@ wc_err wc_s3_config_load(wc_s3_config *c)
 		return e;
 	if (!c->ca_bundle[0])
 		strcpy(c->ca_bundle, conf.ca_bundle);
+	char attempts[16] = "";
+	if ((e = env_put(attempts, sizeof attempts, "AWS_MAX_ATTEMPTS")))
+		return e;
+	if (!attempts[0])
+		strcpy(attempts, conf.max_attempts);
+	c->max_attempts = WC_S3_MAX_ATTEMPTS_DEFAULT;
+	if (attempts[0]) {
+		char *end;
+		errno = 0;
+		long v = strtol(attempts, &end, 10);
+		if (errno || *end || end == attempts || v < 1 || v > 100)
+			return wc_fail(WC_E_INVAL, "max_attempts (AWS_MAX_ATTEMPTS, or max_attempts of profile %s) must "
+				       "be a number from 1 to 100", c->profile);
+		c->max_attempts = (int)v;
+	}
 	size_t n = strlen(c->endpoint);
 	while (n && c->endpoint[n - 1] == '/')
 		c->endpoint[--n] = '\0';

@@ -16,7 +16,10 @@
  *                https://BUCKET.s3.REGION.amazonaws.com/KEY); a custom
  *                endpoint gets path-style addresses (ENDPOINT/BUCKET/KEY);
  *   CA bundle:   $AWS_CA_BUNDLE, the profile's ca_bundle, else libcurl's
- *                (the system's certificates).
+ *                (the system's certificates);
+ *   attempts:    $AWS_MAX_ATTEMPTS, the profile's max_attempts (boto3's
+ *                words: attempts per request, the first one included),
+ *                else 8 (1 to 100).
  * The files are INI files, read with libinih. Secrets stay in this
  * structure: no message or log line contains them. Not installed. */
 #ifndef WC_S3_CONFIG_H
@@ -30,11 +33,15 @@ typedef struct wc_s3_config {
 	char region[64];
 	char endpoint[512]; /* without a trailing slash; empty: AWS's */
 	char ca_bundle[1024]; /* a PEM file of trusted certificates; empty: libcurl's default */
+	int max_attempts;     /* attempts per request, retries included (1..100) */
 } wc_s3_config;
+
+#define WC_S3_MAX_ATTEMPTS_DEFAULT 8
 
 /* Fill c from the environment and the files above. Errors: WC_E_INVAL (a
  * value too long for its field, an endpoint that is not http:// or
- * https://, only one of the key id and the secret), naming the setting and
+ * https://, only one of the key id and the secret, max_attempts not a
+ * number from 1 to 100), naming the setting and
  * never its value. A missing file is no error; an unreadable one is
  * WC_E_IO. */
 wc_err wc_s3_config_load(wc_s3_config *c);

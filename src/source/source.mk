@@ -15,5 +15,5 @@ endif
 
 # s3:// against a real S3 server on 127.0.0.1 (s3rver; skips without it),
 # through a fault-injecting proxy too.
-TESTS += tests/s3_source.sh
-EXTRA_DIST += tests/s3_source.sh tests/s3_proxy.py
+TESTS += tests/s3_source.sh tests/s3_mount.sh tests/s3_faults.sh
+EXTRA_DIST += tests/s3_source.sh tests/s3_mount.sh tests/s3_faults.sh tests/s3_lib.sh tests/s3_proxy.py

@@ -7,11 +7,16 @@
  * Any number of threads read at once, each request on an easy handle of a
  * small pool, so connections are reused. Timeouts, refused or reset
  * connections, 5xx and 429 answers and bodies shorter than asked are
- * retried (up to 5 attempts, 0.2 s doubling to 1.6 s apart); other answers
- * (403, 404, ...) fail at once with the status and the object's address,
- * never a credential. A body is never handed on short or long: the caller
- * (the container reader) then checks every payload against its checksum,
- * so a network fault is an error or a retry, never wrong bytes. */
+ * retried (max_attempts of s3_config.h, 8 by default, 0.2 s apart doubling
+ * up to 2 s: about 9 s in all, so a server restarted within 5 s is waited
+ * for); other answers (403, 404, ...) fail at once with the status and the
+ * object's address, never a credential. A body is never handed on short or
+ * long: the caller (the container reader) then checks every payload against
+ * its checksum, so a network fault is an error or a retry, never wrong
+ * bytes. Every GET carries the ETag the HEAD gave as If-Match (RFC 9110
+ * 13.1.1) and its answer's ETag is compared with it, so an object replaced
+ * while it is read fails (412, or a different ETag) instead of mixing the
+ * bytes of two versions. */
 #include "source/source_impl.h"
 
 #include <curl/curl.h>
@@ -19,14 +24,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "source/s3_config.h"
 #include "source/s3_list.h"
 
 #define POOL 16          /* idle easy handles kept */
-#define ATTEMPTS 5
 #define FIRST_BACKOFF_MS 200
+#define MAX_BACKOFF_MS 2000
 
 typedef struct s3_source {
 	struct wc_source base;
@@ -34,6 +40,8 @@ typedef struct s3_source {
 	char *url;         /* the object's; NULL for a listing client */
 	char bucket[256];
 	char sigv4[96];
+	char etag[256];    /* the HEAD's ETag ("" if none): sent as If-Match */
+	long status;       /* the last answer's HTTP status, for the opener's message (one thread) */
 	struct curl_slist *headers;
 	pthread_mutex_t mu;
 	CURL *idle[POOL];
@@ -118,7 +126,27 @@ static int transient(CURLcode rc, long status)
 	       rc == CURLE_HTTP2_STREAM;
 }
 
-/* One request to url: HEAD (dst and all NULL; *length gets Content-Length),
+/* A HEAD answer's ETag header line, into the char[256] at ctx. */
+static size_t on_header(char *p, size_t size, size_t n, void *ctx)
+{
+	size_t len = size * n;
+	char *etag = ctx;
+	if (len > 5 && !strncasecmp(p, "etag:", 5)) {
+		const char *v = p + 5, *end = p + len;
+		while (v < end && (*v == ' ' || *v == '\t'))
+			v++;
+		while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
+			end--;
+		if ((size_t)(end - v) < 256 && memchr(v, '\n', (size_t)(end - v)) == NULL) {
+			memcpy(etag, v, (size_t)(end - v));
+			etag[end - v] = '\0';
+		}
+	}
+	return len;
+}
+
+/* One request to url: HEAD (dst and all NULL; *length gets Content-Length,
+ * s->etag the ETag),
  * a GET of [off, off + len) into dst, or (all) a whole GET answered 200
  * into a buffer *all of *length bytes (malloc'ed; the caller frees it).
  * Retries what transient() names. */
@@ -129,7 +157,9 @@ static wc_err request(s3_source *s, const char *url, uint8_t *dst, size_t len, u
 	snprintf(range, sizeof range, "%llu-%llu", (unsigned long long)off, (unsigned long long)(off + len - 1));
 	long backoff = FIRST_BACKOFF_MS;
 	char why[256] = "";
-	for (int attempt = 1; attempt <= ATTEMPTS; attempt++, backoff *= 2) {
+	const int attempts = s->cfg.max_attempts > 0 ? s->cfg.max_attempts : 1;
+	int attempt;
+	for (attempt = 1; attempt <= attempts; attempt++) {
 		CURL *h = take(s);
 		if (!h)
 			return wc_fail(WC_E_NOMEM, "%s: no curl handle", s->base.name);
@@ -147,6 +177,9 @@ static wc_err request(s3_source *s, const char *url, uint8_t *dst, size_t len, u
 			curl_easy_setopt(h, CURLOPT_USERNAME, s->cfg.key_id);
 			curl_easy_setopt(h, CURLOPT_PASSWORD, s->cfg.secret);
 		}
+		char etag[256] = "";
+		curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+		curl_easy_setopt(h, CURLOPT_HEADERDATA, etag);
 		if (dst || all) {
 			if (dst)
 				curl_easy_setopt(h, CURLOPT_RANGE, range);
@@ -158,18 +191,29 @@ static wc_err request(s3_source *s, const char *url, uint8_t *dst, size_t len, u
 		CURLcode rc = curl_easy_perform(h);
 		long status = 0;
 		curl_off_t clen = -1;
+		s->status = 0;
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+		s->status = status;
 		curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &clen);
 		give(s, h);
 		if (rc == CURLE_OK && !dst && !all && status == 200 && clen >= 0) {
 			*length = (uint64_t)clen;
+			memcpy(s->etag, etag, sizeof etag);
 			return WC_OK;
 		}
+		/* Servers that ignore If-Match (s3rver) still name the version
+		 * they sent. */
+		if (rc == CURLE_OK && dst && s->etag[0] && etag[0] && strcmp(etag, s->etag))
+			return wc_fail(WC_E_IO, "%s: reading %s: the object changed since it was opened (its ETag "
+				       "is now %s, was %s)", s->base.name, what, etag, s->etag);
 		if (rc == CURLE_OK && all && status == 200 && (clen < 0 || (uint64_t)clen == k.got)) {
 			*all = k.dst;
 			*length = k.got;
 			return WC_OK;
 		}
+		/* An error's body names its cause (S3's <Code>), where there
+		 * is one: a listing of a bucket that does not exist. */
+		int no_bucket = all && k.dst && k.got && memmem(k.dst, k.got, "<Code>NoSuchBucket</Code>", 25);
 		if (all)
 			free(k.dst);
 		/* 206 with the range, or 200 with the whole object when the range is all of it */
@@ -183,15 +227,23 @@ static wc_err request(s3_source *s, const char *url, uint8_t *dst, size_t len, u
 			snprintf(why, sizeof why, "a body of %zu bytes for %zu asked (HTTP %ld)", k.got, len, status);
 		else if (rc == CURLE_OK)
 			snprintf(why, sizeof why, "HTTP %ld%s", status,
-				 status == 403 ? " (access denied: check the credentials and the region)"
-				 : status == 404 ? " (no such bucket or object)" : "");
+				 status == 403 && !s->cfg.key_id[0]
+					 ? " (access denied, and no credentials were found: set AWS_ACCESS_KEY_ID "
+					   "and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE with ~/.aws/credentials)"
+				 : status == 403 ? " (access denied: check the credentials and the region)"
+				 : no_bucket ? " (no such bucket)"
+				 : status == 404 ? " (no such bucket or object)"
+				 : status == 412 ? " (the object changed since it was opened)" : "");
 		else
 			snprintf(why, sizeof why, "%s", curl_easy_strerror(rc));
 		int again = transient(rc, status) || (rc == CURLE_OK && status >= 200 && status < 300);
-		if (!again || attempt == ATTEMPTS)
+		if (!again || attempt == attempts)
 			break;
 		sleep_ms(backoff);
+		backoff = backoff * 2 > MAX_BACKOFF_MS ? MAX_BACKOFF_MS : backoff * 2;
 	}
+	if (attempt > 1)
+		snprintf(why + strlen(why), sizeof why - strlen(why), " (attempt %d)", attempt > attempts ? attempts : attempt);
 	return wc_fail(WC_E_IO, "%s: %s: %s", s->base.name, dst || all ? what : "HEAD", why);
 }
 
@@ -278,6 +330,8 @@ static wc_err open_client(const char *uri, int want_key, s3_source **out)
 	return WC_OK;
 }
 
+static char *list_url(const s3_source *s, const char *prefix, const char *token);
+
 wc_err wc_source_open_s3(const char *uri, wc_source **out)
 {
 	*out = NULL;
@@ -286,8 +340,35 @@ wc_err wc_source_open_s3(const char *uri, wc_source **out)
 	if (e)
 		return e;
 	if ((e = request(s, s->url, NULL, 0, 0, &s->base.size, NULL, "size"))) {
+		/* A HEAD answer has no body to say which is missing: a listing
+		 * of no keys tells a missing bucket from a missing object. */
+		if (s->status == 404) {
+			char *url = list_url(s, "", "");
+			uint8_t *body = NULL;
+			uint64_t len;
+			if (url && strlen(url) + 12 < 4096) {
+				char probe[4096];
+				snprintf(probe, sizeof probe, "%s&max-keys=0", url);
+				wc_err le = request(s, probe, NULL, 0, 0, &len, &body, "the bucket");
+				e = wc_fail(WC_E_IO, "%s: HTTP 404 (%s)", uri,
+					    le == WC_OK ? "no such object" : s->status == 404 ? "no such bucket"
+					    : "no such bucket or object");
+			}
+			free(body);
+			free(url);
+		}
 		s3_close(&s->base);
 		return e;
+	}
+	if (s->etag[0]) {
+		char h[300];
+		snprintf(h, sizeof h, "If-Match: %s", s->etag);
+		struct curl_slist *l = curl_slist_append(s->headers, h);
+		if (!l) {
+			s3_close(&s->base);
+			return wc_fail(WC_E_NOMEM, "out of memory");
+		}
+		s->headers = l;
 	}
 	*out = &s->base;
 	return WC_OK;
