@@ -2,7 +2,8 @@
 # wcodecfs s3://BUCKET/PREFIX MOUNTPOINT against a real S3-compatible server
 # on 127.0.0.1 (tests/s3_lib.sh):
 #  - the prefix's keys are shown as a tree: X.wcodec as X.safetensors with
-#    the original's sha256, other objects byte for byte (whole, and at
+#    the original's sha256 (tiles of 256 KiB; and thousands of small ones,
+#    read a window at a time), other objects byte for byte (whole, and at
 #    random offsets and sizes), X.safetensors beside X.wcodec wins, an
 #    object named like a directory gives way to it;
 #  - a damaged object reads as EIO with the tile named in the log;
@@ -26,6 +27,8 @@ s3_cleanup_hook() {
 "$PYTHON3" "$top_srcdir/tests/gen_safetensors.py" --profile weights --dtype BF16 --params 900000 "$T/a.safetensors" ||
 	fail "gen"
 "$WCODEC" pack -q --tile-size 256K "$T/a.safetensors" "$T/a.wcodec" || fail "pack"
+"$PYTHON3" "$top_srcdir/tests/gen_safetensors.py" --profile many "$T/many.safetensors" || fail "gen many"
+"$WCODEC" pack -q "$T/many.safetensors" "$T/many.wcodec" || fail "pack many"
 cp "$T/a.wcodec" "$T/bad.wcodec"
 "$PYTHON3" - "$T/bad.wcodec" <<'PY'
 import struct, sys
@@ -37,6 +40,7 @@ head -c 20000000 /dev/urandom >"$T/blob.bin"
 head -c 20000000 /dev/urandom >"$T/blob2.bin"
 echo '{"model_type": "llama"}' >"$T/config.json"
 put "$T/a.wcodec" m/ckpt/model.wcodec
+put "$T/many.wcodec" m/ckpt/many.wcodec
 put "$T/config.json" m/ckpt/config.json
 put "$T/blob.bin" m/ckpt/sub/blob.bin
 put "$T/blob.bin" m/ckpt/sub/replaced.bin
@@ -62,6 +66,7 @@ cat >"$T/want" <<'EOF'
 ./bad/bad.safetensors
 ./ckpt
 ./ckpt/config.json
+./ckpt/many.safetensors
 ./ckpt/model.safetensors
 ./ckpt/sub
 ./ckpt/sub/blob.bin
@@ -75,6 +80,7 @@ diff "$T/want" "$T/tree" >&2 || fail "the tree shown differs"
 [ "$(sha256sum <"$MNT/ckpt/model.safetensors")" = "$(sha256sum <"$T/a.safetensors")" ] ||
 	fail "model.safetensors: not the original's sha256"
 cmp "$MNT/ckpt/sub/blob.bin" "$T/blob.bin" || fail "blob.bin differs"
+cmp "$MNT/ckpt/many.safetensors" "$T/many.safetensors" || fail "many.safetensors (small tiles, read in windows) differs"
 cmp "$MNT/plain/x.safetensors" "$T/a.safetensors" || fail "the original beside its pack did not win"
 cmp "$MNT/ckpt/config.json" "$T/config.json" || fail "config.json"
 [ "$(stat -c %s "$MNT/ckpt/model.safetensors")" = "$(stat -c %s "$T/a.safetensors")" ] || fail "size"
@@ -82,7 +88,8 @@ cmp "$MNT/ckpt/config.json" "$T/config.json" || fail "config.json"
 import os, random, sys
 mnt, t = sys.argv[1:]
 rng = random.Random(7)
-for name, ref in (("ckpt/sub/blob.bin", "blob.bin"), ("ckpt/model.safetensors", "a.safetensors")):
+for name, ref in (("ckpt/sub/blob.bin", "blob.bin"), ("ckpt/model.safetensors", "a.safetensors"),
+                  ("ckpt/many.safetensors", "many.safetensors")):
     want = open(os.path.join(t, ref), "rb").read()
     fd = os.open(os.path.join(mnt, name), os.O_RDONLY)
     for _ in range(200):
@@ -92,7 +99,7 @@ for name, ref in (("ckpt/sub/blob.bin", "blob.bin"), ("ckpt/model.safetensors", 
         assert got == want[off:off + n], (name, off, n)
     os.close(fd)
 PY
-echo "# a tree of 9 objects; packed, plain and passed-through files equal, whole and at 400 random ranges"
+echo "# a tree of 10 objects; packed (large and small tiles), plain and passed-through files equal, whole and at 600 random ranges"
 
 cat "$MNT/bad/bad.safetensors" >/dev/null 2>"$T/err" && fail "a damaged object read without an error"
 grep -q "Input/output error" "$T/err" || fail "damaged: $(cat "$T/err")"

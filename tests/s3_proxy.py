@@ -8,8 +8,9 @@ MODE "flaky": the first attempt of each distinct request (method, path,
 Range) fails, in turn with a 503, a connection closed before any answer,
 and a body cut short after its headers promised more; later attempts pass.
 MODE "short": every GET body is cut to half of what its headers promise.
-MODE "slow": every answer passes, GET bodies sent at about 20 MB/s (a long
-load, so the server can be stopped in the middle of it).
+MODE "slow": every answer passes, each ranged GET forwarded only after the
+time its bytes take at 20 MB/s, one request at a time (a long load, whose
+requests reach the server throughout, so it can be stopped in the middle).
 In every mode a request the server does not answer (stopped, restarting)
 gets its connection closed, as a network would.
 The port it listens on (127.0.0.1, chosen by the system) is written to
@@ -25,6 +26,7 @@ import time
 PORT_FILE, UPSTREAM, MODE, LOG = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 seen = {}
 lock = threading.Lock()
+slow_lock = threading.Lock()
 FAULTS = ("503", "reset", "truncate")
 
 
@@ -70,6 +72,15 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.close()
             return
+        if MODE == "slow":  # the time the range takes at 20 MB/s, all connections in turn, before asking
+            r = self.headers.get("Range") or ""
+            try:
+                a, b = r.split("=", 1)[1].split("-")
+                n = int(b) - int(a) + 1
+            except (IndexError, ValueError):
+                n = 0
+            with slow_lock:
+                time.sleep(n / 20e6)
         try:
             status, headers, data = self.forward()
         except OSError:
@@ -98,11 +109,6 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             self.wfile.write(data[:len(data) // 2])
             self.wfile.flush()
             self.close_connection = True
-            return
-        if MODE == "slow":
-            for i in range(0, len(data), 65536):
-                self.wfile.write(data[i:i + 65536])
-                time.sleep(65536 / 20e6)
             return
         self.wfile.write(data)
 

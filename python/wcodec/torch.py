@@ -15,7 +15,7 @@ usable), KeyError for a missing tensor, TypeError for a dtype this torch
 lacks.
 """
 from . import _safe_open
-from ._file import TensorFile, open_checkpoint_dir
+from ._file import TensorFile, open_checkpoint_dir, open_files
 from ._torch_framework import FW as _FW
 from ._torch_framework import torch_dtype
 from .packed import PackedModule, empty_weights, load_packed, pack_module
@@ -64,7 +64,7 @@ def load_checkpoint(directory, device="cpu", process_group=None, tp_plan=None, e
     files, err = [], None
     try:
         paths, weight_map = open_checkpoint_dir(directory)
-        files = [TensorFile(p) for p in paths]
+        files = open_files(paths)
         if weight_map is not None:
             for name, path in weight_map.items():
                 files[paths.index(path)].info(name)

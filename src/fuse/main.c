@@ -173,7 +173,7 @@ int main(int argc, char **argv)
 	}
 	/* libfuse checks its mount options here, before anything starts, so a
 	 * mistyped -o option is the first and only thing the user is told. */
-	wcfs_fs fs = { .opt = &o, .timeout = o.timeout, .readahead = o.readahead };
+	wcfs_fs fs = { .opt = &o, .timeout = o.timeout, .readahead = o.readahead, .prefetch_on_open = bucket };
 	/* A bucket is listed now, before the mount, so a wrong address or
 	 * credential is told to the user and nothing is mounted. */
 	wcfs_vnode *bucket_root = NULL;

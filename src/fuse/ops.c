@@ -3,6 +3,7 @@
 
 #include "fuse/bdi.h"
 #include "fuse/idle.h"
+#include "fuse/prefetch.h"
 #include "fuse/read.h"
 
 #include <errno.h>
@@ -330,6 +331,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			return;
 		}
 	}
+	if (n->vn && fs->prefetch_on_open && fs->readahead)
+		wcfs_prefetch_after(fs, n->vn, 0,
+				    (uint64_t)wcfs_readahead_of(fs, n->vn) * (n->vn->blksize ? n->vn->blksize : 4096));
 	wcfs_node_ref(fs->vt.itable, n);
 	handle_link(fs, h);
 	fi->fh = (uint64_t)(uintptr_t)h;

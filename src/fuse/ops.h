@@ -26,6 +26,11 @@ typedef struct wcfs_fs {
 	wc_cache *cache;
 	double timeout;       /* attribute and entry timeout, seconds */
 	unsigned readahead;   /* tiles ahead of a sequential stream; 0 = off */
+	/* Files come from an object store (bucket.h): an open queues the
+	 * first readahead tiles at once, as every fetch waits on a request's
+	 * latency that a reader of the file's start would otherwise pay tile
+	 * after tile before its stream is seen. */
+	int prefetch_on_open;
 	atomic_int bdi_pending; /* kernel readahead still to be raised (bdi.h) */
 	/* Reads of virtual files served, for the unmount log: how many, their
 	 * bytes, the nanoseconds from the request to the reply written (the

@@ -26,6 +26,10 @@
  * JSON for a file of a thousand tensors, are parsed when the file is first
  * opened (prepare) or read. So `ls -l` of a directory of shards costs one
  * pread per file, and a file only looked at holds no tensor table. */
+/* Bytes an object's small reads (payloads of small tiles) fetch at once:
+ * one GET for what would be dozens (wc_source_set_read_window). */
+#define OBJECT_READ_WINDOW ((size_t)256 << 10)
+
 typedef struct wcodec_vnode {
 	wcfs_vnode base; /* first member: a wcfs_vnode* points here */
 	const wcfs_provider_ctx *ctx;
@@ -143,6 +147,8 @@ static wc_err ensure_open(wcodec_vnode *w, wc_container **out)
 			w->src = NULL;
 			snprintf(real, sizeof real, "%s", w->uri);
 			e = src ? WC_OK : wc_source_open(w->uri, &src);
+			if (!e) /* a no-op for the lookup's, which has it */
+				e = wc_source_set_read_window(src, OBJECT_READ_WINDOW);
 			if (!e)
 				e = wc_container_open_tiles_source(src, &c);
 		} else {
@@ -273,6 +279,9 @@ wc_err wcfs_wcodec_open_object(const wcfs_provider_ctx *ctx, const char *uri, wc
 	wc_err e = wc_source_open(uri, &w->src);
 	if (!e)
 		e = wc_container_peek_source(w->src, &w->peek);
+	/* Tiles of small tensors are small: read them a window at a time. */
+	if (!e)
+		e = wc_source_set_read_window(w->src, OBJECT_READ_WINDOW);
 	if (e) {
 		if (w->src)
 			wc_source_close(w->src);

@@ -1,5 +1,6 @@
 /* tensor_file.c - one view of .wcodec and safetensors checkpoints (loader.h). */
 #include "loader/loader.h"
+#include "loader/tensor_file_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,10 @@ struct wc_tensor_file {
 	uint8_t *header; /* a plain file's first 8 + N bytes */
 	uint64_t header_len, data_off, data_size;
 	char *path; /* for error reasons */
+	bool remote; /* wc_tensor_file_remote */
 };
+
+bool wc_tensor_file_remote(const wc_tensor_file *f) { return f->remote; }
 
 /* A plain safetensors file: read and validate its header. */
 static wc_err open_plain(wc_tensor_file *f, const char *path)
@@ -62,6 +66,7 @@ wc_err wc_tensor_file_open(const char *path, wc_tensor_file **out)
 		free(f);
 		return e;
 	}
+	f->remote = wc_source_read_ahead(src) > 0;
 	char magic[8] = { 0 };
 	if (wc_source_size(src) >= sizeof magic && wc_source_read(src, magic, sizeof magic, 0, "magic") == WC_OK &&
 	    memcmp(magic, WC_MAGIC, sizeof magic) == 0) {

@@ -53,6 +53,16 @@ const char *wc_source_name(const wc_source *s);
  * kept), WC_E_INVAL (not a file source). */
 wc_err wc_source_set_path(wc_source *s, const char *path);
 
+/* Serve reads from windows of `bytes`: a read of less than a quarter of
+ * that outside every window fetches up to `bytes` from its offset (to the
+ * end at most) into a new window (the least recently used of 4 goes), and
+ * any read a window holds is copied from it, so a reader of many small
+ * consecutive pieces (the mount's small tiles from an object store, one
+ * GET each otherwise) makes one request per window. The windows of all sources of the process hold
+ * at most 64 MiB; past that, reads go to the source as they are. Set once,
+ * before the source is shared between threads. Errors: WC_E_NOMEM. */
+wc_err wc_source_set_read_window(wc_source *s, size_t bytes);
+
 void wc_source_close(wc_source *s);
 
 /* The objects of an S3-compatible store whose keys start with PREFIX, for

@@ -33,6 +33,7 @@
 #define POOL 16          /* idle easy handles kept */
 #define FIRST_BACKOFF_MS 200
 #define MAX_BACKOFF_MS 2000
+#define HEAD_BYTES ((size_t)64 << 10) /* read by the GET that opens an object */
 
 typedef struct s3_source {
 	struct wc_source base;
@@ -42,6 +43,8 @@ typedef struct s3_source {
 	char sigv4[96];
 	char etag[256];    /* the HEAD's ETag ("" if none): sent as If-Match */
 	long status;       /* the last answer's HTTP status, for the opener's message (one thread) */
+	uint8_t *head;     /* the object's first head_len bytes, from the opening GET */
+	size_t head_len;
 	struct curl_slist *headers;
 	pthread_mutex_t mu;
 	CURL *idle[POOL];
@@ -126,28 +129,49 @@ static int transient(CURLcode rc, long status)
 	       rc == CURLE_HTTP2_STREAM;
 }
 
-/* A HEAD answer's ETag header line, into the char[256] at ctx. */
+/* What an answer's headers say: its ETag, and the object's size from a
+ * ranged answer's Content-Range ("bytes 0-65535/SIZE"; RFC 9110 14.4). */
+typedef struct answer_hdrs {
+	char etag[256];
+	long long total; /* -1: not given */
+} answer_hdrs;
+
 static size_t on_header(char *p, size_t size, size_t n, void *ctx)
 {
 	size_t len = size * n;
-	char *etag = ctx;
+	answer_hdrs *a = ctx;
+	const char *end = p + len;
+	while (end > p && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
+		end--;
 	if (len > 5 && !strncasecmp(p, "etag:", 5)) {
-		const char *v = p + 5, *end = p + len;
+		const char *v = p + 5;
 		while (v < end && (*v == ' ' || *v == '\t'))
 			v++;
-		while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
-			end--;
-		if ((size_t)(end - v) < 256 && memchr(v, '\n', (size_t)(end - v)) == NULL) {
-			memcpy(etag, v, (size_t)(end - v));
-			etag[end - v] = '\0';
+		if ((size_t)(end - v) < sizeof a->etag && !memchr(v, '\n', (size_t)(end - v))) {
+			memcpy(a->etag, v, (size_t)(end - v));
+			a->etag[end - v] = '\0';
+		}
+	} else if (len > 14 && !strncasecmp(p, "content-range:", 14)) {
+		const char *slash = memchr(p, '/', (size_t)(end - p));
+		char num[32];
+		size_t k = slash ? (size_t)(end - slash - 1) : 0;
+		if (k && k < sizeof num) {
+			memcpy(num, slash + 1, k);
+			num[k] = '\0';
+			char *e;
+			long long v = strtoll(num, &e, 10);
+			if (*e == '\0' && v >= 0)
+				a->total = v;
 		}
 	}
 	return len;
 }
 
 /* One request to url: HEAD (dst and all NULL; *length gets Content-Length,
- * s->etag the ETag),
- * a GET of [off, off + len) into dst, or (all) a whole GET answered 200
+ * s->etag the ETag); a GET of [off, off + len) into dst; with dst and
+ * length both, the opening GET: [0, len) of an object that may be shorter,
+ * *length getting its size (Content-Range) and s->head_len the bytes
+ * received, s->etag the ETag; or (all) a whole GET answered 200
  * into a buffer *all of *length bytes (malloc'ed; the caller frees it).
  * Retries what transient() names. */
 static wc_err request(s3_source *s, const char *url, uint8_t *dst, size_t len, uint64_t off, uint64_t *length,
@@ -177,9 +201,10 @@ static wc_err request(s3_source *s, const char *url, uint8_t *dst, size_t len, u
 			curl_easy_setopt(h, CURLOPT_USERNAME, s->cfg.key_id);
 			curl_easy_setopt(h, CURLOPT_PASSWORD, s->cfg.secret);
 		}
-		char etag[256] = "";
+		answer_hdrs ah = { .total = -1 };
+		const char *etag = ah.etag;
 		curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-		curl_easy_setopt(h, CURLOPT_HEADERDATA, etag);
+		curl_easy_setopt(h, CURLOPT_HEADERDATA, &ah);
 		if (dst || all) {
 			if (dst)
 				curl_easy_setopt(h, CURLOPT_RANGE, range);
@@ -198,7 +223,15 @@ static wc_err request(s3_source *s, const char *url, uint8_t *dst, size_t len, u
 		give(s, h);
 		if (rc == CURLE_OK && !dst && !all && status == 200 && clen >= 0) {
 			*length = (uint64_t)clen;
-			memcpy(s->etag, etag, sizeof etag);
+			memcpy(s->etag, etag, sizeof s->etag);
+			return WC_OK;
+		}
+		if (rc == CURLE_OK && dst && length &&
+		    ((status == 206 && ah.total >= 0 && k.got == ((uint64_t)ah.total < len ? (size_t)ah.total : len)) ||
+		     (status == 200 && clen >= 0 && k.got == (uint64_t)clen))) {
+			*length = status == 206 ? (uint64_t)ah.total : k.got;
+			s->head_len = k.got;
+			memcpy(s->etag, etag, sizeof s->etag);
 			return WC_OK;
 		}
 		/* Servers that ignore If-Match (s3rver) still name the version
@@ -213,7 +246,7 @@ static wc_err request(s3_source *s, const char *url, uint8_t *dst, size_t len, u
 		}
 		/* An error's body names its cause (S3's <Code>), where there
 		 * is one: a listing of a bucket that does not exist. */
-		int no_bucket = all && k.dst && k.got && memmem(k.dst, k.got, "<Code>NoSuchBucket</Code>", 25);
+		int no_bucket = status == 404 && k.dst && k.got && memmem(k.dst, k.got, "<Code>NoSuchBucket</Code>", 25);
 		if (all)
 			free(k.dst);
 		/* 206 with the range, or 200 with the whole object when the range is all of it */
@@ -250,6 +283,10 @@ static wc_err request(s3_source *s, const char *url, uint8_t *dst, size_t len, u
 static wc_err s3_read(wc_source *src, void *buf, size_t len, uint64_t off, const char *what)
 {
 	s3_source *s = (s3_source *)src;
+	if (off + len <= s->head_len) { /* within the opening GET's bytes */
+		memcpy(buf, s->head + off, len);
+		return WC_OK;
+	}
 	return request(s, s->url, buf, len, off, NULL, NULL, what);
 }
 
@@ -260,6 +297,7 @@ static void s3_close(wc_source *src)
 		curl_easy_cleanup(s->idle[i]);
 	curl_slist_free_all(s->headers);
 	pthread_mutex_destroy(&s->mu);
+	free(s->head);
 	free(s->url);
 	free(s->base.name);
 	memset(&s->cfg, 0, sizeof s->cfg); /* no secret left in freed memory */
@@ -339,7 +377,18 @@ wc_err wc_source_open_s3(const char *uri, wc_source **out)
 	wc_err e = open_client(uri, 1, &s);
 	if (e)
 		return e;
-	if ((e = request(s, s->url, NULL, 0, 0, &s->base.size, NULL, "size"))) {
+	/* One GET opens it: the first HEAD_BYTES (what a reader reads first:
+	 * a container's header, a safetensors header), the size from its
+	 * Content-Range and the ETag; an empty object (416: no byte to
+	 * give) is asked with a HEAD. */
+	if (!(s->head = malloc(HEAD_BYTES))) {
+		s3_close(&s->base);
+		return wc_fail(WC_E_NOMEM, "out of memory");
+	}
+	e = request(s, s->url, s->head, HEAD_BYTES, 0, &s->base.size, NULL, "the start");
+	if (e && s->status == 416)
+		e = request(s, s->url, NULL, 0, 0, &s->base.size, NULL, "size");
+	if (e) {
 		/* A HEAD answer has no body to say which is missing: a listing
 		 * of no keys tells a missing bucket from a missing object. */
 		if (s->status == 404) {
