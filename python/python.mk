@@ -24,8 +24,8 @@ endif
 # make check: the package against the safetensors layout (GPU parts skip
 # without a GPU).
 TESTS += tests/python_loader.sh tests/python_images.sh tests/python_packed.sh tests/python_bindings.sh \
-	tests/python_distributed.sh
-EXTRA_DIST += tests/python_bindings.sh tests/test_bindings.py tests/python_distributed.sh tests/test_distributed.py tests/python_loader.sh tests/python_env.sh tests/test_python.py tests/python_images.sh \
+	tests/python_distributed.sh tests/python_transformers_tp.sh
+EXTRA_DIST += tests/python_bindings.sh tests/test_bindings.py tests/python_distributed.sh tests/python_transformers_tp.sh tests/test_distributed.py tests/python_loader.sh tests/python_env.sh tests/test_python.py tests/python_images.sh \
 	tests/test_python_images.py tests/python_packed.sh tests/test_python_packed.py
 
 # pip and Debian packaging (the files they read; contrib/package-tests.sh
