@@ -30,6 +30,7 @@
 #define PLAIN_SEG (2u * MIB)             /* bytes of a plain file per segment */
 #define DEFAULT_STAGING (128u * MIB)     /* the ring, when the caller gives none */
 #define SLOT_BYTES (16u * MIB)           /* one group's payloads */
+#define RUN_BYTES (8u * MIB)             /* payloads one request from an object store fetches at most */
 #define DECODERS 2u                      /* threads handing groups to the GPU */
 /* The loader context's device budget: three lanes of 16 MiB decoded each
  * (wcc_device.c sizes them), under 200 MiB of device memory. */
@@ -220,28 +221,75 @@ static wc_err read_seg(pipe_t *p, const seg *s, uint8_t *dst)
 	return wc_tensor_file_read_data(f, dst, s->file_len, s->off);
 }
 
+/* How many segments from segs[i] on one read can fetch: from an object
+ * store, the following segments of the same group whose tiles come next
+ * in the same file (their payloads adjacent there), up to RUN_BYTES; else
+ * (a local file, a plain range, payloads from runs) 1. */
+static size_t run_length(const pipe_t *p, size_t i)
+{
+	const seg *a = &p->segs[i];
+	const wc_tensor_file *f = p->files[p->ranges[a->range].file];
+	if (a->tile == UINT32_MAX || p->from_runs || !wc_tensor_file_remote(f))
+		return 1;
+	const wc_container *c = wc_tensor_file_container(f);
+	size_t n = 1;
+	uint64_t bytes = a->file_len;
+	for (size_t j = i + 1; j < p->nsegs; j++, n++) {
+		const seg *b = &p->segs[j], *prev = &p->segs[j - 1];
+		if (b->group != a->group || p->ranges[b->range].file != p->ranges[a->range].file ||
+		    b->tile != prev->tile + 1 || bytes + b->file_len > RUN_BYTES ||
+		    wc_container_tile(c, b->tile)->coff != wc_container_tile(c, prev->tile)->coff + prev->file_len)
+			break;
+		bytes += b->file_len;
+	}
+	return n;
+}
+
+/* Read the n segments from segs[i] (run_length) into their places in the
+ * slot: one request into a buffer, each payload checked, then copied. */
+static wc_err read_run(pipe_t *p, size_t i, size_t n, uint8_t *slot, uint32_t *bad)
+{
+	const seg *a = &p->segs[i], *z = &p->segs[i + n - 1];
+	*bad = a->tile;
+	const wc_container *c = wc_tensor_file_container(p->files[p->ranges[a->range].file]);
+	const uint64_t first = wc_container_tile(c, a->tile)->coff;
+	uint8_t *buf = malloc((size_t)(wc_container_tile(c, z->tile)->coff + z->file_len - first));
+	if (!buf)
+		return wc_fail(WC_E_NOMEM, "out of memory for a run of %zu payloads", n);
+	wc_err e = wc_container_read_payloads(c, a->tile, z->tile, buf, bad);
+	for (size_t j = i; e == WC_OK && j < i + n; j++)
+		memcpy(slot + p->segs[j].slot_off, buf + (wc_container_tile(c, p->segs[j].tile)->coff - first),
+		       p->segs[j].file_len);
+	free(buf);
+	return e;
+}
+
 static void *reader_main(void *arg)
 {
 	pipe_t *p = arg;
 	pthread_setname_np(pthread_self(), "wcodec-reader");
 	pthread_mutex_lock(&p->mu);
 	while (p->err == WC_OK && p->next_seg < p->nsegs) {
-		const seg *s = &p->segs[p->next_seg++];
+		const size_t i = p->next_seg, n = run_length(p, i);
+		p->next_seg += n;
+		const seg *s = &p->segs[i];
 		const size_t slot = s->group % p->nslots;
 		while (p->err == WC_OK && p->slot_owner[slot] != s->group)
 			pthread_cond_wait(&p->cv, &p->mu);
 		if (p->err != WC_OK)
 			break;
 		pthread_mutex_unlock(&p->mu);
-		wc_err e = read_seg(p, s, p->ring + slot * p->slot_bytes + s->slot_off);
+		uint32_t bad = s->tile;
+		wc_err e = n > 1 ? read_run(p, i, n, p->ring + slot * p->slot_bytes, &bad)
+				 : read_seg(p, s, p->ring + slot * p->slot_bytes + s->slot_off);
 		if (e != WC_OK) {
 			const wc_tensor_file *f = p->files[p->ranges[s->range].file];
-			pipe_fail(p, e, f, s->tile != UINT32_MAX ? tensor_of(f, s->tile) : NULL, wc_last_detail());
+			pipe_fail(p, e, f, bad != UINT32_MAX ? tensor_of(f, bad) : NULL, wc_last_detail());
 			pthread_mutex_lock(&p->mu);
 			break;
 		}
 		pthread_mutex_lock(&p->mu);
-		if (--p->groups[s->group].left == 0) {
+		if ((p->groups[s->group].left -= n) == 0) {
 			p->groups[s->group].state = 1;
 			pthread_cond_broadcast(&p->cv);
 		}

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "engine/threadpool.h"
-#include "loader/tensor_file_impl.h"
 
 #define PLAIN_PIECE ((uint64_t)8 << 20) /* bytes of a plain file per task */
 /* A plain file's ranges under PLAIN_SMALL bytes (tensors of a model with

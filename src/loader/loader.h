@@ -16,6 +16,7 @@
 #ifndef WC_LOADER_H
 #define WC_LOADER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,6 +59,12 @@ const char *wc_tensor_file_header(const wc_tensor_file *f, size_t *len);
 
 /* The path the file was opened by (for messages). */
 const char *wc_tensor_file_path(const wc_tensor_file *f);
+
+/* Whether f is read from an object store (s3://): every read waits on a
+ * request's latency rather than a disk or a CPU, so a loader keeps more
+ * reads in flight and reads consecutive tiles' payloads at once
+ * (wc_container_read_payloads) rather than one request a tile. */
+bool wc_tensor_file_remote(const wc_tensor_file *f);
 
 /* Bytes of the data section (the sum of the tensors' byte sizes). */
 uint64_t wc_tensor_file_data_size(const wc_tensor_file *f);

@@ -1,6 +1,6 @@
 # src/loader: checkpoints (.wcodec or safetensors) read straight into a
 # caller's memory; the library half of the Python package (python/).
-libwcodec_impl_la_SOURCES += src/loader/tensor_file.c src/loader/tensor_file_impl.h src/loader/load_host.c src/loader/images.c
+libwcodec_impl_la_SOURCES += src/loader/tensor_file.c src/loader/load_host.c src/loader/images.c
 loaderincdir = $(pkgincludedir)/loader
 loaderinc_HEADERS = src/loader/loader.h src/loader/images.h
 

@@ -1,6 +1,5 @@
 /* tensor_file.c - one view of .wcodec and safetensors checkpoints (loader.h). */
 #include "loader/loader.h"
-#include "loader/tensor_file_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
