@@ -21,6 +21,7 @@
  * a failed tile's status into page-locked host memory that
  * wcodec_cuda_resident_check() reads without touching the GPU.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,20 +69,32 @@ static void read_one(void *arg, size_t i)
 		snprintf(r->why[i], sizeof r->why[i], "%s", wc_last_detail());
 }
 
+/* The check at create (verify) copies decoded bytes back through one
+ * page-locked buffer per GPU of VERIFY_STAGE bytes, made on first use and
+ * kept: page-locked memory takes about 1.2 ms a MiB to allocate, so a
+ * buffer the size of each set (what a 7B model's blocks needed: 9.4 of the
+ * 12.2 s its load took, docs/BENCHMARKS.md) costs more than the copies. */
+#define VERIFY_STAGE (64u * MIB)
+static uint8_t *g_verify_stage[WCC_MAX_GPUS];
+static pthread_mutex_t g_verify_mu = PTHREAD_MUTEX_INITIALIZER;
+
 typedef struct hash_ctx {
 	const wcodec_cuda_resident *r;
-	const uint8_t *h; /* the destination's bytes, then the work buffer's shared tiles */
+	const size_t *idx;  /* the pieces hashed now */
+	const uint8_t *h;   /* the window's bytes on the host */
+	uintptr_t base;     /* the piece address (REL + offset, WORK + offset) of h[0] */
 	wc_err *err;
 } hash_ctx;
 
-static void hash_one(void *arg, size_t j)
+static void hash_one(void *arg, size_t k)
 {
 	const hash_ctx *x = arg;
+	const size_t j = x->idx[k];
 	const piece *p = &x->r->pieces[j];
 	const wc_tile_info *tl = wc_container_tile(x->r->c, p->tile);
 	wc_tile_job job;
 	memset(&job, 0, sizeof job);
-	job.out = (uint8_t *)(p->out >= WORK ? x->h + x->r->out_bytes + (p->out - WORK) : x->h + (p->out - REL));
+	job.out = (uint8_t *)x->h + (p->out - x->base);
 	job.out_size = tl->dsize;
 	job.dhash = tl->dhash;
 	x->err[j] = wc_job_check_hash(&job);
@@ -96,40 +109,91 @@ static slot *slot_of(wcodec_cuda_resident *r, uintptr_t dst)
 	return NULL;
 }
 
+static const wcodec_cuda_resident *g_sort_r; /* by_out's set (under g_verify_mu) */
+
+static int by_out(const void *a, const void *b)
+{
+	uintptr_t x = g_sort_r->pieces[*(const size_t *)a].out, y = g_sort_r->pieces[*(const size_t *)b].out;
+	return x < y ? -1 : x > y;
+}
+
+/* Hash the pieces whose bytes lie in d (REL pieces: the destination) or
+ * work (WORK pieces: shared tiles), window by window of the stage: the
+ * pieces sorted by address, each window the next pieces that fit whole,
+ * copied down at once and hashed on the context's threads. Lock held. */
+static wc_err verify_windows(wcodec_cuda_resident *r, const uint8_t *d, const uint8_t *work, uint8_t *stage,
+			     size_t *idx, wc_err *errs)
+{
+	for (size_t j = 0; j < r->ntiles; j++)
+		idx[j] = j;
+	g_sort_r = r;
+	qsort(idx, r->ntiles, sizeof *idx, by_out);
+	for (size_t i = 0; i < r->ntiles;) {
+		const piece *p0 = &r->pieces[idx[i]];
+		const uintptr_t region = p0->out >= WORK ? WORK : REL, base = p0->out;
+		uintptr_t end = base;
+		size_t k = i;
+		for (; k < r->ntiles; k++) {
+			const piece *p = &r->pieces[idx[k]];
+			const uintptr_t pend = p->out + wc_container_tile(r->c, p->tile)->dsize;
+			if ((p->out >= WORK ? WORK : REL) != region || (pend - base > VERIFY_STAGE && k > i))
+				break;
+			if (pend > end)
+				end = pend;
+		}
+		if (end - base > VERIFY_STAGE) /* one tile larger than the stage */
+			return wc_fail(WC_E_UNSUPPORTED, "cuda resident: tile %u of %llu bytes is larger than the %u MiB "
+				       "check window", p0->tile, (unsigned long long)(end - base), (unsigned)(VERIFY_STAGE >> 20));
+		if (region == WORK && !work)
+			return wc_fail(WC_E_BACKEND, "cuda resident: no work buffer to check shared tiles in");
+		const uint8_t *src = (region == WORK ? work : d) + (base - region);
+		cudaError_t ce = cudaMemcpy(stage, src, end - base, cudaMemcpyDeviceToHost);
+		if (ce != cudaSuccess)
+			return cuda_err("verify copy", ce);
+		hash_ctx x = { r, idx + i, stage, base, errs };
+		wc_threadpool_run(r->ctx->pool, hash_one, &x, k - i);
+		for (size_t m = i; m < k; m++)
+			if (errs[idx[m]] != WC_OK)
+				return wc_fail(WC_E_CORRUPT, "cuda resident: tensor '%s', tile %u: decoded bytes fail their "
+					       "checksum", r->pieces[idx[m]].name, r->pieces[idx[m]].tile);
+		i = k;
+	}
+	return WC_OK;
+}
+
 /* With WCODEC_CUDA_RESIDENT_VERIFY: decode once into scratch and check
  * every tile's bytes (in the destination, or the work buffer for shared
  * tiles) against its dhash on the host, on the context's threads. */
 static wc_err verify(wcodec_cuda_resident *r, wc_err *errs)
 {
-	uint8_t *d = NULL, *h = NULL;
-	const size_t bytes = r->out_bytes + r->part_bytes + 16;
-	cudaError_t ce;
-	if ((ce = cudaMalloc((void **)&d, r->out_bytes + 16)) != cudaSuccess ||
-	    (ce = cudaMallocHost((void **)&h, bytes)) != cudaSuccess) {
-		cudaFree(d);
+	uint8_t *d = NULL;
+	size_t *idx = malloc((r->ntiles + 1) * sizeof *idx);
+	cudaError_t ce = idx ? cudaMalloc((void **)&d, r->out_bytes + 16) : cudaErrorMemoryAllocation;
+	if (ce != cudaSuccess) {
+		free(idx);
 		return cuda_err("verify buffers", ce);
 	}
 	wc_err e = wcodec_cuda_resident_decode(r, d, r->out_bytes + 16, 0);
 	slot *s = slot_of(r, (uintptr_t)d);
-	if (e == WC_OK && (ce = cudaMemcpy(h, d, r->out_bytes, cudaMemcpyDeviceToHost)) != cudaSuccess)
-		e = cuda_err("verify copy", ce);
-	if (e == WC_OK && s && r->part_bytes &&
-	    (ce = cudaMemcpy(h + r->out_bytes, s->d_work, r->part_bytes, cudaMemcpyDeviceToHost)) != cudaSuccess)
-		e = cuda_err("verify copy", ce);
+	if (e == WC_OK && (ce = cudaStreamSynchronize(0)) != cudaSuccess)
+		e = cuda_err("verify decode", ce);
 	if (e == WC_OK)
 		e = wcodec_cuda_resident_check(r);
 	if (e == WC_OK) {
-		hash_ctx x = { r, h, errs };
-		wc_threadpool_run(r->ctx->pool, hash_one, &x, r->ntiles);
-		for (size_t j = 0; j < r->ntiles && e == WC_OK; j++)
-			if (errs[j] != WC_OK)
-				e = wc_fail(WC_E_CORRUPT, "cuda resident: tensor '%s', tile %u: decoded bytes fail their "
-					    "checksum", r->pieces[j].name, r->pieces[j].tile);
+		pthread_mutex_lock(&g_verify_mu);
+		uint8_t **stage = &g_verify_stage[r->gpu];
+		if (!*stage && (ce = cudaHostAlloc((void **)stage, VERIFY_STAGE, 0)) != cudaSuccess) {
+			*stage = NULL;
+			e = cuda_err("verify stage", ce);
+		}
+		if (e == WC_OK)
+			e = verify_windows(r, d, s ? s->d_work : NULL, *stage, idx, errs);
+		pthread_mutex_unlock(&g_verify_mu);
 	}
 	if (s) /* d leaves no slot behind pointing at it */
 		s->dst = 0, s->last = 0;
 	cudaFree(d); /* after the decode: cudaFree waits for the device */
-	cudaFreeHost(h);
+	free(idx);
 	return e;
 }
 

@@ -83,8 +83,21 @@ class DeviceUnits:
         self.device = _torch.device("cuda", gpu)
         self._units, self._all = {}, []
         try:
-            for root, entries in units:
-                self._units[root] = self._build(P, files, entries, gpu, verify)
+            # Units are built 4 at a time (the plugin is thread-safe and
+            # releases the GIL): one unit's reads overlap another's upload,
+            # planning and check.
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(max_workers=max(1, min(4, len(units)))) as pool:
+                futures = [(root, pool.submit(self._build, P, files, entries, gpu, verify))
+                           for root, entries in units]
+            err = None
+            for root, fu in futures:
+                try:
+                    self._units[root] = fu.result()
+                except BaseException as e:  # noqa: BLE001 - raised below, once every unit is done
+                    err = err or e
+            if err is not None:
+                raise err
         except BaseException:
             self.close()
             raise
