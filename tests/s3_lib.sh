@@ -30,11 +30,13 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 PORT=$("$PYTHON3" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 mkdir -p "$T/data"
+# The server and curl run without the sanitizer runtime a test may preload
+# for Python (tests/python_env.sh): neither is ours, and curl hangs under it.
 s3_start() {
-	s3rver -d "$T/data" -a 127.0.0.1 -p "$PORT" -s --configure-bucket models >>"$T/s3rver.log" 2>&1 &
+	env -u LD_PRELOAD s3rver -d "$T/data" -a 127.0.0.1 -p "$PORT" -s --configure-bucket models >>"$T/s3rver.log" 2>&1 &
 	S3_PID=$!
 	i=0
-	until curl -s -o /dev/null "http://127.0.0.1:$PORT/"; do
+	until env -u LD_PRELOAD curl -s -o /dev/null "http://127.0.0.1:$PORT/"; do
 		i=$((i + 1))
 		[ $i -lt 100 ] || fail "s3rver did not start: $(tail -5 "$T/s3rver.log")"
 		sleep 0.1
@@ -46,8 +48,8 @@ s3_stop() {
 }
 s3_start
 put() { # put FILE KEY
-	curl -sf -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" --aws-sigv4 "aws:amz:us-east-1:s3" --user S3RVER:S3RVER \
-		-T "$1" "http://127.0.0.1:$PORT/models/$2" || fail "put $2"
+	env -u LD_PRELOAD curl -sf -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" --aws-sigv4 "aws:amz:us-east-1:s3" \
+		--user S3RVER:S3RVER -T "$1" "http://127.0.0.1:$PORT/models/$2" || fail "put $2"
 }
 proxy() { # proxy MODE: start it, set AWS_ENDPOINT_URL to it
 	rm -f "$T/port" "$T/faults"
