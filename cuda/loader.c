@@ -31,6 +31,7 @@
 #define DEFAULT_STAGING (128u * MIB)     /* the ring, when the caller gives none */
 #define SLOT_BYTES (16u * MIB)           /* one group's payloads */
 #define RUN_BYTES (8u * MIB)             /* payloads one request from an object store fetches at most */
+#define PLAIN_GAP (64u << 10)            /* unused bytes such a request may span between two ranges */
 #define DECODERS 2u                      /* threads handing groups to the GPU */
 /* The loader context's device budget: three lanes of 16 MiB decoded each
  * (wcc_device.c sizes them), under 200 MiB of device memory. */
@@ -222,22 +223,39 @@ static wc_err read_seg(pipe_t *p, const seg *s, uint8_t *dst)
 }
 
 /* How many segments from segs[i] on one read can fetch: from an object
- * store, the following segments of the same group whose tiles come next
- * in the same file (their payloads adjacent there), up to RUN_BYTES; else
- * (a local file, a plain range, payloads from runs) 1. */
+ * store, the following segments of the same group whose tile is the one
+ * before them again (a tile shared by several tensors: read once) or the
+ * next one in the same file (their payloads adjacent there), up to
+ * RUN_BYTES of payloads; or, in a plain file, the following ranges within
+ * PLAIN_GAP of each other (a model of many small tensors: one request for
+ * many, as the host loader does); else (a local file, payloads from runs)
+ * 1. */
 static size_t run_length(const pipe_t *p, size_t i)
 {
 	const seg *a = &p->segs[i];
 	const wc_tensor_file *f = p->files[p->ranges[a->range].file];
-	if (a->tile == UINT32_MAX || p->from_runs || !wc_tensor_file_remote(f))
+	if (p->from_runs || !wc_tensor_file_remote(f))
 		return 1;
-	const wc_container *c = wc_tensor_file_container(f);
 	size_t n = 1;
+	if (a->tile == UINT32_MAX) { /* a plain file: the next ranges, within PLAIN_GAP of each other */
+		for (size_t j = i + 1; j < p->nsegs; j++, n++) {
+			const seg *b = &p->segs[j], *prev = &p->segs[j - 1];
+			if (b->group != a->group || p->ranges[b->range].file != p->ranges[a->range].file ||
+			    b->tile != UINT32_MAX || b->off < prev->off + prev->len ||
+			    b->off - (prev->off + prev->len) > PLAIN_GAP || b->off + b->len - a->off > RUN_BYTES)
+				break;
+		}
+		return n;
+	}
+	const wc_container *c = wc_tensor_file_container(f);
 	uint64_t bytes = a->file_len;
 	for (size_t j = i + 1; j < p->nsegs; j++, n++) {
 		const seg *b = &p->segs[j], *prev = &p->segs[j - 1];
-		if (b->group != a->group || p->ranges[b->range].file != p->ranges[a->range].file ||
-		    b->tile != prev->tile + 1 || bytes + b->file_len > RUN_BYTES ||
+		if (b->group != a->group || p->ranges[b->range].file != p->ranges[a->range].file || b->tile == UINT32_MAX)
+			break;
+		if (b->tile == prev->tile)
+			continue; /* the same payload again */
+		if (b->tile != prev->tile + 1 || bytes + b->file_len > RUN_BYTES ||
 		    wc_container_tile(c, b->tile)->coff != wc_container_tile(c, prev->tile)->coff + prev->file_len)
 			break;
 		bytes += b->file_len;
@@ -251,6 +269,17 @@ static wc_err read_run(pipe_t *p, size_t i, size_t n, uint8_t *slot, uint32_t *b
 {
 	const seg *a = &p->segs[i], *z = &p->segs[i + n - 1];
 	*bad = a->tile;
+	if (a->tile == UINT32_MAX) { /* plain bytes, gaps and all */
+		const wc_tensor_file *f = p->files[p->ranges[a->range].file];
+		uint8_t *buf = malloc((size_t)(z->off + z->len - a->off));
+		if (!buf)
+			return wc_fail(WC_E_NOMEM, "out of memory for a run of %zu ranges", n);
+		wc_err e = wc_tensor_file_read_data(f, buf, (size_t)(z->off + z->len - a->off), a->off);
+		for (size_t j = i; e == WC_OK && j < i + n; j++)
+			memcpy(slot + p->segs[j].slot_off, buf + (p->segs[j].off - a->off), p->segs[j].file_len);
+		free(buf);
+		return e;
+	}
 	const wc_container *c = wc_tensor_file_container(p->files[p->ranges[a->range].file]);
 	const uint64_t first = wc_container_tile(c, a->tile)->coff;
 	uint8_t *buf = malloc((size_t)(wc_container_tile(c, z->tile)->coff + z->file_len - first));
