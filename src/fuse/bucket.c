@@ -409,23 +409,12 @@ static void dir_release(wcfs_vnode *n)
 
 static const char *dir_child_name(const wcfs_vnode *n, uint32_t i) { return dir_of(n)->ent[i].name; }
 
+static const char *entry_name(const void *d, uint32_t k) { return ((const bdir *)d)->ent[k].name; }
+
 static wc_err dir_child_find(const wcfs_vnode *n, const char *name, uint32_t *i)
 {
 	const bdir *d = dir_of(n);
-	uint32_t lo = 0, hi = d->n;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(d->ent[mid].name, name);
-		if (!c) {
-			*i = mid;
-			return WC_OK;
-		}
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return WC_E_NOTFOUND;
+	return wcfs_sorted_find(name, d->n, entry_name, d, i); /* entries are sorted (finish_dir) */
 }
 
 static wc_err dir_vnode_new(btree *t, uint32_t dir, wcfs_vnode **out);

@@ -170,6 +170,12 @@ wc_err wcfs_wcodec_open_object(const wcfs_provider_ctx *ctx, const char *uri, wc
 /* NULL-terminated table of providers, in priority order. */
 extern const wcfs_provider *const wcfs_providers[];
 
+/* For child_find: the place k (0 <= k < n) of `name` among n names in
+ * strcmp order, name_at(ctx, k) the k-th, by binary search. Errors:
+ * WC_E_NOTFOUND (not among them). */
+wc_err wcfs_sorted_find(const char *name, uint32_t n, const char *(*name_at)(const void *ctx, uint32_t k),
+			const void *ctx, uint32_t *k);
+
 /* The provider claiming a source file named `name` (by src_suffix), or NULL. */
 const wcfs_provider *wcfs_provider_for_source(const char *name);
 

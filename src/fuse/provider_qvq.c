@@ -253,24 +253,21 @@ static const char *dir_child_name(const wcfs_vnode *n, uint32_t i)
 	return i < d->n ? d->name[i] : NULL;
 }
 
+static const char *sorted_name(const void *d, uint32_t k)
+{
+	const qdir *q = d;
+	return q->name[q->by_name[k]];
+}
+
 static wc_err dir_child_find(const wcfs_vnode *n, const char *name, uint32_t *i)
 {
 	const qvq_vnode *v = (const qvq_vnode *)n;
 	const qdir *d = &v->t->dirs[v->id];
-	uint32_t lo = 0, hi = d->n;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(d->name[d->by_name[mid]], name);
-		if (c == 0) {
-			*i = d->by_name[mid];
-			return WC_OK;
-		}
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return WC_E_NOTFOUND;
+	uint32_t k;
+	wc_err e = wcfs_sorted_find(name, d->n, sorted_name, d, &k);
+	if (e == WC_OK)
+		*i = d->by_name[k];
+	return e;
 }
 
 static wc_err open_node(qvq_tree *t, uint32_t child, wcfs_vnode **out);

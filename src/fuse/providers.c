@@ -22,6 +22,25 @@ const wcfs_provider *wcfs_provider_for_source(const char *name)
 	return NULL;
 }
 
+wc_err wcfs_sorted_find(const char *name, uint32_t n, const char *(*name_at)(const void *ctx, uint32_t k),
+			const void *ctx, uint32_t *k)
+{
+	uint32_t lo = 0, hi = n;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(name_at(ctx, mid), name);
+		if (c == 0) {
+			*k = mid;
+			return WC_OK;
+		}
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return WC_E_NOTFOUND;
+}
+
 int wcfs_provider_stable_path(const wcfs_provider_ctx *ctx, const char *path, char *buf, size_t cap,
 			      char *real, size_t real_cap)
 {
