@@ -117,13 +117,16 @@ class _Group:
         self.rank, self.world = _dist.get_rank(pg), _dist.get_world_size(pg)
         self.flag_device = flag_device
 
-    def agree(self, exc):
+    def agree(self, exc, settle=None):
         """Every rank calls this after a step: raises on every rank the
-        first failing rank's error, if any rank failed."""
+        first failing rank's error, if any rank failed, after calling
+        settle() (waiting for an exchange still running)."""
         flag = _torch.tensor([1 if exc is not None else 0], dtype=_torch.int32, device=self.flag_device)
         _dist.all_reduce(flag, op=_dist.ReduceOp.MAX, group=self.pg)
         if not int(flag.item()):
             return
+        if settle is not None:
+            settle()
         errs = [None] * self.world
         _dist.all_gather_object(errs, _error_of(exc), group=self.pg)
         k = next(i for i, e in enumerate(errs) if e is not None)
@@ -318,8 +321,12 @@ class _Io:
         if cuda:
             fw.before_device_write(dev)
         host = dict(dtype=_torch.uint8, pin_memory=cuda)
-        self.send = _torch.empty(width, **host) if width else None
-        self.recv = [_torch.empty(width, **host) for _ in range(g.world)] if width else []
+        # Two sets of host buffers where the exchange runs on the host
+        # (gloo): round k+1's exchange fills one while round k decodes
+        # from the other.
+        sets = 1 if self.on_device else 2
+        self.send = [_torch.empty(width, **host) for _ in range(sets)] if width else []
+        self.recv = [[_torch.empty(width, **host) for _ in range(g.world)] for _ in range(sets)] if width else []
         if self.on_device and width:
             self.send_d = _torch.empty(width, dtype=_torch.uint8, device=self.torch_dev)
             self.recv_d = [_torch.empty(width, dtype=_torch.uint8, device=self.torch_dev) for _ in range(g.world)]
@@ -341,16 +348,20 @@ class _Io:
     def scratch(self, n):
         return _torch.empty(n, dtype=_torch.uint8, device=self.torch_dev)
 
-    def all_gather(self, w):
-        """Every rank's send[:w] into recv[k][:w] (host memory)."""
+    def all_gather(self, w, b):
+        """Start every rank's send[b][:w] into recv[b][k][:w] (host memory);
+        returns what to call to wait for it. On the host (gloo) it runs
+        while the caller decodes; through the GPUs (NCCL) it is done on
+        return."""
         if not self.on_device:
-            _dist.all_gather([r[:w] for r in self.recv], self.send[:w], group=self.g.pg)
-            return
-        self.send_d[:w].copy_(self.send[:w], non_blocking=True)
+            work = _dist.all_gather([r[:w] for r in self.recv[b]], self.send[b][:w], group=self.g.pg, async_op=True)
+            return work.wait
+        self.send_d[:w].copy_(self.send[b][:w], non_blocking=True)
         _dist.all_gather([r[:w] for r in self.recv_d], self.send_d[:w], group=self.g.pg)
-        for h, d in zip(self.recv, self.recv_d):
+        for h, d in zip(self.recv[b], self.recv_d):
             h[:w].copy_(d[:w], non_blocking=True)
         _torch.cuda.current_stream(self.torch_dev).synchronize()
+        return lambda: None
 
     def finish(self):
         if self.dev[0] == "cuda":
@@ -409,19 +420,33 @@ def _load(fw, files, targets, dev, g, exchange_bytes):
         exc = e
     g.agree(exc)
     keys = [(d[0], d[1]) for d in dest]
-    for (fi, a, b), (runs, nbytes) in zip(units, plans):
-        f, w = files[fi], max(nbytes)
+
+    def start(k):
+        """Read this rank's share of unit k into a send buffer and start
+        its exchange; (wait, buffer set). A failed read is kept in exc,
+        and the exchange still runs (no rank may be left in it alone):
+        the agree after the unit before raises it everywhere."""
+        nonlocal exc
+        (fi, _, _), (runs, nbytes) = units[k], plans[k]
+        b = k % len(io.send)
         try:
             if runs[g.rank]:
-                f.read_payloads(runs[g.rank][0], runs[g.rank][1], io.send.data_ptr())
+                files[fi].read_payloads(runs[g.rank][0], runs[g.rank][1], io.send[b].data_ptr())
         except Exception as e:  # noqa: BLE001
-            exc = e
-        g.agree(exc)
-        io.all_gather(w)
+            exc = exc or e
+        return io.all_gather(max(nbytes), b), b
+
+    pending = start(0) if units else None
+    for k, ((fi, a, b), (runs, nbytes)) in enumerate(zip(units, plans)):
+        wait, buf = pending
+        wait()
+        # the next unit's read and exchange run while this one decodes
+        pending = start(k + 1) if k + 1 < len(units) else None
         try:
+            f = files[fi]
             d0, dl, _, _ = f.tile_extent(a, b)
             d1 = d0 + dl
-            mem = [(fi, r[0], r[1], io.recv[k].data_ptr()) for k, r in enumerate(runs) if r]
+            mem = [(fi, r[0], r[1], io.recv[buf][j].data_ptr()) for j, r in enumerate(runs) if r]
             items, post = [], []
             i = max(0, bisect.bisect_right(keys, (fi, d0)) - 1)
             while i < len(dest) and keys[i] < (fi, d1):
@@ -436,12 +461,13 @@ def _load(fw, files, targets, dev, g, exchange_bytes):
                     post.append((t, lo - t.info.begin, hi - t.info.begin, s))
                 else:  # the whole tensor, or this rank's rows
                     items.append((fi, lo, hi - lo, t.out.data_ptr() + (lo - beg)))
-            io.decode(mem, items)
-            for t, x0, x1, s in post:
-                _copy_columns(t, g, x0, x1, s)
+            if exc is None:
+                io.decode(mem, items)
+                for t, x0, x1, s in post:
+                    _copy_columns(t, g, x0, x1, s)
         except Exception as e:  # noqa: BLE001
-            exc = e
-        g.agree(exc)
+            exc = exc or e
+        g.agree(exc, pending[0] if pending is not None else None)  # a raise leaves no exchange running
     try:
         if io is not None:
             io.finish()
