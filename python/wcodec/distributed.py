@@ -24,15 +24,21 @@ How the bytes move:
     payload byte once between them, and packed bytes, not decoded ones,
     cross between processes and over PCIe. With NCCL the exchange runs
     between the GPUs (staged through page-locked host memory on both
-    sides); with gloo, in host memory. Rowwise tensors are decoded a unit
-    at a time into a scratch buffer and their columns copied out.
+    sides); with gloo, in host memory, the next unit's read and exchange
+    running while this one decodes. Rowwise tensors are decoded a unit at
+    a time into a scratch buffer and their columns copied out.
   - plain safetensors files are read by each rank for what it returns.
 
 Memory beyond the returned tensors, per rank: the exchange buffers (the
 unit's payloads of every rank: about exchange_bytes, plus a tile of
-rounding per rank; on a GPU page-locked, and again in device memory with
-NCCL), a rowwise unit's decoded bytes, and on a GPU the loader's staging
-ring of 48 MiB and its lanes.
+rounding per rank; twice that with gloo, two units being in flight; on a
+GPU page-locked, and again in device memory with NCCL), a rowwise unit's
+decoded bytes, and on a GPU the loader's staging ring of 48 MiB and its
+lanes.
+
+Failures: a rank whose read of its share fails still takes part in that
+unit's exchange (with what its buffer holds, never decoded), so no rank
+waits alone in it; the agreement after the unit before raises it.
 
 Failures: after each step that can fail (opening, reading a share,
 decoding a unit) the ranks agree on whether any failed (an all_reduce);

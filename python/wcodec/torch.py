@@ -50,7 +50,8 @@ def load_checkpoint(directory, device="cpu", process_group=None, tp_plan=None, e
     `tensor.tensor_split(world_size, -1)[r]` of a rowwise one; other tensors
     are replicated. exchange_bytes: payload bytes exchanged per round
     (default wcodec.distributed.EXCHANGE_BYTES, 64 MiB), which bounds the
-    memory the load uses beyond the tensors.
+    memory the load uses beyond the tensors (two rounds in flight with
+    gloo: see wcodec.distributed).
 
     Raises FileNotFoundError (no checkpoint, a missing shard), KeyError (a
     tensor the index names is not in its shard), ValueError (a mode other
