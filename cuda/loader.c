@@ -222,73 +222,57 @@ static wc_err read_seg(pipe_t *p, const seg *s, uint8_t *dst)
 	return wc_tensor_file_read_data(f, dst, s->file_len, s->off);
 }
 
-/* How many segments from segs[i] on one read can fetch: from an object
- * store, the following segments of the same group whose tile is the one
- * before them again (a tile shared by several tensors: read once) or the
- * next one in the same file (their payloads adjacent there), up to
- * RUN_BYTES of payloads; or, in a plain file, the following ranges within
- * PLAIN_GAP of each other (a model of many small tensors: one request for
- * many, as the host loader does); else (a local file, payloads from runs)
- * 1. */
+/* Where segment s's bytes start: in the data section of a plain file (c
+ * NULL), else its payload's place in the container. */
+static uint64_t seg_at(const wc_container *c, const seg *s)
+{
+	return c ? wc_container_tile(c, s->tile)->coff : s->off;
+}
+
+/* How many segments from segs[i] one read can fetch (up to RUN_BYTES):
+ * from an object store, the following ones of the same group and file
+ * whose tile is the one before again (shared by several tensors: read
+ * once) or the next one, its payload adjacent; in a plain file, the
+ * following ranges within PLAIN_GAP of each other (many small tensors:
+ * one request for many, as the host loader does). Else 1. */
 static size_t run_length(const pipe_t *p, size_t i)
 {
 	const seg *a = &p->segs[i];
 	const wc_tensor_file *f = p->files[p->ranges[a->range].file];
+	const wc_container *c = wc_tensor_file_container(f);
 	if (p->from_runs || !wc_tensor_file_remote(f))
 		return 1;
 	size_t n = 1;
-	if (a->tile == UINT32_MAX) { /* a plain file: the next ranges, within PLAIN_GAP of each other */
-		for (size_t j = i + 1; j < p->nsegs; j++, n++) {
-			const seg *b = &p->segs[j], *prev = &p->segs[j - 1];
-			if (b->group != a->group || p->ranges[b->range].file != p->ranges[a->range].file ||
-			    b->tile != UINT32_MAX || b->off < prev->off + prev->len ||
-			    b->off - (prev->off + prev->len) > PLAIN_GAP || b->off + b->len - a->off > RUN_BYTES)
-				break;
-		}
-		return n;
-	}
-	const wc_container *c = wc_tensor_file_container(f);
-	uint64_t bytes = a->file_len;
 	for (size_t j = i + 1; j < p->nsegs; j++, n++) {
 		const seg *b = &p->segs[j], *prev = &p->segs[j - 1];
-		if (b->group != a->group || p->ranges[b->range].file != p->ranges[a->range].file || b->tile == UINT32_MAX)
+		if (b->group != a->group || p->ranges[b->range].file != p->ranges[a->range].file)
 			break;
-		if (b->tile == prev->tile)
+		if (c && b->tile == prev->tile)
 			continue; /* the same payload again */
-		if (b->tile != prev->tile + 1 || bytes + b->file_len > RUN_BYTES ||
-		    wc_container_tile(c, b->tile)->coff != wc_container_tile(c, prev->tile)->coff + prev->file_len)
+		const uint64_t end = seg_at(c, prev) + prev->file_len, at = seg_at(c, b);
+		if ((c ? b->tile != prev->tile + 1 || at != end : at < end || at - end > PLAIN_GAP) ||
+		    at + b->file_len - seg_at(c, a) > RUN_BYTES)
 			break;
-		bytes += b->file_len;
 	}
 	return n;
 }
 
 /* Read the n segments from segs[i] (run_length) into their places in the
- * slot: one request into a buffer, each payload checked, then copied. */
+ * slot: one request into a buffer (each payload checked), then copied. */
 static wc_err read_run(pipe_t *p, size_t i, size_t n, uint8_t *slot, uint32_t *bad)
 {
 	const seg *a = &p->segs[i], *z = &p->segs[i + n - 1];
+	const wc_tensor_file *f = p->files[p->ranges[a->range].file];
+	const wc_container *c = wc_tensor_file_container(f);
 	*bad = a->tile;
-	if (a->tile == UINT32_MAX) { /* plain bytes, gaps and all */
-		const wc_tensor_file *f = p->files[p->ranges[a->range].file];
-		uint8_t *buf = malloc((size_t)(z->off + z->len - a->off));
-		if (!buf)
-			return wc_fail(WC_E_NOMEM, "out of memory for a run of %zu ranges", n);
-		wc_err e = wc_tensor_file_read_data(f, buf, (size_t)(z->off + z->len - a->off), a->off);
-		for (size_t j = i; e == WC_OK && j < i + n; j++)
-			memcpy(slot + p->segs[j].slot_off, buf + (p->segs[j].off - a->off), p->segs[j].file_len);
-		free(buf);
-		return e;
-	}
-	const wc_container *c = wc_tensor_file_container(p->files[p->ranges[a->range].file]);
-	const uint64_t first = wc_container_tile(c, a->tile)->coff;
-	uint8_t *buf = malloc((size_t)(wc_container_tile(c, z->tile)->coff + z->file_len - first));
+	const uint64_t first = seg_at(c, a), len = seg_at(c, z) + z->file_len - first;
+	uint8_t *buf = malloc((size_t)len);
 	if (!buf)
-		return wc_fail(WC_E_NOMEM, "out of memory for a run of %zu payloads", n);
-	wc_err e = wc_container_read_payloads(c, a->tile, z->tile, buf, bad);
+		return wc_fail(WC_E_NOMEM, "out of memory for a run of %zu reads", n);
+	wc_err e = c ? wc_container_read_payloads(c, a->tile, z->tile, buf, bad)
+		     : wc_tensor_file_read_data(f, buf, (size_t)len, first);
 	for (size_t j = i; e == WC_OK && j < i + n; j++)
-		memcpy(slot + p->segs[j].slot_off, buf + (wc_container_tile(c, p->segs[j].tile)->coff - first),
-		       p->segs[j].file_len);
+		memcpy(slot + p->segs[j].slot_off, buf + (seg_at(c, &p->segs[j]) - first), p->segs[j].file_len);
 	free(buf);
 	return e;
 }
