@@ -13,10 +13,11 @@
  * object's address, never a credential. A body is never handed on short or
  * long: the caller (the container reader) then checks every payload against
  * its checksum, so a network fault is an error or a retry, never wrong
- * bytes. Every GET carries the ETag the HEAD gave as If-Match (RFC 9110
- * 13.1.1) and its answer's ETag is compared with it, so an object replaced
- * while it is read fails (412, or a different ETag) instead of mixing the
- * bytes of two versions. */
+ * bytes. An object is opened by one GET of its first 64 KiB (its size from
+ * Content-Range, RFC 9110 14.4); every later GET carries that answer's
+ * ETag as If-Match (RFC 9110 13.1.1) and its own answer's ETag is compared
+ * with it, so an object replaced while it is read fails (412, or a
+ * different ETag) instead of mixing the bytes of two versions. */
 #include "source/source_impl.h"
 
 #include <curl/curl.h>
@@ -41,8 +42,8 @@ typedef struct s3_source {
 	char *url;         /* the object's; NULL for a listing client */
 	char bucket[256];
 	char sigv4[96];
-	char etag[256];    /* the HEAD's ETag ("" if none): sent as If-Match */
-	long status;       /* the last answer's HTTP status, for the opener's message (one thread) */
+	char etag[256];    /* the opening answer's ETag ("" if none): sent as If-Match */
+	long status;       /* the last opening or listing answer's HTTP status, for the opener's message */
 	uint8_t *head;     /* the object's first head_len bytes, from the opening GET */
 	size_t head_len;
 	struct curl_slist *headers;
@@ -216,9 +217,9 @@ static wc_err request(s3_source *s, const char *url, uint8_t *dst, size_t len, u
 		CURLcode rc = curl_easy_perform(h);
 		long status = 0;
 		curl_off_t clen = -1;
-		s->status = 0;
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-		s->status = status;
+		if (length) /* opening or listing: one thread */
+			s->status = status;
 		curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &clen);
 		give(s, h);
 		if (rc == CURLE_OK && !dst && !all && status == 200 && clen >= 0) {
