@@ -475,6 +475,24 @@ wc_err wc_container_read_payload(const wc_container *c, uint32_t i, uint8_t *buf
 	return wc_container_read_payloads(c, i, i, buf, NULL);
 }
 
+/* Bytes a read window fetched for tile first's payload should span (a
+ * source with windows: the mount's objects): the run of small payloads
+ * from it, adjacent in the file, that fit a window, so that a large tile
+ * after them, read on its own, is not fetched twice. */
+static uint64_t window_span(const wc_container *c, uint32_t first)
+{
+	const size_t w = wc_source_window(c->src_bytes);
+	uint64_t span = 0;
+	for (uint32_t i = first; w && i < c->h.ntiles; i++) {
+		const wc_tile_info *t = &c->tiles[i];
+		if ((i > first && (t->csize >= w / 4 || t->coff != c->tiles[i - 1].coff + c->tiles[i - 1].csize)) ||
+		    span + t->csize > w)
+			break;
+		span += t->csize;
+	}
+	return span;
+}
+
 wc_err wc_container_read_payloads(const wc_container *c, uint32_t first, uint32_t last, uint8_t *buf,
 				  uint32_t *bad)
 {
@@ -489,7 +507,8 @@ wc_err wc_container_read_payloads(const wc_container *c, uint32_t first, uint32_
 		snprintf(what, sizeof what, "tile %u", first);
 	else
 		snprintf(what, sizeof what, "tiles %u..%u", first, last);
-	wc_err e = wc_source_read(c->src_bytes, buf, (size_t)(b->coff + b->csize - a->coff), a->coff, what);
+	wc_err e = wc_source_read_within(c->src_bytes, buf, (size_t)(b->coff + b->csize - a->coff), a->coff,
+					 window_span(c, first), what);
 	for (uint32_t i = first; e == WC_OK && i <= last; i++)
 		if ((e = wc_container_check_payload(c, i, buf + (c->tiles[i].coff - a->coff))) && bad)
 			*bad = i;

@@ -55,7 +55,8 @@ static void window_free(struct wc_source_window *w)
  * usual), or an error in *e. Readers that miss at once near each other
  * (the mount's dispatchers reading a run of small tiles) wait for the
  * first one's fetch instead of each fetching a window. */
-static int window_read(wc_source *s, void *buf, size_t len, uint64_t off, const char *what, wc_err *e)
+static int window_read(wc_source *s, void *buf, size_t len, uint64_t off, uint64_t fetch_len, const char *what,
+		       wc_err *e)
 {
 	pthread_mutex_lock(&s->win_mu);
 	for (;;) {
@@ -81,7 +82,9 @@ static int window_read(wc_source *s, void *buf, size_t len, uint64_t off, const 
 	for (int i = 0; i < WC_SOURCE_WINDOWS; i++)
 		if (!s->win[i].fetching && (!slot || s->win[i].used < slot->used))
 			slot = &s->win[i];
-	size_t n = s->size - off < s->window ? (size_t)(s->size - off) : s->window;
+	uint64_t n = fetch_len < len ? len : fetch_len > s->window ? s->window : fetch_len;
+	if (n > s->size - off)
+		n = s->size - off;
 	if (!slot || len >= s->window / 4 || atomic_fetch_add(&g_window_bytes, n) + n > WINDOWS_MAX) {
 		if (slot && len < s->window / 4)
 			atomic_fetch_sub(&g_window_bytes, n);
@@ -89,10 +92,10 @@ static int window_read(wc_source *s, void *buf, size_t len, uint64_t off, const 
 		return 0;
 	}
 	window_free(slot);
-	*slot = (struct wc_source_window){ .fetching = true, .off = off, .len = n, .used = ++s->win_clock };
+	*slot = (struct wc_source_window){ .fetching = true, .off = off, .len = (size_t)n, .used = ++s->win_clock };
 	pthread_mutex_unlock(&s->win_mu);
-	uint8_t *w = malloc(n);
-	wc_err err = w ? s->ops->read(s, w, n, off, what) : WC_E_NOMEM;
+	uint8_t *w = malloc((size_t)n);
+	wc_err err = w ? s->ops->read(s, w, (size_t)n, off, what) : WC_E_NOMEM;
 	pthread_mutex_lock(&s->win_mu);
 	slot->fetching = false;
 	if (err == WC_OK) {
@@ -111,7 +114,7 @@ static int window_read(wc_source *s, void *buf, size_t len, uint64_t off, const 
 	return 1;
 }
 
-wc_err wc_source_read(wc_source *s, void *buf, size_t len, uint64_t off, const char *what)
+wc_err wc_source_read_within(wc_source *s, void *buf, size_t len, uint64_t off, uint64_t fetch_len, const char *what)
 {
 	if (off > s->size || len > s->size - off)
 		return wc_fail(WC_E_RANGE, "%s: reading %s: bytes [%llu, %llu) past the end (%llu bytes)", s->name, what,
@@ -119,10 +122,17 @@ wc_err wc_source_read(wc_source *s, void *buf, size_t len, uint64_t off, const c
 	if (!len)
 		return WC_OK;
 	wc_err e = WC_OK;
-	if (s->window && window_read(s, buf, len, off, what, &e))
+	if (s->window && window_read(s, buf, len, off, fetch_len, what, &e))
 		return e;
 	return s->ops->read(s, buf, len, off, what);
 }
+
+wc_err wc_source_read(wc_source *s, void *buf, size_t len, uint64_t off, const char *what)
+{
+	return wc_source_read_within(s, buf, len, off, s->window, what);
+}
+
+size_t wc_source_window(const wc_source *s) { return s->window; }
 
 uint64_t wc_source_size(const wc_source *s) { return s->size; }
 size_t wc_source_read_ahead(const wc_source *s) { return s->read_ahead; }

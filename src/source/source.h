@@ -63,6 +63,16 @@ wc_err wc_source_set_path(wc_source *s, const char *path);
  * before the source is shared between threads. Errors: WC_E_NOMEM. */
 wc_err wc_source_set_read_window(wc_source *s, size_t bytes);
 
+/* The window size set by wc_source_set_read_window (0: none). */
+size_t wc_source_window(const wc_source *s);
+
+/* wc_source_read by a reader that knows what it reads next: where a read
+ * window is fetched, it spans fetch_len bytes from off (at least len, at
+ * most the window's size) instead of the window's size, so it ends where
+ * the next small pieces do rather than inside a large one read on its
+ * own. Errors: those of wc_source_read. */
+wc_err wc_source_read_within(wc_source *s, void *buf, size_t len, uint64_t off, uint64_t fetch_len, const char *what);
+
 void wc_source_close(wc_source *s);
 
 /* The objects of an S3-compatible store whose keys start with PREFIX, for
