@@ -476,17 +476,17 @@ wc_err wc_container_read_payload(const wc_container *c, uint32_t i, uint8_t *buf
 }
 
 /* Bytes a read window fetched for tile first's payload should span (a
- * source with windows: the mount's objects): the run of small payloads
- * from it, adjacent in the file, that fit a window, so that a large tile
- * after them, read on its own, is not fetched twice. */
+ * source with windows: the mount's objects): the payloads from it,
+ * adjacent in the file, that fit in a window whole, so that the window
+ * ends where a payload does: a tile cut by its end would be read again on
+ * its own. */
 static uint64_t window_span(const wc_container *c, uint32_t first)
 {
 	const size_t w = wc_source_window(c->src_bytes);
 	uint64_t span = 0;
 	for (uint32_t i = first; w && i < c->h.ntiles; i++) {
 		const wc_tile_info *t = &c->tiles[i];
-		if ((i > first && (t->csize >= w / 4 || t->coff != c->tiles[i - 1].coff + c->tiles[i - 1].csize)) ||
-		    span + t->csize > w)
+		if ((i > first && t->coff != c->tiles[i - 1].coff + c->tiles[i - 1].csize) || span + t->csize > w)
 			break;
 		span += t->csize;
 	}

@@ -26,9 +26,11 @@
  * JSON for a file of a thousand tensors, are parsed when the file is first
  * opened (prepare) or read. So `ls -l` of a directory of shards costs one
  * pread per file, and a file only looked at holds no tensor table. */
-/* Bytes an object's small reads (payloads of small tiles) fetch at once:
- * one GET for what would be dozens (wc_source_set_read_window). */
-#define OBJECT_READ_WINDOW ((size_t)256 << 10)
+/* Bytes an object's small reads (payloads of tiles under a quarter of it)
+ * fetch at once, ending where a payload does: one GET for what would be
+ * dozens (wc_source_set_read_window; docs/BENCHMARKS.md, "Object stores",
+ * for the sizes tried). */
+#define OBJECT_READ_WINDOW ((size_t)1 << 20)
 
 typedef struct wcodec_vnode {
 	wcfs_vnode base; /* first member: a wcfs_vnode* points here */
