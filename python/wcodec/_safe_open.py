@@ -51,6 +51,43 @@ def load_tensors(fw, files, device, names_per_file=None):
     return out
 
 
+def load_objects(fw, paths, device, batch=8):
+    """load_tensors of the objects of a store at paths (s3://), opened 8 at
+    a time: the first `batch` loaded while the others open, then those in
+    one load (each load ends with threads idle as its last runs finish, so
+    two loads, not one a batch): an open waits on a request's latency,
+    which the first load hides. One dict in the paths' order. Every file
+    is closed on return; the first error is raised once every load has
+    ended."""
+    from concurrent.futures import ThreadPoolExecutor
+    out, opened = {}, []
+    with ThreadPoolExecutor(max_workers=8) as opener, ThreadPoolExecutor(max_workers=1) as loader:
+        pending = [opener.submit(TensorFile, p) for p in paths]
+        loads, err = [], None
+        for k0, k1 in ((0, batch), (batch, len(pending))):  # the first batch, then the rest at once
+            fs = []
+            for fu in pending[k0:k1]:
+                try:
+                    fs.append(fu.result())
+                except BaseException as e:  # noqa: BLE001 - raised below, after every load ended
+                    err = err or e
+            opened += fs
+            if err is None:
+                loads.append(loader.submit(load_tensors, fw, fs, device))
+        try:
+            for fu in loads:
+                try:
+                    out.update(fu.result())
+                except BaseException as e:  # noqa: BLE001
+                    err = err or e
+        finally:
+            for f in opened:
+                f.close()
+    if err is not None:
+        raise err
+    return out
+
+
 def _rows_of(index, n):
     """For an index into a first dimension of n rows: (r0, r1, new_index)
     where rows [r0, r1) cover it and new_index indexes rows relative to r0."""

@@ -65,6 +65,8 @@ def load_checkpoint(directory, device="cpu", process_group=None, tp_plan=None, e
     files, err = [], None
     try:
         paths, weight_map = open_checkpoint_dir(directory)
+        if process_group is None and weight_map is None and len(paths) > 1 and paths[0].startswith("s3://"):
+            return _safe_open.load_objects(_FW, paths, device)  # opens overlapped with loads
         files = open_files(paths)
         if weight_map is not None:
             for name, path in weight_map.items():
