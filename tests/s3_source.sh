@@ -5,7 +5,8 @@
 #  - wcodec info, verify, cat and unpack of s3://BUCKET/KEY give what they
 #    give for the local file; wcodec.numpy loads packed and plain objects
 #    equal to the original; a prefix of shards is listed (ListObjectsV2)
-#    and loaded by wcodec.torch.load_checkpoint("s3://BUCKET/PREFIX/");
+#    and loaded by wcodec.torch.load_checkpoint("s3://BUCKET/PREFIX/"),
+#    which names the object and tile of a damaged one in a prefix;
 #  - a missing object is an error naming HTTP 404; an unknown access key one
 #    naming HTTP 403, and the secret appears in no message;
 #  - a damaged object is reported damaged by verify and never read as bytes
@@ -40,6 +41,8 @@ echo '{}' >"$T/config.json" && put "$T/config.json" "ckpt/config.json"
 put "$T/a.wcodec" "dir/a.wcodec"
 put "$T/a.safetensors" "dir/plain.safetensors"
 put "$T/bad.wcodec" "dir/bad.wcodec"
+put "$T/b.wcodec" "badck/model-1.wcodec"
+put "$T/bad.wcodec" "badck/model-2.wcodec"
 
 if ! "$WCODEC" info s3://models/dir/a.wcodec >"$T/info.txt" 2>&1; then
 	grep -q "reads no s3://" "$T/info.txt" && { echo "SKIP: built without s3:// sources"; exit 77; }
@@ -114,6 +117,12 @@ import wcodec.torch as wt
 want = {**wt.load_file(sys.argv[1]), **wt.load_file(sys.argv[2])}
 got = wt.load_checkpoint("s3://models/ckpt/")
 assert set(got) == set(want) and all(torch.equal(got[k], want[k]) for k in want)
+from wcodec import WcodecError
+try:
+    wt.load_checkpoint("s3://models/badck/")
+    raise AssertionError("a prefix with a damaged object loaded")
+except WcodecError as e:
+    assert "s3://models/badck/model-2.wcodec" in str(e) and "tile" in str(e), e
 PY
 	fi
 	echo "# wcodec.numpy: packed and plain objects, a slice; a checkpoint prefix listed and loaded"
