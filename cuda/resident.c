@@ -78,9 +78,15 @@ static void read_one(void *arg, size_t i)
 static uint8_t *g_verify_stage[WCC_MAX_GPUS];
 static pthread_mutex_t g_verify_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* A piece and where its bytes go, for sorting by address. */
+struct piece_at {
+	uintptr_t out;
+	size_t j;
+};
+
 typedef struct hash_ctx {
 	const wcodec_cuda_resident *r;
-	const size_t *idx;  /* the pieces hashed now */
+	const struct piece_at *idx; /* the pieces hashed now */
 	const uint8_t *h;   /* the window's bytes on the host */
 	uintptr_t base;     /* the piece address (REL + offset, WORK + offset) of h[0] */
 	wc_err *err;
@@ -89,7 +95,7 @@ typedef struct hash_ctx {
 static void hash_one(void *arg, size_t k)
 {
 	const hash_ctx *x = arg;
-	const size_t j = x->idx[k];
+	const size_t j = x->idx[k].j;
 	const piece *p = &x->r->pieces[j];
 	const wc_tile_info *tl = wc_container_tile(x->r->c, p->tile);
 	wc_tile_job job;
@@ -109,11 +115,9 @@ static slot *slot_of(wcodec_cuda_resident *r, uintptr_t dst)
 	return NULL;
 }
 
-static const wcodec_cuda_resident *g_sort_r; /* by_out's set (under g_verify_mu) */
-
 static int by_out(const void *a, const void *b)
 {
-	uintptr_t x = g_sort_r->pieces[*(const size_t *)a].out, y = g_sort_r->pieces[*(const size_t *)b].out;
+	uintptr_t x = ((const struct piece_at *)a)->out, y = ((const struct piece_at *)b)->out;
 	return x < y ? -1 : x > y;
 }
 
@@ -122,19 +126,18 @@ static int by_out(const void *a, const void *b)
  * pieces sorted by address, each window the next pieces that fit whole,
  * copied down at once and hashed on the context's threads. Lock held. */
 static wc_err verify_windows(wcodec_cuda_resident *r, const uint8_t *d, const uint8_t *work, uint8_t *stage,
-			     size_t *idx, wc_err *errs)
+			     struct piece_at *idx, wc_err *errs)
 {
 	for (size_t j = 0; j < r->ntiles; j++)
-		idx[j] = j;
-	g_sort_r = r;
+		idx[j] = (struct piece_at){ r->pieces[j].out, j };
 	qsort(idx, r->ntiles, sizeof *idx, by_out);
 	for (size_t i = 0; i < r->ntiles;) {
-		const piece *p0 = &r->pieces[idx[i]];
+		const piece *p0 = &r->pieces[idx[i].j];
 		const uintptr_t region = p0->out >= WORK ? WORK : REL, base = p0->out;
 		uintptr_t end = base;
 		size_t k = i;
 		for (; k < r->ntiles; k++) {
-			const piece *p = &r->pieces[idx[k]];
+			const piece *p = &r->pieces[idx[k].j];
 			const uintptr_t pend = p->out + wc_container_tile(r->c, p->tile)->dsize;
 			if ((p->out >= WORK ? WORK : REL) != region || (pend - base > VERIFY_STAGE && k > i))
 				break;
@@ -153,9 +156,9 @@ static wc_err verify_windows(wcodec_cuda_resident *r, const uint8_t *d, const ui
 		hash_ctx x = { r, idx + i, stage, base, errs };
 		wc_threadpool_run(r->ctx->pool, hash_one, &x, k - i);
 		for (size_t m = i; m < k; m++)
-			if (errs[idx[m]] != WC_OK)
+			if (errs[idx[m].j] != WC_OK)
 				return wc_fail(WC_E_CORRUPT, "cuda resident: tensor '%s', tile %u: decoded bytes fail their "
-					       "checksum", r->pieces[idx[m]].name, r->pieces[idx[m]].tile);
+					       "checksum", r->pieces[idx[m].j].name, r->pieces[idx[m].j].tile);
 		i = k;
 	}
 	return WC_OK;
@@ -167,7 +170,7 @@ static wc_err verify_windows(wcodec_cuda_resident *r, const uint8_t *d, const ui
 static wc_err verify(wcodec_cuda_resident *r, wc_err *errs)
 {
 	uint8_t *d = NULL;
-	size_t *idx = malloc((r->ntiles + 1) * sizeof *idx);
+	struct piece_at *idx = malloc((r->ntiles + 1) * sizeof *idx);
 	cudaError_t ce = idx ? cudaMalloc((void **)&d, r->out_bytes + 16) : cudaErrorMemoryAllocation;
 	if (ce != cudaSuccess) {
 		free(idx);

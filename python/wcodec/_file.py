@@ -283,30 +283,27 @@ def open_checkpoint_dir(directory):
     return [stems[s] for s in sorted(stems)], None
 
 
-def open_files(paths):
-    """TensorFile of each path, in order. Objects of a store (s3://) are
-    opened 8 at a time: each open waits on a HEAD and two reads, which a
-    checkpoint of many shards would otherwise pay one after another. On an
-    error every file opened is closed and the first error raised."""
-    if len(paths) < 2 or not any(str(p).startswith("s3://") for p in paths):
-        files = []
-        try:
-            for p in paths:
-                files.append(TensorFile(p))
-        except BaseException:
-            for f in files:
-                f.close()
-            raise
-        return files
-    from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(max_workers=min(8, len(paths))) as pool:
-        futures = [pool.submit(TensorFile, p) for p in paths]
-    files, err = [], None
+def gather(futures):
+    """The results of futures in order, those that raised left out, and the
+    first exception raised (None if none), once every one has ended."""
+    out, err = [], None
     for fu in futures:
         try:
-            files.append(fu.result())
-        except BaseException as e:  # noqa: BLE001 - raised below, after closing the rest
+            out.append(fu.result())
+        except BaseException as e:  # noqa: BLE001 - the caller raises it once it has cleaned up
             err = err or e
+    return out, err
+
+
+def open_files(paths):
+    """TensorFile of each path, in order. Objects of a store (s3://) are
+    opened 8 at a time: each open waits on a request's latency, which a
+    checkpoint of many shards would otherwise pay one after another. On an
+    error every file opened is closed and the first error raised."""
+    from concurrent.futures import ThreadPoolExecutor
+    remote = any(str(p).startswith("s3://") for p in paths)
+    with ThreadPoolExecutor(max_workers=8 if remote else 1) as pool:
+        files, err = gather([pool.submit(TensorFile, p) for p in paths])
     if err is not None:
         for f in files:
             f.close()

@@ -1,6 +1,6 @@
 """safe_open and load_file over TensorFile, for either framework
 (wcodec.torch and wcodec.numpy supply how to allocate an array)."""
-from ._file import TensorFile, load_cuda, load_host
+from ._file import TensorFile, gather, load_cuda, load_host
 
 
 class _Framework:
@@ -60,31 +60,22 @@ def load_objects(fw, paths, device, batch=8):
     is closed on return; the first error is raised once every load has
     ended."""
     from concurrent.futures import ThreadPoolExecutor
-    out, opened = {}, []
+    out, opened, err = {}, [], None
     with ThreadPoolExecutor(max_workers=8) as opener, ThreadPoolExecutor(max_workers=1) as loader:
-        pending = [opener.submit(TensorFile, p) for p in paths]
-        loads, err = [], None
+        pending, loads = [opener.submit(TensorFile, p) for p in paths], []
         for k0, k1 in ((0, batch), (batch, len(pending))):  # the first batch, then the rest at once
-            fs = []
-            for fu in pending[k0:k1]:
-                try:
-                    fs.append(fu.result())
-                except BaseException as e:  # noqa: BLE001 - raised below, after every load ended
-                    err = err or e
+            fs, e = gather(pending[k0:k1])
             opened += fs
+            err = err or e
             if err is None:
                 loads.append(loader.submit(load_tensors, fw, fs, device))
-        try:
-            for fu in loads:
-                try:
-                    out.update(fu.result())
-                except BaseException as e:  # noqa: BLE001
-                    err = err or e
-        finally:
-            for f in opened:
-                f.close()
-    if err is not None:
-        raise err
+        results, e = gather(loads)
+        for f in opened:
+            f.close()
+    for r in results:
+        out.update(r)
+    if err or e:
+        raise err or e
     return out
 
 

@@ -16,6 +16,7 @@ import ctypes
 import torch as _torch
 
 from . import _lib
+from ._file import gather
 from ._lib import WcodecError
 from ._torch_framework import TorchFramework, torch_dtype
 
@@ -88,16 +89,11 @@ class DeviceUnits:
             # planning and check.
             from concurrent.futures import ThreadPoolExecutor
             with ThreadPoolExecutor(max_workers=max(1, min(4, len(units)))) as pool:
-                futures = [(root, pool.submit(self._build, P, files, entries, gpu, verify))
-                           for root, entries in units]
-            err = None
-            for root, fu in futures:
-                try:
-                    self._units[root] = fu.result()
-                except BaseException as e:  # noqa: BLE001 - raised below, once every unit is done
-                    err = err or e
+                built, err = gather([pool.submit(self._build, P, files, entries, gpu, verify)
+                                     for _, entries in units])
             if err is not None:
                 raise err
+            self._units = {root: u for (root, _), u in zip(units, built)}
         except BaseException:
             self.close()
             raise

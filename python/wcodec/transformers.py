@@ -57,6 +57,14 @@ def _build(model_class, config, dtype):
         return model_class(config)
 
 
+def _cast(state, dtype):
+    """Floating-point tensors of state cast to dtype, as transformers does
+    (None: as they are)."""
+    if dtype is None:
+        return state
+    return {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in state.items()}
+
+
 def _placement_modes(model, world):
     """{parameter name: "colwise" | "rowwise" | None} for load_checkpoint's
     tp_plan, from the placements transformers gave each parameter: Shard(0)
@@ -100,8 +108,6 @@ def _assign_shards(model, state):
 
 def _from_pretrained_tp(model_class, directory, config, dtype, tp_plan, tp_size):
     """from_pretrained with tensor parallelism (the module docstring)."""
-    import time
-
     from transformers.distributed import DistributedConfig
 
     model = _build(model_class, config, dtype)
@@ -113,12 +119,9 @@ def _from_pretrained_tp(model_class, directory, config, dtype, tp_plan, tp_size)
     device = torch.device(tp_mesh.device_type, torch.cuda.current_device()) if tp_mesh.device_type == "cuda" \
         else torch.device(tp_mesh.device_type)
     modes = _placement_modes(model, tp_mesh.size())
-    t0 = time.perf_counter()
     state = load_checkpoint(directory, device=device, process_group=group,
                             tp_plan={name: mode for name, mode in modes.items() if mode})
-    model._wcodec_load_seconds = time.perf_counter() - t0
-    if dtype is not None:
-        state = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in state.items()}
+    state = _cast(state, dtype)
     _assign_shards(model, state)
     if state:  # buffers the checkpoint holds
         model.load_state_dict(state, strict=False, assign=True)
@@ -162,8 +165,7 @@ def from_pretrained(model_class, directory, device_map="cpu", dtype=None, torch_
     device = torch.device(f"cuda:{device_map}" if isinstance(device_map, int) else device_map)
     model = _build(model_class, config, dtype)
     state = load_checkpoint(directory, device=device)
-    if dtype is not None:
-        state = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in state.items()}
+    state = _cast(state, dtype)
     model.load_state_dict(state, strict=False, assign=True)
     del state
     return _finish(model, directory, device, transformers)

@@ -28,6 +28,7 @@ typedef struct bentry {
 	uint64_t size; /* an object: its bytes as listed */
 	uint32_t dir;  /* a directory: its index in the tree's dirs */
 	bool wcodec;   /* X.wcodec shown as X.safetensors */
+	bool hidden;   /* while finishing: a pack beside its original */
 } bentry;
 
 typedef struct bdir {
@@ -84,18 +85,30 @@ static bentry *add_entry(btree *t, uint32_t d, const char *name, size_t len)
 	return e;
 }
 
+/* strcmp of name[0..len) + "/" against b + "/": the order of the keys
+ * under two subdirectories of one directory. */
+static int cmp_dir(const char *name, size_t len, const char *b)
+{
+	size_t i = 0;
+	for (; i < len && b[i] && name[i] == b[i]; i++)
+		;
+	/* names hold no '/': equal only where both ended */
+	unsigned char x = i < len ? (unsigned char)name[i] : '/', y = b[i] ? (unsigned char)b[i] : '/';
+	return x - y;
+}
+
 /* The index of subdirectory `name` (len bytes) of directory d, made if new;
- * UINT32_MAX when out of memory. Keys come in order, so the subdirectory
- * met last is nearly always the one asked for. */
+ * UINT32_MAX when out of memory. Keys come in order (ListObjectsV2 lists
+ * them so), and the keys under one subdirectory are together: the one met
+ * last is the one asked for, or one after it, which is new. Only a listing
+ * out of order makes a directory of its subdirectories searched. */
 static uint32_t subdir(btree *t, uint32_t d, const char *name, size_t len)
 {
 	bdir *dir = &t->dirs[d];
-	if (dir->last_sub) {
-		const bentry *e = &dir->ent[dir->last_sub - 1];
-		if (!strncmp(e->name, name, len) && !e->name[len])
-			return e->dir;
-	}
-	for (uint32_t i = 0; i < dir->n; i++)
+	const int c = dir->last_sub ? cmp_dir(name, len, dir->ent[dir->last_sub - 1].name) : 1;
+	if (c == 0)
+		return dir->ent[dir->last_sub - 1].dir;
+	for (uint32_t i = 0; c < 0 && i < dir->n; i++)
 		if (!dir->ent[i].key && !strncmp(dir->ent[i].name, name, len) && !dir->ent[i].name[len]) {
 			dir->last_sub = i + 1;
 			return dir->ent[i].dir;
@@ -168,48 +181,50 @@ static int by_name(const void *a, const void *b)
 	return c ? c : (x->key != NULL) - (y->key != NULL);
 }
 
-static bool has_name(const bdir *dir, const char *name)
-{
-	for (uint32_t i = 0; i < dir->n; i++)
-		if (!strcmp(dir->ent[i].name, name))
-			return true;
-	return false;
-}
+static const char *entry_name(const void *d, uint32_t k) { return ((const bdir *)d)->ent[k].name; }
 
-/* Show X.wcodec as X.safetensors (unless X.safetensors is listed too),
- * then sort each directory by name, dropping an object named like a
- * directory beside it. */
+/* Show X.wcodec as X.safetensors unless an entry of that name is beside it
+ * (the original wins, the pack stays hidden), then sort the directory by
+ * name, dropping an object named like a directory beside it. The names
+ * looked for are found in the directory sorted as listed (one sort, one
+ * binary search a pack). */
 static wc_err finish_dir(btree *t, bdir *dir)
 {
 	const char *src = wcfs_provider_wcodec.src_suffix, *virt = wcfs_provider_wcodec.virt_suffix;
 	const size_t slen = strlen(src), vlen = strlen(virt);
+	qsort(dir->ent, dir->n, sizeof *dir->ent, by_name);
 	for (uint32_t i = 0; i < dir->n; i++) {
 		bentry *e = &dir->ent[i];
 		size_t n = strlen(e->name);
 		if (!e->key || n <= slen || strcmp(e->name + n - slen, src) || n - slen + vlen > NAME_MAX)
 			continue;
 		char shown[NAME_MAX + 1];
+		uint32_t k;
 		memcpy(shown, e->name, n - slen);
 		memcpy(shown + n - slen, virt, vlen + 1);
-		if (has_name(dir, shown)) {
-			t->skipped++; /* the original beside it wins: the pack stays hidden */
-			free(e->name);
-			e->name = NULL;
-			continue;
-		}
-		char *s = strdup(shown);
-		if (!s)
-			return wc_fail(WC_E_NOMEM, "out of memory");
-		free(e->name);
-		e->name = s;
-		e->wcodec = true;
+		e->hidden = wcfs_sorted_find(shown, dir->n, entry_name, dir, &k) == WC_OK;
+		e->wcodec = !e->hidden;
 	}
 	uint32_t k = 0;
 	for (uint32_t i = 0; i < dir->n; i++) {
-		if (dir->ent[i].name)
-			dir->ent[k++] = dir->ent[i];
-		else
-			free(dir->ent[i].key);
+		bentry *e = &dir->ent[i];
+		if (e->hidden) {
+			t->skipped++;
+			free(e->name);
+			free(e->key);
+			continue;
+		}
+		if (e->wcodec) {
+			size_t n = strlen(e->name) - slen;
+			char *s = malloc(n + vlen + 1);
+			if (!s)
+				return wc_fail(WC_E_NOMEM, "out of memory");
+			memcpy(s, e->name, n);
+			memcpy(s + n, virt, vlen + 1);
+			free(e->name);
+			e->name = s;
+		}
+		dir->ent[k++] = *e;
 	}
 	dir->n = k;
 	qsort(dir->ent, dir->n, sizeof *dir->ent, by_name);
@@ -259,7 +274,7 @@ static void obj_unref(obj_vnode *o)
 	free(o);
 }
 
-/* The object's source, opened (a HEAD) on first use, its size checked
+/* The object's source, opened (one GET) on first use, its size checked
  * against the listing's. */
 static wc_err obj_source(obj_vnode *o, wc_source **out)
 {
@@ -408,8 +423,6 @@ static void dir_release(wcfs_vnode *n)
 }
 
 static const char *dir_child_name(const wcfs_vnode *n, uint32_t i) { return dir_of(n)->ent[i].name; }
-
-static const char *entry_name(const void *d, uint32_t k) { return ((const bdir *)d)->ent[k].name; }
 
 static wc_err dir_child_find(const wcfs_vnode *n, const char *name, uint32_t *i)
 {
