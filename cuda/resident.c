@@ -6,9 +6,10 @@
  * decoded just before the block runs.
  *
  * At create every tile's payload is read and checked (chash), uploaded
- * once, and planned into the batch descriptors of the GPU decoder
- * (wcc_kernels.h) as for a lane, in "steps" of at most STEP_JOBS tiles and
- * STEP_SCRATCH bytes of plane scratch. The descriptors name the destination
+ * once through page-locked windows (resident_load.c), and planned into the
+ * batch descriptors of the GPU decoder (wcc_kernels.h) as for a lane, in
+ * "steps" of at most STEP_JOBS tiles and STEP_SCRATCH bytes of plane
+ * scratch (resident_plan.c). The descriptors name the destination
  * through REL (an address no device pointer has); a decode into a
  * destination not seen before rebases a copy of them onto it and uploads
  * it into one of NSLOT descriptor slots (once per destination: a model's
@@ -51,24 +52,6 @@ static wc_err cuda_err(const char *what, cudaError_t e)
 
 /* ---- building ----------------------------------------------------------- */
 
-typedef struct read_ctx {
-	const wc_container *c;
-	const piece *pc;
-	uint8_t *buf;
-	wc_err *err;
-	char (*why)[256];
-} read_ctx;
-
-static void read_one(void *arg, size_t i)
-{
-	read_ctx *r = arg;
-	if (i > 0 && r->pc[i].poff == r->pc[i - 1].poff)
-		return; /* the same tile for the next tensor */
-	r->err[i] = wc_container_read_payload(r->c, r->pc[i].tile, r->buf + r->pc[i].poff);
-	if (r->err[i] != WC_OK)
-		snprintf(r->why[i], sizeof r->why[i], "%s", wc_last_detail());
-}
-
 /* The check at create (verify) copies decoded bytes back through one
  * page-locked buffer per GPU of VERIFY_STAGE bytes, made on first use and
  * kept: page-locked memory takes about 1.2 ms a MiB to allocate, so a
@@ -106,12 +89,15 @@ static void hash_one(void *arg, size_t k)
 	x->err[j] = wc_job_check_hash(&job);
 }
 
-/* The slot whose descriptors point at dst, or NULL. */
-static slot *slot_of(wcodec_cuda_resident *r, uintptr_t dst)
+/* The slot whose descriptors point at dst and at work (NULL: the slot's own
+ * work buffer), or NULL. */
+static slot *slot_of(wcodec_cuda_resident *r, uintptr_t dst, const uint8_t *work)
 {
-	for (unsigned k = 0; k < NSLOT; k++)
-		if (r->slots[k].dst == dst)
+	for (unsigned k = 0; k < NSLOT; k++) {
+		const slot *s = &r->slots[k];
+		if (s->dst == dst && s->work == (work ? work : s->d_work))
 			return &r->slots[k];
+	}
 	return NULL;
 }
 
@@ -177,7 +163,7 @@ static wc_err verify(wcodec_cuda_resident *r, wc_err *errs)
 		return cuda_err("verify buffers", ce);
 	}
 	wc_err e = wcodec_cuda_resident_decode(r, d, r->out_bytes + 16, 0);
-	slot *s = slot_of(r, (uintptr_t)d);
+	slot *s = slot_of(r, (uintptr_t)d, NULL);
 	if (e == WC_OK && (ce = cudaStreamSynchronize(0)) != cudaSuccess)
 		e = cuda_err("verify decode", ce);
 	if (e == WC_OK)
@@ -190,11 +176,15 @@ static wc_err verify(wcodec_cuda_resident *r, wc_err *errs)
 			e = cuda_err("verify stage", ce);
 		}
 		if (e == WC_OK)
-			e = verify_windows(r, d, s ? s->d_work : NULL, *stage, idx, errs);
+			e = verify_windows(r, d, s ? s->work : NULL, *stage, idx, errs);
 		pthread_mutex_unlock(&g_verify_mu);
 	}
-	if (s) /* d leaves no slot behind pointing at it */
+	if (s) { /* d leaves no slot behind pointing at it, nor memory */
+		cudaFree(s->d_work);
+		cudaFree(s->d_blob);
+		s->d_work = s->d_blob = s->work = NULL;
 		s->dst = 0, s->last = 0;
+	}
 	cudaFree(d); /* after the decode: cudaFree waits for the device */
 	free(idx);
 	return e;
@@ -215,9 +205,8 @@ EXPORT wc_err wcodec_cuda_resident_create(wc_container *c, const char *const *na
 	wc_container_retain(c);
 	int prev = 0;
 	cudaGetDevice(&prev);
-	uint8_t *host = NULL;
 	wc_err *errs = NULL;
-	char(*why)[256] = NULL;
+	cudaStream_t st = NULL;
 	cudaError_t ce;
 	wc_err e = resident_ctx(gpu, &r->ctx);
 	if (e == WC_OK && (ce = cudaSetDevice(gpu)) != cudaSuccess)
@@ -228,34 +217,21 @@ EXPORT wc_err wcodec_cuda_resident_create(wc_container *c, const char *const *na
 		e = wcr_lay_out(r, c, names, n);
 	if (e != WC_OK)
 		goto done;
-	const piece *pc = r->pieces;
 	errs = calloc(r->ntiles + 1, sizeof *errs);
-	why = calloc(r->ntiles + 1, sizeof *why);
-	host = malloc(r->payload_bytes + 16);
-	if (!errs || !why || !host) {
-		e = wc_fail(WC_E_NOMEM, "cuda resident: %zu payload bytes", r->payload_bytes);
+	if (!errs) {
+		e = wc_fail(WC_E_NOMEM, "cuda resident: %zu tiles", r->ntiles);
 		goto done;
 	}
-	/* payloads: read and checked on the host, uploaded once */
-	read_ctx rc = { c, pc, host, errs, why };
-	wc_threadpool_run(r->ctx->pool, read_one, &rc, r->ntiles);
-	for (size_t j = 0; j < r->ntiles; j++)
-		if (errs[j] != WC_OK) {
-			e = wc_fail(errs[j], "cuda resident: tensor '%s', tile %u: %s", pc[j].name, pc[j].tile, why[j]);
-			goto done;
-		}
-	for (size_t j = 0; j < r->ntiles; j++)
-		if (pc[j].lossy)
-			wcc_scale_copy(pc[j].lp.scales, pc[j].lp.channels, &pc[j].span, host + pc[j].soff);
-	if ((ce = cudaMalloc((void **)&r->d_payload, r->payload_bytes + 16)) != cudaSuccess ||
+	if ((ce = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking)) != cudaSuccess ||
+	    (ce = cudaMalloc((void **)&r->d_payload, r->payload_bytes + 16)) != cudaSuccess ||
 	    (ce = cudaHostAlloc((void **)&r->h_status, 4u * (r->ntiles + 1), cudaHostAllocMapped)) != cudaSuccess ||
-	    (ce = cudaHostGetDevicePointer((void **)&r->d_status, r->h_status, 0)) != cudaSuccess ||
-	    (ce = cudaMemcpy(r->d_payload, host, r->payload_bytes, cudaMemcpyHostToDevice)) != cudaSuccess) {
-		e = cuda_err("allocating and uploading payloads", ce);
+	    (ce = cudaHostGetDevicePointer((void **)&r->d_status, r->h_status, 0)) != cudaSuccess) {
+		e = cuda_err("allocating device payloads", ce);
 		goto done;
 	}
 	memset(r->h_status, 0, 4u * (r->ntiles + 1));
-	e = wcr_plan_all(r, c, host);
+	/* payloads: read, checked, planned and uploaded window by window */
+	e = wcr_load_payloads(r, c, st);
 	if (e != WC_OK)
 		goto done;
 	if ((ce = cudaHostAlloc((void **)&r->h_stage, r->blob_bytes + 16, 0)) != cudaSuccess) {
@@ -270,9 +246,9 @@ EXPORT wc_err wcodec_cuda_resident_create(wc_container *c, const char *const *na
 	if (flags & WCODEC_CUDA_RESIDENT_VERIFY)
 		e = verify(r, errs);
 done:
-	free(host);
+	if (st)
+		cudaStreamDestroy(st);
 	free(errs);
-	free(why);
 	cudaSetDevice(prev);
 	if (e != WC_OK) {
 		wcodec_cuda_resident_free(r);
@@ -284,11 +260,12 @@ done:
 
 /* ---- decoding ----------------------------------------------------------- */
 
-/* The slot whose descriptors point at dst, rebasing and uploading them into
- * the least recently used slot on first sight (after its last reader). */
-static wc_err slot_for(wcodec_cuda_resident *r, uintptr_t dst, cudaStream_t stream, slot **out)
+/* The slot whose descriptors point at dst and work (NULL: a work buffer of
+ * the slot's own), rebasing and uploading them into the least recently
+ * used slot on first sight (after its last reader). */
+static wc_err slot_for(wcodec_cuda_resident *r, uintptr_t dst, uint8_t *work, cudaStream_t stream, slot **out)
 {
-	if ((*out = slot_of(r, dst)) != NULL)
+	if ((*out = slot_of(r, dst, work)) != NULL)
 		return WC_OK;
 	slot *lru = &r->slots[0];
 	for (unsigned s = 1; s < NSLOT; s++)
@@ -298,11 +275,17 @@ static wc_err slot_for(wcodec_cuda_resident *r, uintptr_t dst, cudaStream_t stre
 	cudaError_t ce = cudaStreamWaitEvent(stream, lru->used, 0);
 	if (ce == cudaSuccess && !lru->d_blob)
 		ce = cudaMalloc((void **)&lru->d_blob, r->blob_bytes + 16);
-	if (ce == cudaSuccess && !lru->d_work && r->work_bytes)
+	if (ce == cudaSuccess && work && lru->d_work) { /* given one: its own goes */
+		ce = cudaStreamSynchronize(stream);
+		cudaFree(lru->d_work);
+		lru->d_work = NULL;
+	}
+	if (ce == cudaSuccess && !work && !lru->d_work && r->work_bytes)
 		ce = cudaMalloc((void **)&lru->d_work, r->work_bytes);
 	if (ce != cudaSuccess)
 		return cuda_err("descriptor slot", ce);
-	wcr_rebase(r, dst, (uintptr_t)lru->d_work);
+	lru->work = work ? work : lru->d_work;
+	wcr_rebase(r, dst, (uintptr_t)lru->work);
 	ce = cudaMemcpyAsync(lru->d_blob, r->h_stage, r->blob_bytes, cudaMemcpyHostToDevice, stream);
 	if (ce == cudaSuccess)
 		ce = cudaStreamSynchronize(stream); /* h_stage is free again */
@@ -316,9 +299,25 @@ static wc_err slot_for(wcodec_cuda_resident *r, uintptr_t dst, cudaStream_t stre
 EXPORT wc_err wcodec_cuda_resident_decode(wcodec_cuda_resident *r, void *device_dst, size_t dst_bytes,
 					  cudaStream_t stream)
 {
+	return wcodec_cuda_resident_decode_work(r, device_dst, dst_bytes, NULL, 0, stream);
+}
+
+EXPORT size_t wcodec_cuda_resident_work_bytes(const wcodec_cuda_resident *r)
+{
+	return r->work_bytes;
+}
+
+EXPORT wc_err wcodec_cuda_resident_decode_work(wcodec_cuda_resident *r, void *device_dst, size_t dst_bytes,
+					       void *work, size_t work_bytes, cudaStream_t stream)
+{
 	if (!r || !device_dst || ((uintptr_t)device_dst & (OUT_ALIGN - 1u)))
 		return wc_fail(WC_E_INVAL, "cuda resident: destination %p is not %u-byte aligned", device_dst,
 			       OUT_ALIGN);
+	if (work && (work_bytes < r->work_bytes || ((uintptr_t)work & 15u)))
+		return wc_fail(WC_E_RANGE, "cuda resident: a work buffer of %zu bytes (16-byte aligned) is too small "
+			       "for %zu", work_bytes, r->work_bytes);
+	if (work && r->work_bytes == 0)
+		work = NULL;
 	if (dst_bytes < r->out_bytes)
 		return wc_fail(WC_E_RANGE, "cuda resident: destination holds %zu bytes, the tensors need %llu",
 			       dst_bytes, (unsigned long long)r->out_bytes);
@@ -327,7 +326,7 @@ EXPORT wc_err wcodec_cuda_resident_decode(wcodec_cuda_resident *r, void *device_
 	if (prev != r->gpu)
 		cudaSetDevice(r->gpu);
 	slot *s = NULL;
-	wc_err e = slot_for(r, (uintptr_t)device_dst, stream, &s);
+	wc_err e = slot_for(r, (uintptr_t)device_dst, work, stream, &s);
 	for (size_t k = 0; k < r->nsteps && e == WC_OK; k++) {
 		const step *st = &r->steps[k];
 		const uint8_t *b = s->d_blob;
@@ -342,7 +341,7 @@ EXPORT wc_err wcodec_cuda_resident_decode(wcodec_cuda_resident *r, void *device_
 	}
 	for (size_t k = 0; k < r->ncopies && e == WC_OK; k++) {
 		const piece_copy *pcp = &r->copies[k];
-		cudaError_t ce = cudaMemcpyAsync((uint8_t *)device_dst + pcp->dst_off, s->d_work + pcp->work_off,
+		cudaError_t ce = cudaMemcpyAsync((uint8_t *)device_dst + pcp->dst_off, s->work + pcp->work_off,
 						 pcp->len, cudaMemcpyDeviceToDevice, stream);
 		if (ce != cudaSuccess)
 			e = cuda_err("shared tile copy", ce);

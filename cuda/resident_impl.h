@@ -51,7 +51,10 @@ typedef struct piece_copy {
 typedef struct slot {
 	uintptr_t dst;     /* 0: empty */
 	uint8_t *d_blob;   /* the descriptors rebased onto dst and work */
-	uint8_t *d_work;   /* shared tiles, then plane scratch: work_bytes */
+	uint8_t *d_work;   /* its own work buffer (shared tiles, then plane
+			    * scratch: work_bytes), when the decodes give none */
+	uint8_t *work;     /* the work buffer its descriptors name: d_work or
+			    * the caller's */
 	cudaEvent_t used;  /* after the last decode that read them */
 	uint64_t last;     /* for eviction: the decode count at its last use */
 } slot;
@@ -90,10 +93,38 @@ struct wcodec_cuda_resident {
  * scales), WC_E_NOMEM. */
 wc_err wcr_lay_out(wcodec_cuda_resident *r, const wc_container *c, const char *const *names, size_t n);
 
-/* Plan r's pieces into the steps' descriptors (r->blob, r->steps;
- * r->work_bytes). host_payloads: the payloads as laid out, on the host.
- * Errors: WC_E_UNSUPPORTED (tiles the GPU does not decode), WC_E_NOMEM. */
-wc_err wcr_plan_all(wcodec_cuda_resident *r, const wc_container *c, const uint8_t *host_payloads);
+/* Planning r's pieces into the steps' descriptors (r->blob, r->steps;
+ * r->work_bytes), a window of payloads at a time: the planner's lane, the
+ * jobs of the pieces planned, and the next piece to plan. */
+typedef struct wcr_planner {
+	wc_tile_job *jobs;
+	wcc_lane ln;
+	job_plan jp;
+	size_t in_step; /* jobs in the step being built */
+	size_t next;
+} wcr_planner;
+
+/* Start planning r (its d_payload and part_bytes set). Errors: WC_E_NOMEM. */
+wc_err wcr_plan_begin(wcodec_cuda_resident *r, wcr_planner *pl);
+
+/* Plan the pieces from pl->next up to end, whose payloads (and lossy
+ * scales) lie on the host in window, which holds the payload bytes from
+ * offset base of d_payload's layout; only their headers are read, and
+ * window may be reused once this returns. Errors: WC_E_UNSUPPORTED (tiles
+ * the GPU does not decode), WC_E_NOMEM. */
+wc_err wcr_plan_pieces(wcodec_cuda_resident *r, const wc_container *c, wcr_planner *pl, size_t end,
+		       const uint8_t *window, size_t base);
+
+/* Finish: with e == WC_OK the last step is closed; the planner's memory is
+ * freed either way. Returns e, or the error closing the step. */
+wc_err wcr_plan_end(wcodec_cuda_resident *r, wcr_planner *pl, wc_err e);
+
+/* Read, check and upload every piece's payload into r->d_payload (allocated),
+ * through page-locked windows on `stream`, planning each window's pieces
+ * as it arrives (resident_load.c). Returns with the uploads complete.
+ * Errors: as wc_container_read_payload (naming the tensor and tile),
+ * wcr_plan_pieces's, WC_E_BACKEND. */
+wc_err wcr_load_payloads(wcodec_cuda_resident *r, const wc_container *c, cudaStream_t stream);
 
 /* The descriptors rebased onto a destination and a work buffer, into
  * r->h_stage. */

@@ -52,68 +52,72 @@ static wc_err room_for(wcodec_cuda_resident *r, wcc_lane *ln, size_t *in_step, s
 	return close_step(r, ln);
 }
 
-/* Piece p's tile as a job, its payload on the host at host_payloads + p->poff. */
-static void describe(const wc_container *c, const piece *p, const uint8_t *host_payloads, wc_tile_job *job)
+/* Piece p's tile as a job, its payload on the host at payload. */
+static void describe(const wc_container *c, const piece *p, const uint8_t *payload, wc_tile_job *job)
 {
 	wc_tile_source *src = wc_container_source((wc_container *)c);
 	const wc_tile_info *tl = wc_container_tile(c, p->tile);
 	src->ops->describe_job(src, p->tile, job);
-	job->payload = host_payloads + p->poff;
+	job->payload = payload;
 	job->payload_size = tl->csize;
 	job->out_size = tl->dsize;
 }
 
-/* The planned descriptors of every piece (payloads already at d_payload;
- * host_payloads: the same bytes on the host, for parsing). */
-wc_err wcr_plan_all(wcodec_cuda_resident *r, const wc_container *c, const uint8_t *host_payloads)
+wc_err wcr_plan_begin(wcodec_cuda_resident *r, wcr_planner *pl)
+{
+	memset(pl, 0, sizeof *pl);
+	pl->jobs = calloc(r->ntiles ? r->ntiles : 1, sizeof *pl->jobs);
+	pl->ln.jobs = calloc(r->ntiles ? r->ntiles : 1, sizeof *pl->ln.jobs);
+	pl->ln.d_in = r->d_payload;
+	pl->ln.d_scr = (uint8_t *)(WORK + r->part_bytes);
+	pl->ln.cap_scr = STEP_SCRATCH;
+	r->work_bytes = r->part_bytes;
+	return pl->jobs && pl->ln.jobs ? WC_OK : wc_fail(WC_E_NOMEM, "cuda resident: jobs");
+}
+
+wc_err wcr_plan_pieces(wcodec_cuda_resident *r, const wc_container *c, wcr_planner *pl, size_t end,
+		       const uint8_t *window, size_t base)
 {
 	const piece *pc = r->pieces;
-	wc_tile_job *jobs = calloc(r->ntiles ? r->ntiles : 1, sizeof *jobs);
-	wcc_lane ln;
-	memset(&ln, 0, sizeof ln);
-	ln.jobs = calloc(r->ntiles ? r->ntiles : 1, sizeof *ln.jobs);
-	ln.d_in = r->d_payload;
-	ln.d_scr = (uint8_t *)(WORK + r->part_bytes);
-	ln.cap_scr = STEP_SCRATCH;
-	r->work_bytes = r->part_bytes;
-	wc_err e = jobs && ln.jobs ? WC_OK : wc_fail(WC_E_NOMEM, "cuda resident: jobs");
-	job_plan pl;
-	memset(&pl, 0, sizeof pl);
-	size_t in_step = 0;
-	for (size_t i = 0; i < r->ntiles && e == WC_OK; i++) {
+	wcc_lane *ln = &pl->ln;
+	wc_err e = WC_OK;
+	for (; pl->next < end && e == WC_OK; pl->next++) {
 		/* a lossy tile as in a lane (wcc_lane.c): its codes into the work
 		 * buffer's plane scratch or read in place, its scales at soff, right
 		 * after its payload, where wcc_lane_add expects them */
-		wc_tile_job *job = &jobs[i];
-		describe(c, &pc[i], host_payloads, job);
+		const size_t i = pl->next;
+		wc_tile_job *job = &pl->jobs[i];
+		describe(c, &pc[i], window + (pc[i].poff - base), job);
 		uint8_t *dev_out = (uint8_t *)pc[i].out;
-		if (!wcc_plan_job(r->ctx, job, dev_out, &pl)) {
-			e = wc_fail(WC_E_UNSUPPORTED,
-				    "cuda resident: tile %u of tensor '%s' cannot be decoded on the GPU "
-				    "(zstd or dictionary planes, lossy codes of an unaligned tile, or a malformed "
-				    "payload)",
-				    pc[i].tile, pc[i].name);
-			break;
-		}
-		if (pl.scr > ln.cap_scr) {
-			e = wc_fail(WC_E_UNSUPPORTED, "cuda resident: tile %u of tensor '%s' needs %zu bytes of "
-				    "plane scratch", pc[i].tile, pc[i].name, pl.scr);
-			break;
-		}
-		e = room_for(r, &ln, &in_step, pl.scr);
-		ln.used_in = pc[i].poff; /* where lane_add takes the payload from */
+		if (!wcc_plan_job(r->ctx, job, dev_out, &pl->jp))
+			return wc_fail(WC_E_UNSUPPORTED,
+				       "cuda resident: tile %u of tensor '%s' cannot be decoded on the GPU "
+				       "(zstd or dictionary planes, lossy codes of an unaligned tile, or a malformed "
+				       "payload)",
+				       pc[i].tile, pc[i].name);
+		if (pl->jp.scr > ln->cap_scr)
+			return wc_fail(WC_E_UNSUPPORTED, "cuda resident: tile %u of tensor '%s' needs %zu bytes of "
+				       "plane scratch", pc[i].tile, pc[i].name, pl->jp.scr);
+		e = room_for(r, ln, &pl->in_step, pl->jp.scr);
+		ln->used_in = pc[i].poff; /* where lane_add takes the payload from */
 		if (e == WC_OK)
-			e = wcc_lane_add(&ln, job, dev_out, &pl);
-		in_step++;
+			e = wcc_lane_add(ln, job, dev_out, &pl->jp);
+		pl->in_step++;
 	}
+	return e;
+}
+
+wc_err wcr_plan_end(wcodec_cuda_resident *r, wcr_planner *pl, wc_err e)
+{
 	if (e == WC_OK)
-		e = close_step(r, &ln);
-	free(ln.chunks);
-	free(ln.chunk_table);
-	free(ln.tiles);
-	free(ln.segs);
-	free(ln.jobs);
-	free(jobs);
+		e = close_step(r, &pl->ln);
+	free(pl->ln.chunks);
+	free(pl->ln.chunk_table);
+	free(pl->ln.tiles);
+	free(pl->ln.segs);
+	free(pl->ln.jobs);
+	free(pl->jobs);
+	memset(pl, 0, sizeof *pl);
 	return e;
 }
 

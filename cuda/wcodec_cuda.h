@@ -172,6 +172,16 @@ wc_err wcodec_cuda_resident_create(wc_container *c, const char *const *names, si
 wc_err wcodec_cuda_resident_decode(wcodec_cuda_resident *r, void *device_dst, size_t dst_bytes,
 				   cudaStream_t stream);
 
+/* As wcodec_cuda_resident_decode, with the work buffer (shared tiles and
+ * plane scratch, wcodec_cuda_resident_work_bytes() bytes; 16-byte aligned;
+ * NULL: one of r's own per destination) given by the caller: sets whose
+ * decodes never run at once can share one, instead of holding up to 64 MiB
+ * each per destination (lossy codes). Errors: as
+ * wcodec_cuda_resident_decode's; WC_E_RANGE (work_bytes). */
+wc_err wcodec_cuda_resident_decode_work(wcodec_cuda_resident *r, void *device_dst, size_t dst_bytes, void *work,
+					size_t work_bytes, cudaStream_t stream);
+size_t wcodec_cuda_resident_work_bytes(const wcodec_cuda_resident *r);
+
 /* WC_OK, or WC_E_CORRUPT naming the tensor and tile when a completed decode
  * failed a device stream check (whose output must then not be used). Reads
  * page-locked host memory the kernels write: synchronize the decode's
@@ -186,6 +196,58 @@ size_t wcodec_cuda_resident_device_bytes(const wcodec_cuda_resident *r);
 
 /* Wait for r's decodes in flight and free it (NULL: nothing). */
 void wcodec_cuda_resident_free(wcodec_cuda_resident *r);
+
+/* ---- units: resident sets decoded ahead of their use -------------------
+ * A model run unit by unit (a transformer's blocks, or their attention and
+ * MLP halves): each unit is one or more resident sets decoded together
+ * into one of two scratch buffers. A unit's begin makes its weights ready
+ * on the caller's stream (waiting on an event for a decode done ahead, or
+ * decoding now), then decodes the unit expected next (the one that began
+ * after this one last time, or as set) into the other buffer on a stream
+ * of the schedule's own, after that buffer's last reader's end. No host
+ * waits; a few event calls and launches per unit. Not for CUDA graph
+ * capture (the stream of decodes ahead is not joined to a capture). */
+typedef struct wcodec_cuda_units wcodec_cuda_units;
+
+/* A schedule over two scratch buffers of device memory on `gpu` (256-byte
+ * aligned; bytes0 >= bytes1 is usual), which stay the caller's and must
+ * outlive it. Errors: WC_E_INVAL (alignment), WC_E_BACKEND, WC_E_NOMEM. */
+wc_err wcodec_cuda_units_create(int gpu, void *buf0, size_t bytes0, void *buf1, size_t bytes1,
+				wcodec_cuda_units **out);
+
+/* Add a unit: sets[0..n) of the schedule's GPU, set k decoded at byte
+ * offsets[k] (256-byte aligned) of a buffer; its bytes are the largest
+ * offsets[k] + out_bytes. The sets stay the caller's and must outlive the
+ * schedule. *id: the unit's number (0, 1, ... in the order added).
+ * Errors: WC_E_INVAL (GPU, alignment), WC_E_NOMEM. */
+wc_err wcodec_cuda_units_add(wcodec_cuda_units *s, wcodec_cuda_resident *const *sets, const uint64_t *offsets,
+			     size_t n, uint32_t *id);
+
+/* The unit expected after unit id (UINT32_MAX: none), until begin learns
+ * otherwise. Errors: WC_E_RANGE. */
+wc_err wcodec_cuda_units_set_next(wcodec_cuda_units *s, uint32_t id, uint32_t next);
+
+/* Unit id is about to run on `stream`: its weights are in buffer *buffer
+ * (0 or 1) once the work queued on the stream so far has run. *buffer is
+ * -1 when no buffer that holds the unit is free (units nested, or larger
+ * than both): the caller decodes it with wcodec_cuda_resident_decode into
+ * a buffer of its own on the stream. Call wcodec_cuda_units_end(s, id)
+ * after the work that reads the weights is queued. Errors: WC_E_RANGE,
+ * wcodec_cuda_resident_decode's. */
+wc_err wcodec_cuda_units_begin(wcodec_cuda_units *s, uint32_t id, cudaStream_t stream, int *buffer);
+
+/* Unit id's readers are queued on the stream its begin was given: its
+ * buffer is free once they have run. Errors: WC_E_RANGE, WC_E_BACKEND. */
+wc_err wcodec_cuda_units_end(wcodec_cuda_units *s, uint32_t id);
+
+/* Units decoded (now or ahead) and units whose decode ahead was used;
+ * device bytes the schedule holds (two work buffers that its units' sets
+ * share, made at the first begin). */
+void wcodec_cuda_units_counts(wcodec_cuda_units *s, uint64_t *decoded, uint64_t *ahead);
+size_t wcodec_cuda_units_device_bytes(wcodec_cuda_units *s);
+
+/* Wait for the schedule's decodes and events and free it (NULL: nothing). */
+void wcodec_cuda_units_free(wcodec_cuda_units *s);
 
 /* Page-locked host memory for tile buffers (payloads and decoded tiles):
  * the backend DMAs straight to and from such buffers instead of staging

@@ -27,6 +27,15 @@ typedef uint64_t (*u64_fn)(const wcodec_cuda_resident *);
 typedef uint64_t (*offset_fn)(const wcodec_cuda_resident *, size_t);
 typedef size_t (*size_fn)(const wcodec_cuda_resident *);
 typedef void (*free_fn)(wcodec_cuda_resident *);
+typedef wc_err (*decode_work_fn)(wcodec_cuda_resident *, void *, size_t, void *, size_t, cudaStream_t);
+typedef wc_err (*units_create_fn)(int, void *, size_t, void *, size_t, wcodec_cuda_units **);
+typedef wc_err (*units_add_fn)(wcodec_cuda_units *, wcodec_cuda_resident *const *, const uint64_t *, size_t,
+			       uint32_t *);
+typedef wc_err (*units_next_fn)(wcodec_cuda_units *, uint32_t, uint32_t);
+typedef wc_err (*units_begin_fn)(wcodec_cuda_units *, uint32_t, cudaStream_t, int *);
+typedef wc_err (*units_end_fn)(wcodec_cuda_units *, uint32_t);
+typedef void (*units_counts_fn)(wcodec_cuda_units *, uint64_t *, uint64_t *);
+typedef void (*units_free_fn)(wcodec_cuda_units *);
 
 static create_fn r_create;
 static decode_fn r_decode;
@@ -35,6 +44,15 @@ static u64_fn r_out_bytes;
 static offset_fn r_offset;
 static size_fn r_device_bytes;
 static free_fn r_free;
+static decode_work_fn r_decode_work;
+static size_fn r_work_bytes;
+static units_create_fn u_create;
+static units_add_fn u_add;
+static units_next_fn u_next;
+static units_begin_fn u_begin;
+static units_end_fn u_end;
+static units_counts_fn u_counts;
+static units_free_fn u_free;
 
 static char g_dir[256], g_st[300], g_wc[300];
 static st_file g_f;
@@ -237,6 +255,93 @@ START_TEST(damaged_payload_fails_at_create)
 }
 END_TEST
 
+/* A set's bytes in a device buffer equal the file's (the CPU decoder's). */
+static void expect_set(wc_container *c, wcodec_cuda_resident *r, const uint8_t *dev, size_t n0, size_t n,
+		       const char *what)
+{
+	const uint64_t ob = r_out_bytes(r);
+	uint8_t *h = malloc(ob);
+	ck_assert_int_eq(cudaMemcpy(h, dev, ob, cudaMemcpyDeviceToHost), cudaSuccess);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t ti;
+		ck_assert_int_eq(wc_container_find_tensor(c, g_names[n0 + i], &ti), WC_OK);
+		const wc_tensor_info *t = wc_container_tensor(c, ti);
+		uint8_t *want = malloc(t->end - t->begin);
+		ck_assert_int_eq(wc_container_pread(c, want, t->end - t->begin, t->begin), WC_OK);
+		ck_assert_msg(memcmp(h + r_offset(r, i), want, t->end - t->begin) == 0, "%s: %s differs", what,
+			      g_names[n0 + i]);
+		free(want);
+	}
+	free(h);
+}
+
+/* Two lossy sets as two units of a schedule, run in turn: each unit's
+ * bytes are right in the buffer begin names, the other unit is decoded
+ * ahead, and the sets share the schedule's work buffers; a set decoded
+ * with a work buffer of the caller's gives the same bytes. */
+START_TEST(units_decode_ahead_with_shared_work)
+{
+	char lossy[320];
+	snprintf(lossy, sizeof lossy, "%s/units.wcodec", g_dir);
+	wc_pack_opts o = { .tile_size = 65536, .chunk_symbols = 4096, .threads = 2, .lossy_bits = 8 };
+	ck_assert_msg(wc_pack_safetensors(g_st, lossy, &o, NULL) == WC_OK, "pack: %s", wc_last_detail());
+	wc_container *c;
+	ck_assert_int_eq(wc_container_open(lossy, &c), WC_OK);
+	const size_t half = NNAMES / 2;
+	wcodec_cuda_resident *r[2];
+	ck_assert_int_eq(r_create(c, g_names, half, 0, 0, &r[0]), WC_OK);
+	ck_assert_int_eq(r_create(c, g_names + half, NNAMES - half, 0, 0, &r[1]), WC_OK);
+	ck_assert_uint_gt(r_work_bytes(r[0]) + r_work_bytes(r[1]), 0); /* lossy codes need plane scratch */
+	const size_t before[2] = { r_device_bytes(r[0]), r_device_bytes(r[1]) };
+	uint64_t big = r_out_bytes(r[0]) > r_out_bytes(r[1]) ? r_out_bytes(r[0]) : r_out_bytes(r[1]);
+	uint8_t *buf[2];
+	for (int k = 0; k < 2; k++)
+		ck_assert_int_eq(cudaMalloc((void **)&buf[k], big), cudaSuccess);
+	wcodec_cuda_units *s;
+	ck_assert_int_eq(u_create(0, buf[0], big, buf[1], big, &s), WC_OK);
+	uint32_t id[2];
+	const uint64_t zero = 0;
+	for (int k = 0; k < 2; k++)
+		ck_assert_int_eq(u_add(s, &r[k], &zero, 1, &id[k]), WC_OK);
+	ck_assert_int_eq(u_next(s, id[0], id[1]), WC_OK);
+	ck_assert_int_eq(u_next(s, id[1], 7), WC_E_RANGE);
+	for (int round = 0; round < 3; round++)
+		for (int k = 0; k < 2; k++) {
+			int b = -1;
+			ck_assert_int_eq(u_begin(s, id[k], 0, &b), WC_OK);
+			ck_assert(b == 0 || b == 1);
+			ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+			expect_set(c, r[k], buf[b], k ? half : 0, k ? NNAMES - half : half, "unit");
+			ck_assert_int_eq(u_end(s, id[k]), WC_OK);
+		}
+	uint64_t decoded, ahead;
+	u_counts(s, &decoded, &ahead);
+	/* 0 now, 1 ahead; 1; 0 now (1's next learnt), 1 ahead; 1, 0 ahead; 0, 1 ahead; 1, 0 ahead */
+	ck_assert_uint_eq(decoded, 7);
+	ck_assert_uint_eq(ahead, 4);
+	for (int k = 0; k < 2; k++) /* descriptors for two buffers (small), no work buffers of their own */
+		if (r_work_bytes(r[k]))
+			ck_assert_uint_lt(r_device_bytes(r[k]) - before[k], 2 * r_work_bytes(r[k]));
+	ck_assert_int_eq(r_check(r[0]), WC_OK);
+	u_free(s);
+	/* the caller's work buffer */
+	uint8_t *work;
+	const size_t wb = r_work_bytes(r[1]);
+	ck_assert_int_eq(cudaMalloc((void **)&work, wb + 16), cudaSuccess);
+	ck_assert_int_eq(r_decode_work(r[1], buf[0], big, work, wb ? wb - 1 : 0, 0), wb ? WC_E_RANGE : WC_OK);
+	ck_assert_int_eq(cudaMemset(buf[0], 0, big), cudaSuccess);
+	ck_assert_int_eq(r_decode_work(r[1], buf[0], big, work, wb, 0), WC_OK);
+	ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+	expect_set(c, r[1], buf[0], half, NNAMES - half, "caller's work");
+	cudaFree(work);
+	for (int k = 0; k < 2; k++) {
+		r_free(r[k]);
+		cudaFree(buf[k]);
+	}
+	wc_container_release(c);
+}
+END_TEST
+
 int main(void)
 {
 	void *h = cuda_plugin_open("test_cuda_resident");
@@ -249,7 +354,18 @@ int main(void)
 	r_offset = (offset_fn)dlsym(h, "wcodec_cuda_resident_offset");
 	r_device_bytes = (size_fn)dlsym(h, "wcodec_cuda_resident_device_bytes");
 	r_free = (free_fn)dlsym(h, "wcodec_cuda_resident_free");
-	if (!r_create || !r_decode || !r_check || !r_out_bytes || !r_offset || !r_device_bytes || !r_free) {
+	r_decode_work = (decode_work_fn)dlsym(h, "wcodec_cuda_resident_decode_work");
+	r_work_bytes = (size_fn)dlsym(h, "wcodec_cuda_resident_work_bytes");
+	u_create = (units_create_fn)dlsym(h, "wcodec_cuda_units_create");
+	u_add = (units_add_fn)dlsym(h, "wcodec_cuda_units_add");
+	u_next = (units_next_fn)dlsym(h, "wcodec_cuda_units_set_next");
+	u_begin = (units_begin_fn)dlsym(h, "wcodec_cuda_units_begin");
+	u_end = (units_end_fn)dlsym(h, "wcodec_cuda_units_end");
+	u_counts = (units_counts_fn)dlsym(h, "wcodec_cuda_units_counts");
+	u_free = (units_free_fn)dlsym(h, "wcodec_cuda_units_free");
+	if (!r_create || !r_decode || !r_check || !r_out_bytes || !r_offset || !r_device_bytes || !r_free ||
+	    !r_decode_work || !r_work_bytes || !u_create || !u_add || !u_next || !u_begin || !u_end || !u_counts ||
+	    !u_free) {
 		fprintf(stderr, "test_cuda_resident: the plugin lacks its entry points\n");
 		return 1;
 	}
@@ -261,7 +377,8 @@ int main(void)
 	if (build_file() != 0)
 		return 1;
 	const TTest *tests[] = { decodes_equal_the_original_in_every_destination, bad_names_refused,
-				 lossy_tiles_equal_the_cpu_decoder, damaged_payload_fails_at_create };
+				 lossy_tiles_equal_the_cpu_decoder, damaged_payload_fails_at_create,
+				 units_decode_ahead_with_shared_work };
 	int failed = cuda_run_tests("cuda_resident", tests, sizeof tests / sizeof tests[0], 300);
 	if (st_remove_tree(g_dir) != 0)
 		failed++;

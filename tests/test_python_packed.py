@@ -142,6 +142,35 @@ class PackedOnGpu(unittest.TestCase):
                 self.assertLess(du.resident_bytes, 0.9 * orig)
             packed.close()
 
+    def test_units_of_unequal_sizes_share_smaller_scratch(self):
+        """Blocks alternating a small and a large module: the second
+        scratch buffer holds the small ones only; the large ones that follow
+        a large one are decoded when they start. Outputs stay equal, the
+        modules' parameters are the same objects from pass to pass (made
+        once per buffer) and placeholders between calls."""
+        model = make()
+        ids = torch.randint(0, 300, (3, 13), device="cuda")
+        with torch.no_grad():
+            want = model(ids)
+        order = [m for blk in model.layers for m in (blk.q, blk.up)]
+        packed = wpt.pack_module(model, blocks=order)
+        du = packed.device_units
+        up, q = model.layers[0].up, model.layers[0].q
+        self.assertEqual(du.scratch_bytes, 704 * 256 * 2)  # an up (or down), the largest unit
+        self.assertEqual(du.scratch_total, du.scratch_bytes + 256 * 256 * 2)  # and a q
+        seen = set()
+        up.register_forward_pre_hook(lambda m, a: seen.add(id(m.weight)))
+        with torch.no_grad():
+            for _ in range(4):
+                self.assertTrue(torch.equal(model(ids), want))
+                self.assertEqual(up.weight.numel(), 0)  # a placeholder between calls
+        self.assertLessEqual(len(seen), 2)  # one parameter per scratch buffer
+        self.assertGreater(du.prefetched, 0)
+        self.assertEqual(q.weight.numel(), 0)
+        torch.cuda.synchronize()
+        du.check()
+        packed.close()
+
     def test_decode_into_gives_each_units_weights(self):
         model = make()
         want = {k: v.clone() for k, v in model.state_dict().items()}

@@ -159,6 +159,16 @@ CUDA_FUNCTIONS = {
     "wcodec_cuda_resident_offset": (c.c_uint64, [_vp, c.c_size_t]),
     "wcodec_cuda_resident_device_bytes": (c.c_size_t, [_vp]),
     "wcodec_cuda_resident_free": (None, [_vp]),
+    "wcodec_cuda_resident_decode_work": (c.c_int, [_vp, _vp, c.c_size_t, _vp, c.c_size_t, _vp]),
+    "wcodec_cuda_resident_work_bytes": (c.c_size_t, [_vp]),
+    "wcodec_cuda_units_create": (c.c_int, [c.c_int, _vp, c.c_size_t, _vp, c.c_size_t, _P(_vp)]),
+    "wcodec_cuda_units_add": (c.c_int, [_vp, _P(_vp), _P(c.c_uint64), c.c_size_t, _P(c.c_uint32)]),
+    "wcodec_cuda_units_set_next": (c.c_int, [_vp, c.c_uint32, c.c_uint32]),
+    "wcodec_cuda_units_begin": (c.c_int, [_vp, c.c_uint32, _vp, _P(c.c_int)]),
+    "wcodec_cuda_units_end": (c.c_int, [_vp, c.c_uint32]),
+    "wcodec_cuda_units_counts": (None, [_vp, _P(c.c_uint64), _P(c.c_uint64)]),
+    "wcodec_cuda_units_device_bytes": (c.c_size_t, [_vp]),
+    "wcodec_cuda_units_free": (None, [_vp]),
 }
 
 # wcodec_cuda_resident_create's flags (cuda/wcodec_cuda.h)

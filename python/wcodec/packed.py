@@ -121,8 +121,7 @@ class PackedModule:
 
     def _before(self, root, args):
         if self.device_units is not None:
-            for mod, attr, t in self.device_units.before(root):
-                mod._parameters[attr] = _torch.nn.Parameter(t, requires_grad=False)
+            self.device_units.before(root)
             self._count(1)
             return
         f = self._pending.pop(root, None)
@@ -138,6 +137,8 @@ class PackedModule:
     def _after(self, root, args, out):
         if self.device_units is not None:
             self.device_units.after(root)
+            self._count(-1)
+            return
         for mod, attr, name, dev, fi in self._units[root]:
             mod._parameters[attr] = _placeholder(self.files[fi].info(name), dev)
         self._count(-1)
@@ -171,7 +172,7 @@ def _placeholder(info, dev):
     return _torch.nn.Parameter(_torch.empty(0, dtype=torch_dtype(info.dtype), device=dev), requires_grad=False)
 
 
-def pack_module(model, path=None, min_bytes=1 << 16, threads=0, blocks=None, resident=None):
+def pack_module(model, path=None, min_bytes=1 << 16, threads=0, blocks=None, resident=None, check_decoded=False):
     """Keep model's large weights packed: the weight of every nn.Linear and
     nn.Embedding and every other parameter of at least min_bytes bytes is
     packed losslessly into the .wcodec file `path` (default: a temporary
@@ -190,7 +191,13 @@ def pack_module(model, path=None, min_bytes=1 << 16, threads=0, blocks=None, res
     unit decoded on a second stream; True fails without the CUDA plugin,
     None then falls back to the file; the file is then packed in rANS
     chunks of GPU_CHUNK symbols, which the GPU decodes faster), False
-    decodes from the file. For inference: the packed parameters do not train
+    decodes from the file. With the tiles on the GPU, every payload's
+    checksum (chash) is checked as it is read and every decode runs the rANS
+    stream checks (docs/FORMAT.md 4), as load_checkpoint does;
+    check_decoded=True also decodes each unit once at load and checks every
+    tile's bytes against their checksum (dhash) on the host, as `wcodec
+    verify` does (a copy of all the decoded weights to the host: 0.4 s more
+    for a 7B model). For inference: the packed parameters do not train
     (requires_grad False), and the model's state_dict holds the
     placeholders. Returns a PackedModule. Errors: WcodecError (packing, or a
     damaged file when a module runs), TypeError (a dtype the packer does
@@ -228,7 +235,8 @@ def pack_module(model, path=None, min_bytes=1 << 16, threads=0, blocks=None, res
         if os.path.exists(src):
             os.remove(src)
     del tensors
-    return _attach(model, os.fspath(path), owned, [TensorFile(path)], entries, blocks, owner, resident)
+    return _attach(model, os.fspath(path), owned, [TensorFile(path)], entries, blocks, owner, resident,
+                   check_decoded)
 
 
 def _blocks_of(model, blocks):
@@ -253,7 +261,7 @@ def _one_gpu(entries):
     return dev if dev is not None and dev.type == "cuda" else None
 
 
-def _attach(model, path, owned, files, entries, blocks, owner, resident):
+def _attach(model, path, owned, files, entries, blocks, owner, resident, check_decoded):
     """Group entries into units (blocks, lone modules), keep their tiles on
     the GPU if asked and possible, hook them, and put the placeholders in."""
     units = {}
@@ -269,7 +277,7 @@ def _attach(model, path, owned, files, entries, blocks, owner, resident):
         from ._lib import WcodecError
         from .packed_cuda import DeviceUnits
         try:
-            du = DeviceUnits(files, ulist, dev, order=blocks)
+            du = DeviceUnits(files, ulist, dev, order=blocks, verify=check_decoded)
         except WcodecError as e:
             if resident or e.code != "BACKEND":
                 raise
@@ -303,7 +311,7 @@ def empty_weights():
         _torch.nn.Module.register_parameter = orig
 
 
-def load_packed(model, source, device="cpu", min_bytes=1 << 16, blocks=None, resident=None):
+def load_packed(model, source, device="cpu", min_bytes=1 << 16, blocks=None, resident=None, check_decoded=False):
     """Attach a packed checkpoint to a model without unpacking it: source is
     a .wcodec (or safetensors) file or a model directory (shards, an
     *.safetensors.index.json honoured, as load_checkpoint). Each parameter
@@ -316,8 +324,8 @@ def load_packed(model, source, device="cpu", min_bytes=1 << 16, blocks=None, res
     (buffers the checkpoint lacks keep the values the model gave them and
     move to `device`; under empty_weights() building takes no memory for
     the parameters).
-    resident: as pack_module's, for device "cuda" or "cuda:N" (the tiles of
-    the packed parameters in GPU memory, checked once at load; files packed
+    resident, check_decoded: as pack_module's, for device "cuda" or "cuda:N"
+    (the tiles of the packed parameters in GPU memory; files packed
     with `wcodec pack --chunk 16384` (GPU_CHUNK) decode faster there).
     Returns a PackedModule. Errors: KeyError (a parameter the checkpoint
     lacks), ValueError (shape or dtype differs; a buffer on the meta device
@@ -372,7 +380,7 @@ def load_packed(model, source, device="cpu", min_bytes=1 << 16, blocks=None, res
                 mod._buffers[attr] = t
             else:
                 mod._parameters[attr] = _torch.nn.Parameter(t, requires_grad=False)
-        return _attach(model, source, None, files, entries, blocks, owner, resident)
+        return _attach(model, source, None, files, entries, blocks, owner, resident, check_decoded)
     except BaseException:
         for f in files:
             f.close()
