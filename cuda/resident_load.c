@@ -23,8 +23,8 @@
 #define WIN_BYTES (8u * MIB)
 #define WIN_MAX 8u /* two for each of the four sets packed_cuda.py builds at once */
 
-static uint8_t *g_win[WIN_MAX];
-static unsigned g_win_made, g_win_busy; /* busy: a bit per window */
+static uint8_t *g_win[WIN_MAX];   /* NULL: not made yet */
+static unsigned g_win_busy;       /* a bit per window */
 static pthread_mutex_t g_win_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_win_cv = PTHREAD_COND_INITIALIZER;
 
@@ -33,41 +33,44 @@ static wc_err cuda_err(const char *what, cudaError_t e)
 	return wc_fail(WC_E_BACKEND, "cuda resident: %s: %s", what, cudaGetErrorString(e));
 }
 
-/* A window of the pool (made on first need), waiting while all are busy. */
-static wc_err take_window(unsigned *k)
+/* Two windows of the pool (made on first need), taken together so that
+ * sets created at once never each hold one while waiting for a second;
+ * waits while fewer than two are free. A window whose making failed stays
+ * unmade and free, to be made by a later call. */
+static wc_err take_windows(unsigned k[2])
 {
 	pthread_mutex_lock(&g_win_mu);
 	for (;;) {
-		for (unsigned i = 0; i < g_win_made; i++)
-			if (g_win[i] && !(g_win_busy & (1u << i))) {
-				g_win_busy |= 1u << i;
-				*k = i;
-				pthread_mutex_unlock(&g_win_mu);
-				return WC_OK;
-			}
-		if (g_win_made < WIN_MAX)
+		unsigned have = 0;
+		for (unsigned i = 0; i < WIN_MAX; i++)
+			have += !(g_win_busy & (1u << i));
+		if (have >= 2)
 			break;
 		pthread_cond_wait(&g_win_cv, &g_win_mu);
 	}
-	const unsigned i = g_win_made++;
-	g_win_busy |= 1u << i;
-	pthread_mutex_unlock(&g_win_mu); /* the allocation is slow: others go on */
-	uint8_t *p = NULL;
-	cudaError_t ce = cudaHostAlloc((void **)&p, WIN_BYTES, cudaHostAllocPortable);
-	pthread_mutex_lock(&g_win_mu);
-	if (ce != cudaSuccess) {
-		g_win_busy &= ~(1u << i);
-		if (i + 1 == g_win_made)
-			g_win_made--;
-		pthread_cond_broadcast(&g_win_cv);
-		pthread_mutex_unlock(&g_win_mu);
-		return cuda_err("page-locked window", ce);
-	}
-	wcc_pinned_add(p, WIN_BYTES);
-	g_win[i] = p;
-	*k = i;
+	unsigned n = 0;
+	for (unsigned pass = 0; pass < 2; pass++) /* made ones first */
+		for (unsigned i = 0; i < WIN_MAX && n < 2; i++)
+			if (!(g_win_busy & (1u << i)) && (pass || g_win[i])) {
+				g_win_busy |= 1u << i;
+				k[n++] = i;
+			}
 	pthread_mutex_unlock(&g_win_mu);
-	return WC_OK;
+	cudaError_t ce = cudaSuccess;
+	uint8_t *p[2] = { NULL, NULL };
+	for (unsigned j = 0; j < 2 && ce == cudaSuccess; j++) /* outside the lock: the allocation is slow */
+		if (!g_win[k[j]] && (ce = cudaHostAlloc((void **)&p[j], WIN_BYTES, cudaHostAllocPortable)) == cudaSuccess)
+			wcc_pinned_add(p[j], WIN_BYTES);
+	pthread_mutex_lock(&g_win_mu);
+	for (unsigned j = 0; j < 2; j++)
+		if (p[j])
+			g_win[k[j]] = p[j];
+	if (ce != cudaSuccess) {
+		g_win_busy &= ~((1u << k[0]) | (1u << k[1]));
+		pthread_cond_broadcast(&g_win_cv);
+	}
+	pthread_mutex_unlock(&g_win_mu);
+	return ce == cudaSuccess ? WC_OK : cuda_err("page-locked window", ce);
 }
 
 static void give_window(unsigned k)
@@ -147,8 +150,11 @@ wc_err wcr_load_payloads(wcodec_cuda_resident *r, const wc_container *c, cudaStr
 		e = wc_fail(WC_E_NOMEM, "cuda resident: window");
 	for (unsigned b = 0; b < 2 && e == WC_OK; b++) {
 		cudaError_t ce = cudaEventCreateWithFlags(&ev[b], cudaEventDisableTiming);
-		e = ce == cudaSuccess ? take_window(&w[b]) : cuda_err("events", ce);
+		if (ce != cudaSuccess)
+			e = cuda_err("events", ce);
 	}
+	if (e == WC_OK && (e = take_windows(w)) != WC_OK)
+		w[0] = w[1] = WIN_MAX;
 	uint8_t *big = NULL; /* a window for a piece larger than the pool's, pageable */
 	for (size_t i = 0, b = 0; i < r->ntiles && e == WC_OK; b ^= 1) {
 		const size_t base = r->pieces[i].poff;
