@@ -4,6 +4,7 @@
 # src/cli/cmd_qvq.c, cuda/vq_*.cu.
 libwcodec_impl_la_SOURCES += \
 	src/qvq/kmeans.c \
+	src/qvq/qvq_dct.c \
 	src/qvq/qvq_decode.c \
 	src/qvq/qvq_files.c \
 	src/qvq/qvq_gather_avx512.c \
@@ -16,6 +17,7 @@ libwcodec_impl_la_SOURCES += \
 noinst_HEADERS += \
 	src/qvq/kmeans.h \
 	src/qvq/qvq.h \
+	src/qvq/qvq_dct.h \
 	src/qvq/qvq_files.h \
 	src/qvq/qvq_gather.h \
 	src/qvq/qvq_format.h \
@@ -26,8 +28,11 @@ noinst_HEADERS += \
 	src/qvq/qvq_parallel.h \
 	src/qvq/qvq_writer.h
 
-check_PROGRAMS += tests/test_qvq
-TESTS += tests/test_qvq
+check_PROGRAMS += tests/test_qvq tests/test_qvq_dct
+TESTS += tests/test_qvq tests/test_qvq_dct
+tests_test_qvq_dct_SOURCES = tests/test_qvq_dct.c
+tests_test_qvq_dct_CFLAGS = $(TEST_CFLAGS)
+tests_test_qvq_dct_LDADD = $(TEST_LIBS)
 tests_test_qvq_SOURCES = tests/test_qvq.c
 tests_test_qvq_CFLAGS = $(TEST_CFLAGS)
 tests_test_qvq_LDADD = $(TEST_LIBS)

@@ -1,0 +1,211 @@
+/* test_qvq_dct.c - the transform mode's pixel pipeline (src/qvq/qvq_dct.h):
+ * the basis table is the formula's; the exact integer decoder agrees with
+ * the same mathematics in doubles to one level a sample; encode then decode
+ * reaches the quality its step implies, at odd sizes too, writing only the
+ * image's bytes; extreme coefficients stay in range; bad sizes and steps
+ * are refused. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_run.h"
+#include "qvq/qvq_dct.h"
+
+static uint64_t rng_state = 7;
+static uint32_t rnd(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return (uint32_t)((z ^ (z >> 31)) >> 32);
+}
+
+/* A photograph-like image: smooth gradients, an edge, a little noise. */
+static uint8_t *make_image(uint32_t w, uint32_t h)
+{
+	uint8_t *p = malloc((size_t)w * h * 3);
+	for (uint32_t y = 0; y < h; y++)
+		for (uint32_t x = 0; x < w; x++)
+			for (int c = 0; c < 3; c++) {
+				double v = 90 + 60 * sin(x * 0.07 + c) + 40 * cos(y * 0.05 * (c + 1)) +
+					   (x > w / 2 ? 25 : 0) + (int)(rnd() % 7) - 3;
+				p[((size_t)y * w + x) * 3 + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+			}
+	return p;
+}
+
+static double psnr(const uint8_t *a, const uint8_t *b, size_t n)
+{
+	double se = 0;
+	for (size_t i = 0; i < n; i++)
+		se += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+	return se == 0 ? 99.0 : 10 * log10(255.0 * 255.0 * n / se);
+}
+
+static const double PI = 3.14159265358979323846;
+
+START_TEST(basis_is_the_formula)
+{
+	for (int k = 0; k < 8; k++)
+		for (int n = 0; n < 8; n++) {
+			double a = (k ? sqrt(2.0 / 8.0) : sqrt(1.0 / 8.0)) * cos((2 * n + 1) * k * PI / 16.0);
+			ck_assert_int_eq(QVQ_DCT_BASIS[k][n], (int)lround(4096 * a));
+		}
+}
+END_TEST
+
+/* The decoder's steps 1-4 in doubles, rounding where the decoder rounds a
+ * sample: the planes, the filtered chroma, the colours. */
+static void decode_double(const int16_t *q, uint32_t w, uint32_t h, uint32_t sl, uint32_t sc, uint8_t *rgb)
+{
+	qvq_dct_geom g;
+	qvq_dct_geometry(w, h, &g);
+	const size_t pw = 16 * (size_t)g.mw, ph = 16 * (size_t)g.mh, cw = pw / 2, ch = ph / 2;
+	double *pl[3] = { malloc(pw * ph * sizeof(double)), malloc(cw * ch * sizeof(double)),
+			  malloc(cw * ch * sizeof(double)) };
+	for (int c = 0; c < 3; c++) {
+		const size_t bw = c ? cw / 8 : pw / 8, bh = c ? ch / 8 : ph / 8, stride = bw * 8;
+		const double step = (c ? sc : sl) / 8.0;
+		for (size_t by = 0; by < bh; by++)
+			for (size_t bx = 0; bx < bw; bx++, q += 64)
+				for (int m = 0; m < 8; m++)
+					for (int n = 0; n < 8; n++) {
+						double s = 0;
+						for (int k = 0; k < 8; k++)
+							for (int l = 0; l < 8; l++) {
+								double ak = (k ? sqrt(0.25) : sqrt(0.125)) * cos((2 * m + 1) * k * PI / 16);
+								double al = (l ? sqrt(0.25) : sqrt(0.125)) * cos((2 * n + 1) * l * PI / 16);
+								s += ak * al * q[k * 8 + l] * step;
+							}
+						s = floor(s + 128 + 0.5);
+						pl[c][(by * 8 + m) * stride + bx * 8 + n] = s < 0 ? 0 : s > 255 ? 255 : s;
+					}
+	}
+	for (size_t y = 0; y < h; y++)
+		for (size_t x = 0; x < w; x++) {
+			double cc[2];
+			for (int c = 0; c < 2; c++) {
+				const double *p = pl[c + 1];
+				size_t i = y / 2, j = x / 2;
+				size_t io = y % 2 ? (i + 1 < ch ? i + 1 : i) : (i ? i - 1 : 0);
+				size_t jo = x % 2 ? (j + 1 < cw ? j + 1 : j) : (j ? j - 1 : 0);
+				cc[c] = floor((9 * p[i * cw + j] + 3 * p[io * cw + j] + 3 * p[i * cw + jo] + p[io * cw + jo] + 8) /
+					      16) - 128;
+			}
+			const double l = pl[0][y * pw + x];
+			const double v[3] = { l + 1.402 * cc[1], l - 0.344136 * cc[0] - 0.714136 * cc[1], l + 1.772 * cc[0] };
+			for (int c = 0; c < 3; c++) {
+				double r = floor(v[c] + 0.5);
+				rgb[(y * w + x) * 3 + c] = (uint8_t)(r < 0 ? 0 : r > 255 ? 255 : r);
+			}
+		}
+	for (int c = 0; c < 3; c++)
+		free(pl[c]);
+}
+
+START_TEST(exact_decoder_follows_the_mathematics)
+{
+	const uint32_t w = 40, h = 24, steps[][2] = { { 8, 12 }, { 64, 96 }, { 160, 240 } };
+	uint8_t *img = make_image(w, h);
+	qvq_dct_geom g;
+	qvq_dct_geometry(w, h, &g);
+	int16_t *q = malloc(g.blocks * 64 * sizeof *q);
+	void *scr = malloc(qvq_dct_scratch_bytes(w, h));
+	uint8_t *a = malloc((size_t)w * h * 3), *b = malloc((size_t)w * h * 3);
+	for (size_t s = 0; s < 3; s++) {
+		ck_assert_int_eq(qvq_dct_encode(img, w, h, steps[s][0], steps[s][1], q, scr), WC_OK);
+		ck_assert_int_eq(qvq_dct_decode(q, w, h, steps[s][0], steps[s][1], a, scr), WC_OK);
+		decode_double(q, w, h, steps[s][0], steps[s][1], b);
+		int worst = 0;
+		size_t off = 0;
+		for (size_t i = 0; i < (size_t)w * h * 3; i++) {
+			worst = abs(a[i] - b[i]) > worst ? abs(a[i] - b[i]) : worst;
+			off += a[i] != b[i];
+		}
+		/* the 12-bit basis and the 16-bit colour constants move a plane's
+		 * sample across a rounding boundary now and then, and a level of
+		 * chroma is up to 1.8 of a colour: 4-6% of the samples differ here,
+		 * by up to 3; a decoder off by one level everywhere differs in a
+		 * third */
+		ck_assert_msg(worst <= 3, "step %u: a sample %d levels from the double decoder", steps[s][0], worst);
+		ck_assert_msg(off * 10 < (size_t)w * h * 3, "step %u: %zu of %zu samples differ", steps[s][0], off,
+			      (size_t)w * h * 3);
+	}
+	free(img);
+	free(q);
+	free(scr);
+	free(a);
+	free(b);
+}
+END_TEST
+
+START_TEST(round_trip_quality_by_step_and_odd_sizes)
+{
+	const uint32_t sizes[][2] = { { 224, 224 }, { 17, 5 }, { 1, 1 }, { 33, 64 } };
+	for (size_t z = 0; z < 4; z++) {
+		const uint32_t w = sizes[z][0], h = sizes[z][1];
+		const size_t n = (size_t)w * h * 3;
+		uint8_t *img = make_image(w, h), *out = malloc(n + 64);
+		qvq_dct_geom g;
+		qvq_dct_geometry(w, h, &g);
+		ck_assert_uint_eq(g.blocks, 6 * (size_t)((w + 15) / 16) * ((h + 15) / 16));
+		int16_t *q = malloc(g.blocks * 64 * sizeof *q);
+		void *scr = malloc(qvq_dct_scratch_bytes(w, h));
+		double last = 1e9;
+		for (uint32_t step = 4; step <= 256; step *= 4) {
+			memset(out + n, 0xa5, 64);
+			ck_assert_int_eq(qvq_dct_encode(img, w, h, step, step * 3 / 2, q, scr), WC_OK);
+			ck_assert_int_eq(qvq_dct_decode(q, w, h, step, step * 3 / 2, out, scr), WC_OK);
+			for (int i = 0; i < 64; i++) /* nothing past the image */
+				ck_assert_uint_eq(out[n + i], 0xa5);
+			double p = psnr(img, out, n);
+			if (w >= 16 && h >= 16 && step == 4)
+				ck_assert_msg(p > 40, "%ux%u step %u: %.2f dB", w, h, step, p);
+			ck_assert_msg(p <= last + 0.5, "%ux%u: coarser step %u gave %.2f dB, finer %.2f", w, h, step, p,
+				      last);
+			ck_assert_msg(p > 22, "%ux%u step %u: %.2f dB", w, h, step, p);
+			last = p;
+		}
+		free(img);
+		free(out);
+		free(q);
+		free(scr);
+	}
+}
+END_TEST
+
+START_TEST(extreme_coefficients_stay_in_range)
+{
+	const uint32_t w = 16, h = 16;
+	qvq_dct_geom g;
+	qvq_dct_geometry(w, h, &g);
+	int16_t *q = malloc(g.blocks * 64 * sizeof *q);
+	void *scr = malloc(qvq_dct_scratch_bytes(w, h));
+	uint8_t out[16 * 16 * 3];
+	for (int pass = 0; pass < 3; pass++) {
+		for (size_t i = 0; i < g.blocks * 64; i++)
+			q[i] = pass == 0 ? 32767 : pass == 1 ? -32768 : (int16_t)(rnd() & 1 ? 32767 : -32768);
+		ck_assert_int_eq(qvq_dct_decode(q, w, h, QVQ_DCT_STEP_MAX, QVQ_DCT_STEP_MAX, out, scr), WC_OK);
+	}
+	ck_assert_int_eq(qvq_dct_decode(q, w, h, 0, 8, out, scr), WC_E_INVAL);
+	ck_assert_int_eq(qvq_dct_decode(q, w, h, 8, QVQ_DCT_STEP_MAX + 1, out, scr), WC_E_INVAL);
+	ck_assert_int_eq(qvq_dct_decode(q, 0, h, 8, 8, out, scr), WC_E_INVAL);
+	ck_assert_int_eq(qvq_dct_encode(out, w, 16385, 8, 8, q, scr), WC_E_INVAL);
+	free(q);
+	free(scr);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("qvq_dct");
+	TCase *tc = tcase_create("qvq_dct");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, basis_is_the_formula);
+	tcase_add_test(tc, exact_decoder_follows_the_mathematics);
+	tcase_add_test(tc, round_trip_quality_by_step_and_odd_sizes);
+	tcase_add_test(tc, extreme_coefficients_stay_in_range);
+	suite_add_tcase(s, tc);
+	return check_run(s);
+}
