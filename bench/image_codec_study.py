@@ -213,13 +213,13 @@ def normalise(counts, total=4096):
     return f
 
 
-def stream_price(train, test, ntab, nsym=64):
+def stream_price(train, test, ntab, nsym=64, total=4096):
     tt, ts, _ = train
     counts = np.zeros((ntab, nsym))
     np.add.at(counts, (tt, ts), 1)
-    f = normalise(counts)
+    f = normalise(counts, total)
     t, sy, raw = test
-    return float(np.log2(4096 / f[t, sy]).sum() + raw.sum())
+    return float(np.log2(total / f[t, sy]).sum() + raw.sum())
 
 
 def psnr(a, b):
@@ -236,6 +236,8 @@ def main():
                     help="first zigzag position of each table's band (stream coding)")
     ap.add_argument("--steps", type=float, nargs="+", default=[4, 6, 8, 10, 12, 14, 16, 20, 24])
     ap.add_argument("--only-stream", action="store_true", help="JPEG and the stream coding only")
+    ap.add_argument("--prob-bits", type=int, nargs="+", default=[12],
+                    help="frequency precisions of the stream coding's tables (12: the format's)")
     a = ap.parse_args()
     files = sorted(glob.glob(os.path.join(a.photos, "**", "*.jp*g"), recursive=True))
     rng = random.Random(a.seed)
@@ -264,9 +266,10 @@ def main():
         enc = [encode(im, q, "flat") for im in test]
         te = [stream_symbols(e[0], a.bands) for e in enc]
         te = tuple(np.concatenate([t[i] for t in te]) for i in range(3))
-        bits = stream_price(tr, te, ntab)
-        print(f"| DCT, flat step, stream ({ntab} tables, {len(te[0]) // len(test)} symbols an image) | {q} | "
-              f"{bits / px:.3f} | {psnr(test, [e[1] for e in enc]):.2f} |", flush=True)
+        for pbits in a.prob_bits:
+            bits = stream_price(tr, te, ntab, total=1 << pbits)
+            print(f"| DCT, flat step, stream ({ntab} tables of {pbits}-bit frequencies, {len(te[0]) // len(test)} "
+                  f"symbols an image) | {q} | {bits / px:.3f} | {psnr(test, [e[1] for e in enc]):.2f} |", flush=True)
     for nbr in (() if a.only_stream else (False, True)):
         nctx = 128 * (4 if nbr else 1)
         for mode, q in runs:
