@@ -13,6 +13,7 @@ libwcodec_impl_la_SOURCES += \
 	src/qvq/qvq_pack.c \
 	src/qvq/qvq_parallel.c \
 	src/qvq/qvq_reader.c \
+	src/qvq/qvq_tx.c \
 	src/qvq/qvq_writer.c
 noinst_HEADERS += \
 	src/qvq/kmeans.h \
@@ -26,6 +27,7 @@ noinst_HEADERS += \
 	src/qvq/qvq_names.h \
 	src/qvq/qvq_pack.h \
 	src/qvq/qvq_parallel.h \
+	src/qvq/qvq_tx.h \
 	src/qvq/qvq_writer.h
 
 check_PROGRAMS += tests/test_qvq tests/test_qvq_dct

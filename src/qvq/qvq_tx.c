@@ -1,0 +1,117 @@
+/*
+ * qvq_tx.c - the transform mode's coefficient streams (qvq_tx.h).
+ */
+#include "qvq_tx.h"
+
+#include "qvq_dct.h"
+
+/* JPEG's zigzag scan of an 8x8 block (ITU-T T.81, figure A.6). */
+const uint8_t QVQ_TX_ZIGZAG[64] = {
+	0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33, 40, 48,
+	41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23,
+	30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63,
+};
+
+/* DC; the 5 lowest AC; the next 15; the 43 highest (the study's choice of
+ * 4 bands, docs/BENCHMARKS.md) */
+const uint8_t QVQ_TX_BAND_START[QVQ_TX_BANDS + 1] = { 0, 1, 6, 21, 64 };
+
+void qvq_tx_plane_counts(uint32_t w, uint32_t h, size_t counts[QVQ_TX_PLANES])
+{
+	qvq_dct_geom g;
+	qvq_dct_geometry(w, h, &g);
+	for (unsigned b = 0; b < QVQ_TX_BANDS; b++) {
+		const size_t n = (size_t)(QVQ_TX_BAND_START[b + 1] - QVQ_TX_BAND_START[b]);
+		counts[b] = g.luma_blocks * n;
+		counts[QVQ_TX_BANDS + b] = 2 * g.chroma_blocks * n;
+	}
+}
+
+/* The component runs of an image: (first block, blocks, plane class). */
+static void components(const qvq_dct_geom *g, size_t first[3], size_t count[3])
+{
+	first[0] = 0, count[0] = g->luma_blocks;
+	first[1] = g->luma_blocks, count[1] = g->chroma_blocks;
+	first[2] = g->luma_blocks + g->chroma_blocks, count[2] = g->chroma_blocks;
+}
+
+void qvq_tx_to_symbols(const int16_t *coef, uint32_t w, uint32_t h, uint8_t *const plane[QVQ_TX_PLANES],
+		       size_t pos[QVQ_TX_PLANES], uint8_t *esc, size_t *nesc)
+{
+	qvq_dct_geom g;
+	qvq_dct_geometry(w, h, &g);
+	size_t first[3], count[3];
+	components(&g, first, count);
+	for (unsigned c = 0; c < 3; c++) {
+		const unsigned base = c ? QVQ_TX_BANDS : 0;
+		int32_t prev = 0;
+		for (size_t k = first[c]; k < first[c] + count[c]; k++) {
+			const int16_t *blk = coef + 64 * k;
+			for (unsigned b = 0; b < QVQ_TX_BANDS; b++) {
+				uint8_t *out = plane[base + b];
+				for (unsigned z = QVQ_TX_BAND_START[b]; z < QVQ_TX_BAND_START[b + 1]; z++) {
+					int32_t v = blk[QVQ_TX_ZIGZAG[z]];
+					if (z == 0) {
+						const int32_t dc = v;
+						v -= prev;
+						prev = dc;
+					}
+					const int32_t a = v < 0 ? -v : v;
+					if (a <= QVQ_TX_DIRECT) {
+						out[pos[base + b]++] = (uint8_t)(v ? 2 * a - (v < 0) : 0);
+					} else { /* a DC difference fits 16 bits: coefficients are within +-8192 */
+						out[pos[base + b]++] = QVQ_TX_ESCAPE;
+						const uint16_t u = (uint16_t)(int16_t)(v > 32767 ? 32767 : v < -32768 ? -32768 : v);
+						esc[2 * *nesc] = (uint8_t)u;
+						esc[2 * *nesc + 1] = (uint8_t)(u >> 8);
+						(*nesc)++;
+					}
+				}
+			}
+		}
+	}
+}
+
+wc_err qvq_tx_from_symbols(const uint8_t *const plane[QVQ_TX_PLANES], size_t pos[QVQ_TX_PLANES], const uint8_t *esc,
+			   size_t nesc, size_t *esc_pos, uint32_t w, uint32_t h, int16_t *coef)
+{
+	qvq_dct_geom g;
+	qvq_dct_geometry(w, h, &g);
+	size_t first[3], count[3];
+	components(&g, first, count);
+	for (unsigned c = 0; c < 3; c++) {
+		const unsigned base = c ? QVQ_TX_BANDS : 0;
+		int32_t prev = 0;
+		for (size_t k = first[c]; k < first[c] + count[c]; k++) {
+			int16_t *blk = coef + 64 * k;
+			for (unsigned b = 0; b < QVQ_TX_BANDS; b++) {
+				const uint8_t *in = plane[base + b];
+				for (unsigned z = QVQ_TX_BAND_START[b]; z < QVQ_TX_BAND_START[b + 1]; z++) {
+					const uint8_t s = in[pos[base + b]++];
+					int32_t v;
+					if (s == QVQ_TX_ESCAPE) {
+						if (*esc_pos >= nesc)
+							return wc_fail(WC_E_CORRUPT, "transform: plane %u, block %zu: the escape "
+								       "stream ends at %zu values", base + b, k, nesc);
+						v = (int16_t)(uint16_t)(esc[2 * *esc_pos] | esc[2 * *esc_pos + 1] << 8);
+						(*esc_pos)++;
+					} else if (s > 2 * QVQ_TX_DIRECT) {
+						return wc_fail(WC_E_CORRUPT, "transform: plane %u, block %zu: symbol %u",
+							       base + b, k, s);
+					} else {
+						v = s & 1 ? -(int32_t)((s + 1) / 2) : (int32_t)(s / 2);
+					}
+					if (z == 0) {
+						v += prev;
+						if (v > 32767 || v < -32767)
+							return wc_fail(WC_E_CORRUPT, "transform: plane %u, block %zu: DC %d",
+								       base + b, k, (int)v);
+						prev = v;
+					}
+					blk[QVQ_TX_ZIGZAG[z]] = (int16_t)v;
+				}
+			}
+		}
+	}
+	return WC_OK;
+}

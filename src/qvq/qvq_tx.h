@@ -1,0 +1,62 @@
+/*
+ * qvq_tx.h - the transform mode's coefficient streams: an image's quantised
+ * DCT coefficients (qvq_dct.h) as byte symbols in QVQ_TX_PLANES planes, one
+ * per band of zigzag positions and component class, each coded with one
+ * frequency table for the whole archive, plus a stream of escaped values.
+ * A symbol's plane and place follow from the image's size alone, so a GPU
+ * decoder maps every symbol to its coefficient without a scan; the planes
+ * are ordinary tile-payload planes (docs/FORMAT.md 3), coded by the tile
+ * codec. The rate of this design against JPEG: docs/BENCHMARKS.md, "A
+ * transform mode against JPEG (study)" (4 bands a component: 0.86-0.87 of
+ * JPEG q=90's bits at its PSNR). Not yet a mode of the archive format.
+ *
+ * Order: images in turn; in an image, luma blocks then Cb then Cr (each
+ * row-major, qvq_dct.h), and for each block the positions of the plane's
+ * band in zigzag order. Plane b (b < QVQ_TX_BANDS) holds luma band b, plane
+ * QVQ_TX_BANDS + b chroma band b; band b is zigzag indices
+ * [QVQ_TX_BAND_START[b], QVQ_TX_BAND_START[b + 1]).
+ *
+ * Values: a block's DC is coded as its difference to the previous block's
+ * DC of the same component in the image (0 before the first). A value v
+ * with |v| <= QVQ_TX_DIRECT is the symbol 0 (v = 0) or 2|v| - (v < 0); any
+ * other is QVQ_TX_ESCAPE, its value the next int16 (little-endian) of the
+ * escape stream. Symbols 253 and 254 are never written.
+ */
+#ifndef WC_QVQ_TX_H
+#define WC_QVQ_TX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/wc_error.h"
+
+#define QVQ_TX_BANDS 4u
+#define QVQ_TX_PLANES (2u * QVQ_TX_BANDS)
+#define QVQ_TX_DIRECT 126
+#define QVQ_TX_ESCAPE 255u
+
+/* QVQ_TX_ZIGZAG[i]: the natural position (row * 8 + column) of zigzag index i. */
+extern const uint8_t QVQ_TX_ZIGZAG[64];
+/* First zigzag index of each band, and 64. */
+extern const uint8_t QVQ_TX_BAND_START[QVQ_TX_BANDS + 1];
+
+/* Symbols each plane holds for a w x h image (w, h >= 1). */
+void qvq_tx_plane_counts(uint32_t w, uint32_t h, size_t counts[QVQ_TX_PLANES]);
+
+/* Append a w x h image's coefficients (qvq_dct_encode's: qvq_dct_geometry's
+ * blocks * 64, natural order) to the planes, plane p from plane[p] +
+ * pos[p] (pos advanced), and its escaped values to esc from 2 * *nesc bytes
+ * (*nesc advanced). The planes need qvq_tx_plane_counts' symbols more; esc
+ * at most two bytes a coefficient. */
+void qvq_tx_to_symbols(const int16_t *coef, uint32_t w, uint32_t h, uint8_t *const plane[QVQ_TX_PLANES],
+		       size_t pos[QVQ_TX_PLANES], uint8_t *esc, size_t *nesc);
+
+/* The inverse: a w x h image's coefficients from plane[p] + pos[p] and from
+ * the escape stream (nesc values at esc) at *esc_pos, advancing both.
+ * The caller checked that each plane holds the image's counts. Errors:
+ * WC_E_CORRUPT (symbol 253 or 254, the escape stream run out, a DC past
+ * +-32767), with the plane and block. */
+wc_err qvq_tx_from_symbols(const uint8_t *const plane[QVQ_TX_PLANES], size_t pos[QVQ_TX_PLANES], const uint8_t *esc,
+			   size_t nesc, size_t *esc_pos, uint32_t w, uint32_t h, int16_t *coef);
+
+#endif /* WC_QVQ_TX_H */
