@@ -236,6 +236,7 @@ def main():
                     help="first zigzag position of each table's band (stream coding)")
     ap.add_argument("--steps", type=float, nargs="+", default=[4, 6, 8, 10, 12, 14, 16, 20, 24])
     ap.add_argument("--only-stream", action="store_true", help="JPEG and the stream coding only")
+    ap.add_argument("--dump", help="write the held-out crops here as PPM (for bench/qvq_tx_bench)")
     ap.add_argument("--prob-bits", type=int, nargs="+", default=[12],
                     help="frequency precisions of the stream coding's tables (12: the format's)")
     a = ap.parse_args()
@@ -243,6 +244,10 @@ def main():
     rng = random.Random(a.seed)
     train, test = crops(files[0::2], a.crops, rng), crops(files[1::2], a.crops, rng)
     px = len(test) * SIZE * SIZE
+    if a.dump:
+        os.makedirs(a.dump, exist_ok=True)
+        for i, im in enumerate(test):
+            Image.fromarray(im).save(os.path.join(a.dump, f"crop{i:04d}.ppm"))
     print(f"{len(files)} photographs: {len(train)} training crops, {len(test)} held-out crops of {SIZE}x{SIZE}")
     print("| coder | quality | bits/pixel | PSNR (dB) |")
     print("|---|---:|---:|---:|")
