@@ -7,7 +7,9 @@
  * coefficients come back from the planes and escapes; through the tile
  * codec with tables of the planes' own histograms the images decode as
  * from their coefficients; bad symbols, a short escape stream and a DC
- * past range are refused. */
+ * past range are refused. Its step (src/qvq/qvq_dct_rate.h): the quality
+ * scale's fitted points and bounds; the step found for a PSNR keeps it
+ * and the next step does not; a PSNR past reach is refused. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -16,6 +18,7 @@
 #include "check_run.h"
 #include "codec/tile_codec.h"
 #include "qvq/qvq_dct.h"
+#include "qvq/qvq_dct_rate.h"
 #include "qvq/qvq_tx.h"
 
 static uint64_t rng_state = 7;
@@ -380,6 +383,57 @@ START_TEST(images_through_the_tile_codec)
 }
 END_TEST
 
+START_TEST(step_for_quality_follows_jpegs_scale)
+{
+	uint32_t s, prev = UINT32_MAX;
+	for (int q = 1; q <= 100; q++) {
+		ck_assert_int_eq(qvq_dct_step_for_quality(q, &s), WC_OK);
+		ck_assert_uint_le(s, prev); /* finer as the quality rises */
+		ck_assert_uint_ge(s, 1);
+		ck_assert_uint_le(s, QVQ_DCT_STEP_MAX);
+		prev = s;
+	}
+	ck_assert_int_eq(qvq_dct_step_for_quality(75, &s), WC_OK);
+	ck_assert_uint_eq(s, 123); /* 15.4: JPEG q=75's PSNR at step 16 on the study's crops */
+	ck_assert_int_eq(qvq_dct_step_for_quality(90, &s), WC_OK);
+	ck_assert_uint_eq(s, 66); /* 8.3 against 8.4 measured */
+	ck_assert_int_eq(qvq_dct_step_for_quality(100, &s), WC_OK);
+	ck_assert_uint_eq(s, 1);
+	ck_assert_int_eq(qvq_dct_step_for_quality(1, &s), WC_OK);
+	ck_assert_uint_eq(s, QVQ_DCT_STEP_MAX);
+	ck_assert_int_eq(qvq_dct_step_for_quality(0, &s), WC_E_INVAL);
+	ck_assert_int_eq(qvq_dct_step_for_quality(101, &s), WC_E_INVAL);
+	ck_assert_uint_eq(qvq_dct_chroma_step(64), 96);
+	ck_assert_uint_eq(qvq_dct_chroma_step(QVQ_DCT_STEP_MAX), QVQ_DCT_STEP_MAX);
+}
+END_TEST
+
+START_TEST(step_for_psnr_keeps_it)
+{
+	uint8_t *px[3] = { make_image(48, 32), make_image(31, 17), make_image(64, 64) };
+	const qvq_rate_image im[3] = { { px[0], 48, 32 }, { px[1], 31, 17 }, { px[2], 64, 64 } };
+	for (double target = 30; target <= 40; target += 5) {
+		uint32_t s;
+		double db, next;
+		ck_assert_int_eq(qvq_dct_step_for_psnr(im, 3, target, &s, &db), WC_OK);
+		ck_assert_msg(db >= target, "step %u: %.2f dB < %.2f", s, db, target);
+		double again;
+		ck_assert_int_eq(qvq_dct_psnr(im, 3, s, &again), WC_OK);
+		ck_assert(again == db);
+		if (s < QVQ_DCT_STEP_MAX) {
+			ck_assert_int_eq(qvq_dct_psnr(im, 3, s + 1, &next), WC_OK);
+			ck_assert_msg(next < target, "step %u also keeps %.2f dB (%.2f)", s + 1, target, next);
+		}
+	}
+	uint32_t s;
+	double db;
+	ck_assert_int_eq(qvq_dct_step_for_psnr(im, 3, 80, &s, &db), WC_E_RANGE); /* 4:2:0 loses the noise */
+	ck_assert_int_eq(qvq_dct_psnr(im, 0, 8, &db), WC_E_INVAL);
+	for (int i = 0; i < 3; i++)
+		free(px[i]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("qvq_dct");
@@ -391,6 +445,8 @@ int main(void)
 	tcase_add_test(tc, extreme_coefficients_stay_in_range);
 	tcase_add_test(tc, streams_give_back_any_coefficients);
 	tcase_add_test(tc, images_through_the_tile_codec);
+	tcase_add_test(tc, step_for_quality_follows_jpegs_scale);
+	tcase_add_test(tc, step_for_psnr_keeps_it);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }

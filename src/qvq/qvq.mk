@@ -5,6 +5,7 @@
 libwcodec_impl_la_SOURCES += \
 	src/qvq/kmeans.c \
 	src/qvq/qvq_dct.c \
+	src/qvq/qvq_dct_rate.c \
 	src/qvq/qvq_decode.c \
 	src/qvq/qvq_files.c \
 	src/qvq/qvq_gather_avx512.c \
@@ -19,6 +20,7 @@ noinst_HEADERS += \
 	src/qvq/kmeans.h \
 	src/qvq/qvq.h \
 	src/qvq/qvq_dct.h \
+	src/qvq/qvq_dct_rate.h \
 	src/qvq/qvq_files.h \
 	src/qvq/qvq_gather.h \
 	src/qvq/qvq_format.h \

@@ -1,0 +1,95 @@
+/*
+ * qvq_dct_rate.c - choosing the transform mode's quantisation step
+ * (qvq_dct_rate.h).
+ */
+#include "qvq_dct_rate.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "qvq_dct.h"
+
+wc_err qvq_dct_step_for_quality(int q, uint32_t *step_luma)
+{
+	if (q < 1 || q > 100)
+		return wc_fail(WC_E_INVAL, "transform: quality %d is not in 1..100", q);
+	const double s = q < 50 ? 5000.0 / q : 200.0 - 2.0 * q;
+	const double step = s > 0 ? 8.0 * 1.10 * pow(s, 0.675) : 0;
+	long r = lround(step);
+	*step_luma = (uint32_t)(r < 1 ? 1 : r > (long)QVQ_DCT_STEP_MAX ? QVQ_DCT_STEP_MAX : r);
+	return WC_OK;
+}
+
+uint32_t qvq_dct_chroma_step(uint32_t step_luma)
+{
+	const uint32_t c = step_luma * 3 / 2;
+	return c < 1 ? 1 : c > QVQ_DCT_STEP_MAX ? QVQ_DCT_STEP_MAX : c;
+}
+
+wc_err qvq_dct_psnr(const qvq_rate_image *im, size_t n, uint32_t step_luma, double *db)
+{
+	if (n == 0)
+		return wc_fail(WC_E_INVAL, "transform: no images");
+	size_t scr = 0, nc = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (im[i].w < 1 || im[i].h < 1 || im[i].w > 16384 || im[i].h > 16384)
+			return wc_fail(WC_E_INVAL, "transform: image %zu of %ux%u", i, im[i].w, im[i].h);
+		qvq_dct_geom g;
+		qvq_dct_geometry(im[i].w, im[i].h, &g);
+		const size_t s = qvq_dct_scratch_bytes(im[i].w, im[i].h);
+		scr = s > scr ? s : scr;
+		nc = g.blocks * 64 > nc ? g.blocks * 64 : nc;
+	}
+	void *scratch = malloc(scr);
+	int16_t *coef = malloc(nc * sizeof *coef);
+	uint8_t *out = malloc(nc * 3); /* 384 coefficients a macroblock of 256 pixels: more than w * h * 3 */
+	wc_err e = scratch && coef && out ? WC_OK : wc_fail(WC_E_NOMEM, "transform: PSNR buffers");
+	const uint32_t sc = qvq_dct_chroma_step(step_luma);
+	double se = 0, samples = 0;
+	for (size_t i = 0; i < n && e == WC_OK; i++) {
+		e = qvq_dct_encode(im[i].rgb, im[i].w, im[i].h, step_luma, sc, coef, scratch);
+		if (e == WC_OK)
+			e = qvq_dct_decode(coef, im[i].w, im[i].h, step_luma, sc, out, scratch);
+		const size_t m = (size_t)im[i].w * im[i].h * 3;
+		for (size_t j = 0; j < m && e == WC_OK; j++) {
+			const double d = (double)out[j] - im[i].rgb[j];
+			se += d * d;
+		}
+		samples += (double)m;
+	}
+	free(scratch);
+	free(coef);
+	free(out);
+	if (e == WC_OK)
+		*db = se == 0 ? 99.0 : 10.0 * log10(255.0 * 255.0 * samples / se);
+	return e;
+}
+
+wc_err qvq_dct_step_for_psnr(const qvq_rate_image *im, size_t n, double target_db, uint32_t *step_luma,
+			     double *db)
+{
+	double p;
+	wc_err e = qvq_dct_psnr(im, n, 1, &p);
+	if (e != WC_OK)
+		return e;
+	if (p < target_db)
+		return wc_fail(WC_E_RANGE, "transform: %.2f dB at the finest step, short of %.2f dB", p, target_db);
+	uint32_t lo = 1, hi = QVQ_DCT_STEP_MAX; /* lo meets the target */
+	double plo = p;
+	if ((e = qvq_dct_psnr(im, n, hi, &p)) != WC_OK)
+		return e;
+	if (p >= target_db)
+		lo = hi, plo = p;
+	while (hi - lo > 1) {
+		const uint32_t mid = lo + (hi - lo) / 2;
+		if ((e = qvq_dct_psnr(im, n, mid, &p)) != WC_OK)
+			return e;
+		if (p >= target_db)
+			lo = mid, plo = p;
+		else
+			hi = mid;
+	}
+	*step_luma = lo;
+	*db = plo;
+	return WC_OK;
+}
