@@ -45,11 +45,6 @@ static wc_err resident_ctx(int gpu, wcc_ctx **out)
 	return wcc_ctx_once(g_ctx, &o, out);
 }
 
-static wc_err cuda_err(const char *what, cudaError_t e)
-{
-	return wc_fail(WC_E_BACKEND, "cuda resident: %s: %s", what, cudaGetErrorString(e));
-}
-
 /* ---- building ----------------------------------------------------------- */
 
 /* The check at create (verify) copies decoded bytes back through one
@@ -138,7 +133,7 @@ static wc_err verify_windows(wcodec_cuda_resident *r, const uint8_t *d, const ui
 		const uint8_t *src = (region == WORK ? work : d) + (base - region);
 		cudaError_t ce = cudaMemcpy(stage, src, end - base, cudaMemcpyDeviceToHost);
 		if (ce != cudaSuccess)
-			return cuda_err("verify copy", ce);
+			return wcr_cuda_err("verify copy", ce);
 		hash_ctx x = { r, idx + i, stage, base, errs };
 		wc_threadpool_run(r->ctx->pool, hash_one, &x, k - i);
 		for (size_t m = i; m < k; m++)
@@ -160,12 +155,12 @@ static wc_err verify(wcodec_cuda_resident *r, wc_err *errs)
 	cudaError_t ce = idx ? cudaMalloc((void **)&d, r->out_bytes + 16) : cudaErrorMemoryAllocation;
 	if (ce != cudaSuccess) {
 		free(idx);
-		return cuda_err("verify buffers", ce);
+		return wcr_cuda_err("verify buffers", ce);
 	}
 	wc_err e = wcodec_cuda_resident_decode(r, d, r->out_bytes + 16, 0);
 	slot *s = slot_of(r, (uintptr_t)d, NULL);
 	if (e == WC_OK && (ce = cudaStreamSynchronize(0)) != cudaSuccess)
-		e = cuda_err("verify decode", ce);
+		e = wcr_cuda_err("verify decode", ce);
 	if (e == WC_OK)
 		e = wcodec_cuda_resident_check(r);
 	if (e == WC_OK) {
@@ -173,7 +168,7 @@ static wc_err verify(wcodec_cuda_resident *r, wc_err *errs)
 		uint8_t **stage = &g_verify_stage[r->gpu];
 		if (!*stage && (ce = cudaHostAlloc((void **)stage, VERIFY_STAGE, 0)) != cudaSuccess) {
 			*stage = NULL;
-			e = cuda_err("verify stage", ce);
+			e = wcr_cuda_err("verify stage", ce);
 		}
 		if (e == WC_OK)
 			e = verify_windows(r, d, s ? s->work : NULL, *stage, idx, errs);
@@ -210,7 +205,7 @@ EXPORT wc_err wcodec_cuda_resident_create(wc_container *c, const char *const *na
 	cudaError_t ce;
 	wc_err e = resident_ctx(gpu, &r->ctx);
 	if (e == WC_OK && (ce = cudaSetDevice(gpu)) != cudaSuccess)
-		e = cuda_err("device", ce);
+		e = wcr_cuda_err("device", ce);
 	if (e == WC_OK && !(r->offsets = calloc(n, sizeof *r->offsets)))
 		e = wc_fail(WC_E_NOMEM, "cuda resident");
 	if (e == WC_OK)
@@ -226,7 +221,7 @@ EXPORT wc_err wcodec_cuda_resident_create(wc_container *c, const char *const *na
 	    (ce = cudaMalloc((void **)&r->d_payload, r->payload_bytes + 16)) != cudaSuccess ||
 	    (ce = cudaHostAlloc((void **)&r->h_status, 4u * (r->ntiles + 1), cudaHostAllocMapped)) != cudaSuccess ||
 	    (ce = cudaHostGetDevicePointer((void **)&r->d_status, r->h_status, 0)) != cudaSuccess) {
-		e = cuda_err("allocating device payloads", ce);
+		e = wcr_cuda_err("allocating device payloads", ce);
 		goto done;
 	}
 	memset(r->h_status, 0, 4u * (r->ntiles + 1));
@@ -235,12 +230,12 @@ EXPORT wc_err wcodec_cuda_resident_create(wc_container *c, const char *const *na
 	if (e != WC_OK)
 		goto done;
 	if ((ce = cudaHostAlloc((void **)&r->h_stage, r->blob_bytes + 16, 0)) != cudaSuccess) {
-		e = cuda_err("descriptors", ce);
+		e = wcr_cuda_err("descriptors", ce);
 		goto done;
 	}
 	for (unsigned s = 0; s < NSLOT; s++)
 		if ((ce = cudaEventCreateWithFlags(&r->slots[s].used, cudaEventDisableTiming)) != cudaSuccess) {
-			e = cuda_err("events", ce);
+			e = wcr_cuda_err("events", ce);
 			goto done;
 		}
 	if (flags & WCODEC_CUDA_RESIDENT_VERIFY)
@@ -283,14 +278,14 @@ static wc_err slot_for(wcodec_cuda_resident *r, uintptr_t dst, uint8_t *work, cu
 	if (ce == cudaSuccess && !work && !lru->d_work && r->work_bytes)
 		ce = cudaMalloc((void **)&lru->d_work, r->work_bytes);
 	if (ce != cudaSuccess)
-		return cuda_err("descriptor slot", ce);
+		return wcr_cuda_err("descriptor slot", ce);
 	lru->work = work ? work : lru->d_work;
 	wcr_rebase(r, dst, (uintptr_t)lru->work);
 	ce = cudaMemcpyAsync(lru->d_blob, r->h_stage, r->blob_bytes, cudaMemcpyHostToDevice, stream);
 	if (ce == cudaSuccess)
 		ce = cudaStreamSynchronize(stream); /* h_stage is free again */
 	if (ce != cudaSuccess)
-		return cuda_err("descriptor upload", ce);
+		return wcr_cuda_err("descriptor upload", ce);
 	lru->dst = dst;
 	*out = lru;
 	return WC_OK;
@@ -337,19 +332,19 @@ EXPORT wc_err wcodec_cuda_resident_decode_work(wcodec_cuda_resident *r, void *de
 		if (!le)
 			le = wcc_launch_merge((const wcc_merge_seg *)(b + st->d.segs), st->nsegs, tl, stream);
 		if (le)
-			e = cuda_err("kernel launch", (cudaError_t)le);
+			e = wcr_cuda_err("kernel launch", (cudaError_t)le);
 	}
 	for (size_t k = 0; k < r->ncopies && e == WC_OK; k++) {
 		const piece_copy *pcp = &r->copies[k];
 		cudaError_t ce = cudaMemcpyAsync((uint8_t *)device_dst + pcp->dst_off, s->work + pcp->work_off,
 						 pcp->len, cudaMemcpyDeviceToDevice, stream);
 		if (ce != cudaSuccess)
-			e = cuda_err("shared tile copy", ce);
+			e = wcr_cuda_err("shared tile copy", ce);
 	}
 	if (e == WC_OK) {
 		cudaError_t ce = cudaEventRecord(s->used, stream);
 		if (ce != cudaSuccess)
-			e = cuda_err("event", ce);
+			e = wcr_cuda_err("event", ce);
 		s->last = ++r->ndecodes;
 	}
 	if (prev != r->gpu)

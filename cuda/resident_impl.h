@@ -85,6 +85,9 @@ struct wcodec_cuda_resident {
 };
 
 
+/* WC_E_BACKEND, the reason "cuda resident: WHAT: the CUDA error's string". */
+wc_err wcr_cuda_err(const char *what, cudaError_t e);
+
 /* The pieces of tensors names[0..n) (r->pieces, r->ntiles of them): the
  * tensors' offsets in the destination, r->out_bytes, the
  * payloads' places (r->payload_bytes, lossy tiles' scales after their

@@ -28,11 +28,6 @@ static unsigned g_win_busy;       /* a bit per window */
 static pthread_mutex_t g_win_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_win_cv = PTHREAD_COND_INITIALIZER;
 
-static wc_err cuda_err(const char *what, cudaError_t e)
-{
-	return wc_fail(WC_E_BACKEND, "cuda resident: %s: %s", what, cudaGetErrorString(e));
-}
-
 /* Two windows of the pool (made on first need), taken together so that
  * sets created at once never each hold one while waiting for a second;
  * waits while fewer than two are free. A window whose making failed stays
@@ -70,7 +65,7 @@ static wc_err take_windows(unsigned k[2])
 		pthread_cond_broadcast(&g_win_cv);
 	}
 	pthread_mutex_unlock(&g_win_mu);
-	return ce == cudaSuccess ? WC_OK : cuda_err("page-locked window", ce);
+	return ce == cudaSuccess ? WC_OK : wcr_cuda_err("page-locked window", ce);
 }
 
 static void give_window(unsigned k)
@@ -134,7 +129,7 @@ static wc_err one_window(wcodec_cuda_resident *r, const wc_container *c, wcr_pla
 	if (e != WC_OK)
 		return e;
 	cudaError_t ce = cudaMemcpyAsync(r->d_payload + base, win, end - base, cudaMemcpyHostToDevice, stream);
-	return ce == cudaSuccess ? WC_OK : cuda_err("payload upload", ce);
+	return ce == cudaSuccess ? WC_OK : wcr_cuda_err("payload upload", ce);
 }
 
 wc_err wcr_load_payloads(wcodec_cuda_resident *r, const wc_container *c, cudaStream_t stream)
@@ -151,7 +146,7 @@ wc_err wcr_load_payloads(wcodec_cuda_resident *r, const wc_container *c, cudaStr
 	for (unsigned b = 0; b < 2 && e == WC_OK; b++) {
 		cudaError_t ce = cudaEventCreateWithFlags(&ev[b], cudaEventDisableTiming);
 		if (ce != cudaSuccess)
-			e = cuda_err("events", ce);
+			e = wcr_cuda_err("events", ce);
 	}
 	if (e == WC_OK && (e = take_windows(w)) != WC_OK)
 		w[0] = w[1] = WIN_MAX;
@@ -176,26 +171,26 @@ wc_err wcr_load_payloads(wcodec_cuda_resident *r, const wc_container *c, cudaStr
 			}
 			cudaError_t ce = cudaStreamSynchronize(stream);
 			e = ce == cudaSuccess ? one_window(r, c, &pl, i, k, big, base, end, errs, why, stream)
-					      : cuda_err("payload upload", ce);
+					      : wcr_cuda_err("payload upload", ce);
 			if (e == WC_OK && (ce = cudaStreamSynchronize(stream)) != cudaSuccess)
-				e = cuda_err("payload upload", ce);
+				e = wcr_cuda_err("payload upload", ce);
 			i = k;
 			continue;
 		}
 		/* the window's previous upload is done before it is refilled */
 		cudaError_t ce = cudaEventSynchronize(ev[b]);
 		if (ce != cudaSuccess) {
-			e = cuda_err("payload upload", ce);
+			e = wcr_cuda_err("payload upload", ce);
 			break;
 		}
 		e = one_window(r, c, &pl, i, k, g_win[w[b]], base, end, errs, why, stream);
 		if (e == WC_OK && (ce = cudaEventRecord(ev[b], stream)) != cudaSuccess)
-			e = cuda_err("events", ce);
+			e = wcr_cuda_err("events", ce);
 		i = k;
 	}
 	cudaError_t ce = cudaStreamSynchronize(stream); /* the windows are free again */
 	if (e == WC_OK && ce != cudaSuccess)
-		e = cuda_err("payload upload", ce);
+		e = wcr_cuda_err("payload upload", ce);
 	for (unsigned b = 0; b < 2; b++) {
 		if (w[b] < WIN_MAX)
 			give_window(w[b]);

@@ -11,6 +11,11 @@
 
 #include "resident_impl.h"
 
+wc_err wcr_cuda_err(const char *what, cudaError_t e)
+{
+	return wc_fail(WC_E_BACKEND, "cuda resident: %s: %s", what, cudaGetErrorString(e));
+}
+
 /* Append the lane's current batch to the blob as one step (wcc_lane_write_descs). */
 static wc_err close_step(wcodec_cuda_resident *r, wcc_lane *ln)
 {

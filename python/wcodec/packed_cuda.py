@@ -72,13 +72,13 @@ class _Unit:
     """A unit's residents (each at a base offset of the unit's buffer), its
     tensors' places (name -> (offset, info)) and the tensors kept decoded
     (name -> tensor) because the GPU decoder does not take their tiles;
-    per scratch buffer, made at first use: the decode calls and the
-    parameters (views of the buffer) put into the modules; the
-    placeholders put back after."""
+    per scratch buffer, made at first use: the parameters (views of the
+    buffer) put into the modules; the placeholders put back after; its
+    number in the plugin's schedule."""
 
     def __init__(self):
         self.residents, self.where, self.fixed, self.nbytes = [], {}, {}, 0
-        self.calls, self.params, self.holders, self.id = {}, {}, [], None
+        self.params, self.holders, self.id = {}, [], None
 
 
 class DeviceUnits:

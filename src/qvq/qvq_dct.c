@@ -21,9 +21,6 @@ const int16_t QVQ_DCT_BASIS[8][8] = {
 	{ 400, -1138, 1703, -2009, 2009, -1703, 1138, -400 },
 };
 
-/* The largest side: 16384 pixels (the archive's image limit). */
-#define SIDE_MAX 16384u
-
 void qvq_dct_geometry(uint32_t w, uint32_t h, qvq_dct_geom *g)
 {
 	g->mw = (w + 15u) / 16u;
@@ -45,7 +42,7 @@ size_t qvq_dct_scratch_bytes(uint32_t w, uint32_t h)
 
 static int valid(uint32_t w, uint32_t h, uint32_t sl, uint32_t sc)
 {
-	return w >= 1 && h >= 1 && w <= SIDE_MAX && h <= SIDE_MAX && sl >= 1 && sc >= 1 && sl <= QVQ_DCT_STEP_MAX &&
+	return w >= 1 && h >= 1 && w <= QVQ_DCT_SIDE_MAX && h <= QVQ_DCT_SIDE_MAX && sl >= 1 && sc >= 1 && sl <= QVQ_DCT_STEP_MAX &&
 	       sc <= QVQ_DCT_STEP_MAX;
 }
 

@@ -31,6 +31,8 @@
 /* Quantisation steps are in eighths of a unit of the orthonormal DCT's
  * coefficients: 1..2047 (0.125 to 255.875). */
 #define QVQ_DCT_STEP_MAX 2047u
+/* The largest side of an image, pixels (the archive's limit). */
+#define QVQ_DCT_SIDE_MAX 16384u
 
 /* The exact decoder's constants: the DCT basis at 12 fractional bits,
  * QVQ_DCT_BASIS[k][n] = round(4096 * a(k) * cos((2 n + 1) k pi / 16)),

@@ -32,7 +32,7 @@ wc_err qvq_dct_psnr(const qvq_rate_image *im, size_t n, uint32_t step_luma, doub
 		return wc_fail(WC_E_INVAL, "transform: no images");
 	size_t scr = 0, nc = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (im[i].w < 1 || im[i].h < 1 || im[i].w > 16384 || im[i].h > 16384)
+		if (im[i].w < 1 || im[i].h < 1 || im[i].w > QVQ_DCT_SIDE_MAX || im[i].h > QVQ_DCT_SIDE_MAX)
 			return wc_fail(WC_E_INVAL, "transform: image %zu of %ux%u", i, im[i].w, im[i].h);
 		qvq_dct_geom g;
 		qvq_dct_geometry(im[i].w, im[i].h, &g);
