@@ -17,11 +17,6 @@ bench_bench_cache_SOURCES = bench/bench_cache.c
 bench_bench_cache_CFLAGS = $(AM_CFLAGS) $(XXHASH_CFLAGS) -I$(srcdir)/tests
 bench_bench_cache_LDADD = $(WCODEC_INTERNAL) $(XXHASH_LIBS) -lm
 
-# The transform mode's streams on real images: size and quality.
-noinst_PROGRAMS += bench/qvq_tx_bench
-bench_qvq_tx_bench_SOURCES = bench/qvq_tx_bench.c
-bench_qvq_tx_bench_LDADD = $(WCODEC_INTERNAL) -lm
-
 # CPU decode of a .qvq archive on one thread.
 noinst_PROGRAMS += bench/qvq_bench
 bench_qvq_bench_SOURCES = bench/qvq_bench.c

@@ -1,8 +1,8 @@
 #!/bin/sh
 # wcodec pack-images / info / verify / unpack on .qvq archives: every input
 # kind (PNG RGB/RGBA/palette/grey/16-bit, JPEG colour/grey/CMYK, PPM, PGM, odd
-# sides) packs; unpack shows each image as a PPM of its true size close to
-# the original; --size gives one images.npy that numpy maps; labels from
+# sides) packs, in the codebook and the transform mode; unpack shows each
+# image as a PPM of its true size close to the original; --size gives one images.npy that numpy maps; labels from
 # directories; packing is reproducible; damaged archives are refused.
 set -u
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -41,6 +41,34 @@ cp "$TMP/a.qvq" "$TMP/nosuffix"
 grep -q "name the output" "$TMP/err" || fail "no reason: $(cat "$TMP/err")"
 chk labels "$TMP/out" || fail "labels"
 [ -e "$TMP/out/images.npy" ] && fail "images.npy although the sizes differ"
+
+# The transform mode: --quality and --psnr; the same pixels through unpack
+# as through verify's decode; a PSNR asked is kept; bad values refused.
+"$WCODEC" pack-images -q "$TMP/in" "$TMP/t.qvq" --quality 95 --threads 2 >"$TMP/t.out" ||
+	fail "pack-images --quality exited $?"
+grep -q "transform, steps" "$TMP/t.out" || fail "transform report: $(cat "$TMP/t.out")"
+"$WCODEC" info "$TMP/t.qvq" | grep -q "format version 2" || fail "transform archive not version 2"
+"$WCODEC" info "$TMP/t.qvq" | grep -q "mode: *transform" || fail "info: $("$WCODEC" info "$TMP/t.qvq")"
+"$WCODEC" info --json "$TMP/t.qvq" | grep -q '"mode": "transform"' || fail "info --json mode"
+"$WCODEC" verify "$TMP/t.qvq" >/dev/null || fail "verify of a transform archive failed"
+"$WCODEC" unpack -q "$TMP/t.qvq" "$TMP/tout" || fail "unpack of a transform archive exited $?"
+chk shown "$TMP/tout" "$TMP/in" 24 || fail "transform: unpacked images"
+chk labels "$TMP/tout" || fail "transform: labels"
+# docs/FORMAT.md 6.8 is enough: a reader written from it alone shows the same images.
+"$PYTHON3" "$top_srcdir/tests/doc_reader_qvq.py" "$TMP/t.qvq" "$TMP/tdoc" || fail "doc_reader_qvq exited $?"
+for f in $(cd "$TMP/tdoc" && find . -type f); do
+	cmp -s "$TMP/tdoc/$f" "$TMP/tout/$f" || fail "transform: the document's reader disagrees on $f"
+done
+[ "$(cd "$TMP/tdoc" && find . -type f | wc -l)" = 9 ] || fail "doc reader: $(cd "$TMP/tdoc" && find . -type f | wc -l) images"
+"$WCODEC" pack-images -q "$TMP/in" "$TMP/p.qvq" --psnr 30 >"$TMP/p.out" || fail "pack-images --psnr exited $?"
+db=$(sed -n 's/.*PSNR \([0-9.]*\) dB.*/\1/p' "$TMP/p.out")
+"$PYTHON3" -c "import sys; sys.exit(0 if float('$db') >= 30 else 1)" || fail "--psnr 30 gave $db dB"
+"$WCODEC" pack-images -q "$TMP/in" "$TMP/x.qvq" --quality 0 2>/dev/null && fail "--quality 0 accepted"
+"$WCODEC" pack-images -q "$TMP/in" "$TMP/x.qvq" --psnr abc 2>/dev/null && fail "--psnr abc accepted"
+"$WCODEC" pack-images -q "$TMP/in" "$TMP/x.qvq" --quality 80 --psnr 30 2>/dev/null && fail "--quality with --psnr accepted"
+"$WCODEC" pack-images -q "$TMP/in" "$TMP/x.qvq" --mode codebook --quality 80 2>/dev/null &&
+	fail "--mode codebook with --quality accepted"
+[ -e "$TMP/x.qvq" ] && fail "a refused pack left an archive"
 
 # Reproducible with --seed, whatever the thread count.
 "$WCODEC" pack-images "$TMP/in" "$TMP/b.qvq" --codebook 200 --seed 3 --threads 1 >/dev/null ||

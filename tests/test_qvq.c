@@ -553,7 +553,8 @@ START_TEST(malformed_rejected)
 	}
 	MUT(b[0] = 'X', WC_E_FORMAT);                      /* magic */
 	MUT(b[50] ^= 1, WC_E_CORRUPT);                     /* header hash */
-	MUT((wc_put_u32(b + 8, 2), rehash(b)), WC_E_UNSUPPORTED);
+	MUT((wc_put_u32(b + 8, 3), rehash(b)), WC_E_UNSUPPORTED);   /* version past the reader */
+	MUT((b[152] = 1, rehash(b)), WC_E_FORMAT);          /* version 1 has no mode */
 	MUT((b[18] = 4, rehash(b)), WC_E_UNSUPPORTED);     /* channels */
 	MUT((wc_put_u32(b + 20, 0), rehash(b)), WC_E_RANGE);     /* K = 0 */
 	MUT((wc_put_u32(b + 20, 70000), rehash(b)), WC_E_RANGE); /* K > 65536 */

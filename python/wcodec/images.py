@@ -45,6 +45,11 @@ class ImageSet:
         self._h = h
         self._L = L
         self.backend = L.wc_image_set_backend(h).decode()
+        # The archive's mode (docs/FORMAT.md 6.1): "codebook" (version 1, or
+        # mode 0) or "transform"; the header was checked by the open above.
+        with open(self.path, "rb") as f:
+            head = f.read(192)
+        self.mode = "transform" if int.from_bytes(head[8:12], "little") >= 2 and head[152] == 1 else "codebook"
         n = L.wc_image_set_count(h)
         self.sizes = _np.zeros((n, 2), dtype=_np.int64)
         self.labels = _np.zeros(n, dtype=_np.int64)
@@ -119,7 +124,8 @@ class ImageSet:
         Returns once the images are written. Payloads are checked against
         their XXH3-64 on the host, the rANS streams and every index on the
         device. Errors: WcodecError ("UNSUPPORTED" unless the backend is
-        "cuda"; "CORRUPT" for a damaged tile), ValueError."""
+        "cuda" and the archive in the codebook mode; "CORRUPT" for a
+        damaged tile), ValueError."""
         if layout not in ("HWC", "CHW"):
             raise ValueError(f"layout {layout!r}: 'HWC' or 'CHW'")
         idx = self._indices(indices)

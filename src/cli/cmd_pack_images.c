@@ -19,12 +19,23 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: wcodec pack-images [OPTIONS] DIR [OUT.qvq | OUTDIR]\n\n"
-		"Vector-quantize every PNG, JPEG and PPM/PGM image under DIR (recursively) into an\n"
-		"image archive: a k-means codebook of 2x2 RGB patches, one index per patch. When\n"
-		"every image lies in a subdirectory, that directory is its label. Prints the PSNR\n"
-		"of the reconstruction against the (resized) input. Without OUT, DIR packs to\n"
-		"DIR.qvq beside it; into OUTDIR/DIR.qvq when OUT is a directory.\n\n"
+		"Pack every PNG, JPEG and PPM/PGM image under DIR (recursively) into an image\n"
+		"archive, in one of two modes:\n"
+		"  codebook   (default) a k-means codebook of 2x2 RGB patches, one index a patch:\n"
+		"             the fastest to decode, and the largest at a given quality;\n"
+		"  transform  8x8 DCT of YCbCr 4:2:0 with entropy-coded coefficients: smaller\n"
+		"             than JPEG at JPEG's quality (--quality, --psnr choose it).\n"
+		"When every image lies in a subdirectory, that directory is its label. Prints the\n"
+		"PSNR of the archive's images against the (resized) input. Without OUT, DIR packs\n"
+		"to DIR.qvq beside it; into OUTDIR/DIR.qvq when OUT is a directory.\n\n"
 		"  -s, --size WxH        resize the shorter side to fit, then centre-crop to WxH\n"
+		"  -m, --mode MODE       codebook or transform (default codebook; --quality and\n"
+		"                        --psnr mean transform)\n"
+		"  -Q, --quality Q       transform mode at quality 1..100 on JPEG's (libjpeg's)\n"
+		"                        scale: about JPEG's PSNR at the same Q on photographs\n"
+		"                        (default 90)\n"
+		"      --psnr DB         transform mode, the smallest archive whose PSNR over\n"
+		"                        every pixel of every image is at least DB\n"
 		"  -k, --codebook K      codebook entries, 1..65536 (default 256; > 256: 2-byte indices)\n"
 		"      --seed N          k-means sampling and seeding seed (default 0)\n"
 		"  -j, --threads N       encoder threads (default: the usable CPUs)\n"
@@ -85,6 +96,9 @@ int cmd_pack_images(int argc, char **argv)
 	static const struct option opts[] = {
 		{"size", required_argument, NULL, 's'},
 		{"codebook", required_argument, NULL, 'k'},
+		{"mode", required_argument, NULL, 'm'},
+		{"quality", required_argument, NULL, 'Q'},
+		{"psnr", required_argument, NULL, 'P'},
 		{"seed", required_argument, NULL, 'S'},
 		{"threads", required_argument, NULL, 'j'},
 		{"backend", required_argument, NULL, 'b'},
@@ -98,10 +112,10 @@ int cmd_pack_images(int argc, char **argv)
 	};
 	const char *cmd = "pack-images";
 	wc_qvq_pack_opts o = {0};
-	int quiet = 0, force = 0, c;
+	int quiet = 0, force = 0, c, mode = -1;
 	uint64_t v;
 	cli_decode_opts dopt = {.backend = "auto"}; /* -b, as the decoding commands take it */
-	while ((c = getopt_long(argc, argv, "s:k:j:b:qfh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:k:m:Q:j:b:qfh", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': {
 			unsigned w, h;
@@ -120,6 +134,29 @@ int cmd_pack_images(int argc, char **argv)
 						       WC_QVQ_MAX_ENTRIES, optarg);
 			o.entries = (uint32_t)v;
 			break;
+		case 'm':
+			if (strcmp(optarg, "codebook") == 0)
+				mode = WC_QVQ_MODE_VQ;
+			else if (strcmp(optarg, "transform") == 0)
+				mode = WC_QVQ_MODE_DCT;
+			else
+				return cli_usage_error(cmd, "--mode wants codebook or transform, not \"%s\"", optarg);
+			break;
+		case 'Q':
+			if (wc_parse_size(optarg, 100, &v) || !v)
+				return cli_usage_error(cmd, "--quality wants 1..100, not \"%s\"", optarg);
+			o.quality = (int)v;
+			break;
+		case 'P': {
+			char *end;
+			errno = 0;
+			double db = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(db > 0 && db < 99))
+				return cli_usage_error(cmd, "--psnr wants decibels above 0 and below 99, not \"%s\"",
+						       optarg);
+			o.psnr_db = db;
+			break;
+		}
 		case 'S':
 			if (wc_parse_size(optarg, UINT64_MAX >> 1, &v))
 				return cli_usage_error(cmd, "bad --seed \"%s\"", optarg);
@@ -164,6 +201,13 @@ int cmd_pack_images(int argc, char **argv)
 	}
 	if (argc - optind < 1 || argc - optind > 2)
 		return cli_usage_error(cmd, "wants DIR [OUT.qvq]");
+	if (o.quality && o.psnr_db > 0)
+		return cli_usage_error(cmd, "--quality or --psnr, not both");
+	if (mode == WC_QVQ_MODE_VQ && (o.quality || o.psnr_db > 0))
+		return cli_usage_error(cmd, "--quality and --psnr are the transform mode's");
+	o.mode = mode == WC_QVQ_MODE_DCT || o.quality || o.psnr_db > 0 ? WC_QVQ_MODE_DCT : WC_QVQ_MODE_VQ;
+	if (o.mode == WC_QVQ_MODE_DCT && o.entries)
+		return cli_usage_error(cmd, "--codebook is the codebook mode's");
 	const char *in = argv[optind], *out = optind + 1 < argc ? argv[optind + 1] : NULL;
 	/* No OUT: DIR.qvq beside DIR; OUT a directory: OUT/DIR.qvq ("." and
 	 * "/" give no name). */
@@ -181,7 +225,7 @@ int cmd_pack_images(int argc, char **argv)
 	/* The GPU, when there is one, searches k-means' nearest entries. */
 	wc_backend *be = NULL;
 	gpu_search gs = {0};
-	if (strcmp(dopt.backend, "cpu") != 0) {
+	if (strcmp(dopt.backend, "cpu") != 0 && o.mode == WC_QVQ_MODE_VQ) {
 		wc_backend_opts bo = {.threads = o.threads};
 		wc_err be_err = wc_backend_create(dopt.backend, &bo, &be);
 		if (be_err) {
@@ -214,8 +258,12 @@ int cmd_pack_images(int argc, char **argv)
 		return cli_error(e, cmd);
 	}
 	char hb[32];
-	printf("%s: %u images, %" PRIu64 " pixels, codebook %u x 2x2x3, %u tiles, %u labels\n",
-	       out, st.nimages, st.pixels, st.entries, st.ntiles, st.nlabels);
+	if (o.mode == WC_QVQ_MODE_DCT)
+		printf("%s: %u images, %" PRIu64 " pixels, transform, steps %.3f / %.3f, %u tiles, %u labels\n",
+		       out, st.nimages, st.pixels, st.step_luma / 8.0, st.step_chroma / 8.0, st.ntiles, st.nlabels);
+	else
+		printf("%s: %u images, %" PRIu64 " pixels, codebook %u x 2x2x3, %u tiles, %u labels\n",
+		       out, st.nimages, st.pixels, st.entries, st.ntiles, st.nlabels);
 	free(derived);
 	printf("  %s (%" PRIu64 " bytes), %.3f bits/pixel, PSNR %.2f dB (MSE %.3f), %.1f s\n",
 	       cli_human_bytes(st.file_bytes, hb), st.file_bytes, st.bits_per_pixel, st.psnr_db,

@@ -169,6 +169,10 @@ int qvq_cli_info(const char *path, int json)
 			json_decref(o);
 			o = NULL;
 		}
+		if (o)
+			json_object_set_new(o, "mode", json_string(h->mode == WC_QVQ_MODE_DCT ? "transform" : "codebook"));
+		if (o && h->mode == WC_QVQ_MODE_DCT)
+			json_object_set_new(o, "steps", json_pack("[f,f]", h->step_luma / 8.0, h->step_chroma / 8.0));
 		if (o && uniform)
 			json_object_set_new(o, "size", json_pack("[i,i]", (int)im0->width, (int)im0->height));
 		char *s = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
@@ -184,8 +188,12 @@ int qvq_cli_info(const char *path, int json)
 	printf("  images:   %u (%" PRIu64 " pixels)", h->nimages, pixels);
 	if (uniform)
 		printf(", all %ux%u", im0->width, im0->height);
-	printf("\n  codebook: %u entries of %ux%ux%u, %u-byte indices\n", h->entries, h->patch_h,
-	       h->patch_w, h->channels, h->index_bytes);
+	if (h->mode == WC_QVQ_MODE_DCT)
+		printf("\n  mode:     transform, 8x8 DCT of YCbCr 4:2:0, steps %.3f (luma) / %.3f (chroma)\n",
+		       h->step_luma / 8.0, h->step_chroma / 8.0);
+	else
+		printf("\n  codebook: %u entries of %ux%ux%u, %u-byte indices\n", h->entries, h->patch_h,
+		       h->patch_w, h->channels, h->index_bytes);
 	printf("  tiles:    %u, payloads %" PRIu64 " bytes, rANS chunk %u symbols, %u tables\n",
 	       h->ntiles, payload, h->chunk_symbols, h->ntables);
 	printf("  file:     %s (%" PRIu64 " bytes), %.3f bits/pixel\n",

@@ -100,6 +100,34 @@ wc_err wc_rans_encode(const uint8_t *sym, size_t nsym, const wc_freqtab *ft,
 wc_err wc_rans_decode(const uint8_t *in, size_t in_len, const wc_rans_dtab *dt,
 		      uint32_t chunk_symbols, uint8_t *out, size_t nsym);
 
+/* A stream whose frequency table changes along it (docs/FORMAT.md 6.8):
+ * segment g covers symbols [end[g - 1], end[g]) (end[-1] = 0) and uses
+ * table ft[g] (encoder) or dt[g] (decoder). Every end but the last is a
+ * multiple of 32 (a round of the 32 lanes has one table), ends do not
+ * decrease, and end[n - 1] is the stream's symbol count. The chunk layout
+ * and decoding rule are section 4's, with symbol j's table that of its
+ * segment. */
+typedef struct wc_rans_segs {
+	uint32_t n;                      /* segments, >= 1 */
+	const size_t *end;
+	const wc_freqtab *const *ft;     /* n tables (encoding) */
+	const wc_rans_dtab *const *dt;   /* n decoding tables (decoding) */
+} wc_rans_segs;
+
+/* Check a segment list for nsym symbols. Errors: WC_E_INVAL. */
+wc_err wc_rans_segs_check(const wc_rans_segs *sg, size_t nsym);
+
+/* wc_rans_encode with a table per segment; wc_rans_encode is the case of
+ * one segment. Errors as wc_rans_encode, WC_E_NOMEM. */
+wc_err wc_rans_encode_segs(const uint8_t *sym, size_t nsym, const wc_rans_segs *sg, uint32_t chunk_symbols,
+			   uint8_t *out, size_t cap, size_t *out_len);
+
+/* wc_rans_decode with a table per segment, with the same checks (dt of
+ * valid tables); wc_rans_decode is the case of one segment. Errors:
+ * WC_E_INVAL (segments), WC_E_CORRUPT. */
+wc_err wc_rans_decode_segs(const uint8_t *in, size_t in_len, const wc_rans_segs *sg, uint32_t chunk_symbols,
+			   uint8_t *out, size_t nsym);
+
 /* Order-0 entropy in bits per symbol of a histogram (0 for an empty one). */
 double wc_entropy_bits(const uint64_t hist[256]);
 

@@ -219,21 +219,49 @@ wc_err wc_rans_lanes_end(const wc_rans_lanes *c)
 	return WC_OK;
 }
 
-wc_err wc_rans_decode(const uint8_t *in, size_t in_len, const wc_rans_dtab *dt,
-		      uint32_t chunk_symbols, uint8_t *out, size_t nsym)
+wc_err wc_rans_segs_check(const wc_rans_segs *sg, size_t nsym)
+{
+	if (sg->n < 1 || sg->end[sg->n - 1] != nsym)
+		return wc_fail(WC_E_INVAL, "rANS: %u segments ending at %zu for %zu symbols", sg->n,
+			       sg->n ? sg->end[sg->n - 1] : 0, nsym);
+	for (uint32_t g = 0; g + 1 < sg->n; g++)
+		if (sg->end[g] % WC_RANS_LANES || sg->end[g] > sg->end[g + 1])
+			return wc_fail(WC_E_INVAL, "rANS: segment %u ends at %zu (a multiple of 32, in order)", g,
+				       sg->end[g]);
+	return WC_OK;
+}
+
+wc_err wc_rans_decode_segs(const uint8_t *in, size_t in_len, const wc_rans_segs *sg, uint32_t chunk_symbols,
+			   uint8_t *out, size_t nsym)
 {
 	wc_rans_body b;
-	wc_err e = wc_rans_body_parse(in, in_len, nsym, chunk_symbols, &b);
-	if (e != WC_OK)
+	wc_err e = wc_rans_segs_check(sg, nsym);
+	if (e != WC_OK || (e = wc_rans_body_parse(in, in_len, nsym, chunk_symbols, &b)) != WC_OK)
 		return e;
+	uint32_t seg = 0;
 	for (size_t k = 0; k < b.nchunks; k++) {
 		wc_rans_lanes c;
 		if ((e = wc_rans_lanes_init(&c, &b, k, chunk_symbols, nsym)) != WC_OK)
 			return e;
-		c.out = out + k * (size_t)chunk_symbols;
-		if ((e = wc_rans_lanes_decode(&c, dt, (c.m + WC_RANS_LANES - 1) / WC_RANS_LANES)) != WC_OK ||
-		    (e = wc_rans_lanes_end(&c)) != WC_OK)
+		const size_t first = k * (size_t)chunk_symbols, rounds = (c.m + WC_RANS_LANES - 1) / WC_RANS_LANES;
+		c.out = out + first;
+		/* Segments are round-aligned: each stretch of rounds has one table. */
+		while (c.r < rounds) {
+			while (sg->end[seg] <= first + c.r * WC_RANS_LANES)
+				seg++;
+			size_t rend = (sg->end[seg] - first + WC_RANS_LANES - 1) / WC_RANS_LANES;
+			if ((e = wc_rans_lanes_decode(&c, sg->dt[seg], rend < rounds ? rend : rounds)) != WC_OK)
+				return e;
+		}
+		if ((e = wc_rans_lanes_end(&c)) != WC_OK)
 			return e;
 	}
 	return WC_OK;
+}
+
+wc_err wc_rans_decode(const uint8_t *in, size_t in_len, const wc_rans_dtab *dt,
+		      uint32_t chunk_symbols, uint8_t *out, size_t nsym)
+{
+	const wc_rans_segs one = {1, &nsym, NULL, &dt};
+	return wc_rans_decode_segs(in, in_len, &one, chunk_symbols, out, nsym);
 }

@@ -40,26 +40,32 @@ static void enc_table(const wc_freqtab *ft, enc_sym es[256])
 }
 
 /*
- * Encode one chunk of m symbols. The words are written downwards ending at
- * wend (the decoder reads them upwards); returns the number of words and
- * stores the final states, which become the decoder's initial states.
+ * Encode one chunk of m symbols, the first of them symbol `first` of the
+ * stream, with tables es[s] for the stream's segments (round-aligned, so a
+ * round has one table). The words are written downwards ending at wend
+ * (the decoder reads them upwards); returns the number of words and stores
+ * the final states, which become the decoder's initial states.
  * wend[-m] must be writable: the renormalisation stores its word before it
  * knows whether it keeps it (no branch to mispredict on a coin-flip), so
  * one slot below the kept words is written too.
  */
-static size_t encode_chunk(const uint8_t *sym, size_t m, const enc_sym es[256],
-			   uint16_t *wend, uint32_t state[WC_RANS_LANES])
+static size_t encode_chunk(const uint8_t *sym, size_t m, size_t first, const wc_rans_segs *sg,
+			   enc_sym *const *es, uint16_t *wend, uint32_t state[WC_RANS_LANES])
 {
 	uint32_t x[WC_RANS_LANES];
 	for (unsigned l = 0; l < WC_RANS_LANES; l++)
 		x[l] = WC_RANS_STATE_LOW;
 	uint16_t *w = wend;
 	size_t rounds = (m + WC_RANS_LANES - 1) / WC_RANS_LANES;
+	uint32_t seg = sg->n - 1;
 	for (size_t r = rounds; r-- > 0;) {
 		size_t base = r * WC_RANS_LANES;
+		while (seg > 0 && sg->end[seg - 1] > first + base)
+			seg--;
+		const enc_sym *t = es[seg];
 		unsigned lanes = (unsigned)(m - base < WC_RANS_LANES ? m - base : WC_RANS_LANES);
 		for (unsigned l = lanes; l-- > 0;) {
-			const enc_sym *e = &es[sym[base + l]];
+			const enc_sym *e = &t[sym[base + l]];
 			uint32_t v = x[l];
 			uint32_t out = v >= e->x_max;
 			w[-1] = (uint16_t)v;
@@ -82,56 +88,62 @@ size_t wc_rans_bound(size_t nsym, uint32_t chunk_symbols)
 	return nchunks * (4 + 4 * WC_RANS_LANES + 2) + 2 * nsym;
 }
 
-static wc_err check_args(const uint8_t *sym, size_t nsym, const wc_freqtab *ft,
-			 uint32_t chunk_symbols)
+static wc_err check_args(const uint8_t *sym, size_t nsym, const wc_rans_segs *sg, uint32_t chunk_symbols)
 {
 	if (!wc_rans_chunk_symbols_ok(chunk_symbols))
 		return wc_fail(WC_E_INVAL, "chunk_symbols %u is not a multiple of 32 in [32, 2^20]",
 			       chunk_symbols);
-	wc_err e = wc_freq_validate(ft);
+	wc_err e = wc_rans_segs_check(sg, nsym);
 	if (e != WC_OK)
 		return wc_fail_context(WC_E_INVAL, "rANS encode");
 	if (wc_rans_bound(nsym, chunk_symbols) > UINT32_MAX)
 		return wc_fail(WC_E_INVAL, "rANS encode: %zu symbols exceed the 32-bit chunk offsets", nsym);
-	uint8_t seen[256] = {0};
-	for (size_t i = 0; i < nsym; i++)
-		seen[sym[i]] = 1;
-	for (int s = 0; s < 256; s++)
-		if (seen[s] && !ft->freq[s])
-			return wc_fail(WC_E_INVAL, "rANS encode: symbol %d has frequency 0 in the table", s);
+	for (uint32_t g = 0; g < sg->n; g++) {
+		if ((e = wc_freq_validate(sg->ft[g])) != WC_OK)
+			return wc_fail_context(WC_E_INVAL, "rANS encode: table of segment %u", g);
+		uint8_t seen[256] = {0};
+		for (size_t i = g ? sg->end[g - 1] : 0; i < sg->end[g]; i++)
+			seen[sym[i]] = 1;
+		for (int v = 0; v < 256; v++)
+			if (seen[v] && !sg->ft[g]->freq[v])
+				return wc_fail(WC_E_INVAL, "rANS encode: symbol %d has frequency 0 in the table of "
+					       "segment %u", v, g);
+	}
 	return WC_OK;
 }
 
 /* Shared by encode and encoded_size: out == NULL only counts. */
-static wc_err encode(const uint8_t *sym, size_t nsym, const wc_freqtab *ft,
+static wc_err encode(const uint8_t *sym, size_t nsym, const wc_rans_segs *sg,
 		     uint32_t chunk_symbols, uint8_t *out, size_t cap, size_t *out_len)
 {
-	wc_err e = check_args(sym, nsym, ft, chunk_symbols);
+	wc_err e = check_args(sym, nsym, sg, chunk_symbols);
 	if (e != WC_OK)
 		return e;
-	enc_sym es[256];
-	enc_table(ft, es);
+	enc_sym **es = calloc(sg->n, sizeof *es);
+	for (uint32_t g = 0; es && g < sg->n; g++)
+		if ((es[g] = malloc(256 * sizeof *es[g])))
+			enc_table(sg->ft[g], es[g]);
 	size_t nchunks = wc_rans_nchunks(nsym, chunk_symbols);
 	size_t cmax = nsym < chunk_symbols ? nsym : chunk_symbols;
 	uint16_t *words = malloc((cmax ? cmax : 1) * sizeof *words);
-	if (!words)
-		return wc_fail(WC_E_NOMEM, "rANS encode: no memory for %zu words", cmax);
-
+	int ok = es && words;
+	for (uint32_t g = 0; ok && g < sg->n; g++)
+		ok = es[g] != NULL;
 	size_t pos = 4 * nchunks; /* write position; chunk data follows chunk_end[] */
-	if (out && pos > cap) {
-		free(words);
-		return wc_fail(WC_E_RANGE, "rANS encode: output capacity %zu too small", cap);
-	}
-	for (size_t k = 0; k < nchunks; k++) {
+	if (!ok)
+		e = wc_fail(WC_E_NOMEM, "rANS encode: no memory for %zu words", cmax);
+	else if (out && pos > cap)
+		e = wc_fail(WC_E_RANGE, "rANS encode: output capacity %zu too small", cap);
+	for (size_t k = 0; !e && k < nchunks; k++) {
 		size_t first = k * chunk_symbols;
 		size_t m = nsym - first < chunk_symbols ? nsym - first : chunk_symbols;
 		uint32_t state[WC_RANS_LANES];
-		size_t nw = encode_chunk(sym + first, m, es, words + cmax, state);
+		size_t nw = encode_chunk(sym + first, m, first, sg, es, words + cmax, state);
 		size_t bytes = 4 * WC_RANS_LANES + 2 * nw + 2 * (nw & 1);
 		if (out) {
 			if (cap - pos < bytes) {
-				free(words);
-				return wc_fail(WC_E_RANGE, "rANS encode: output capacity %zu too small", cap);
+				e = wc_fail(WC_E_RANGE, "rANS encode: output capacity %zu too small", cap);
+				break;
 			}
 			uint8_t *p = out + pos;
 			for (unsigned l = 0; l < WC_RANS_LANES; l++)
@@ -143,19 +155,31 @@ static wc_err encode(const uint8_t *sym, size_t nsym, const wc_freqtab *ft,
 		}
 		pos += bytes;
 	}
+	for (uint32_t g = 0; es && g < sg->n; g++)
+		free(es[g]);
+	free(es);
 	free(words);
-	*out_len = pos;
-	return WC_OK;
+	if (!e)
+		*out_len = pos;
+	return e;
 }
 
 wc_err wc_rans_encode(const uint8_t *sym, size_t nsym, const wc_freqtab *ft,
 		      uint32_t chunk_symbols, uint8_t *out, size_t cap, size_t *out_len)
 {
-	return encode(sym, nsym, ft, chunk_symbols, out, cap, out_len);
+	const wc_rans_segs one = {1, &nsym, &ft, NULL};
+	return encode(sym, nsym, &one, chunk_symbols, out, cap, out_len);
+}
+
+wc_err wc_rans_encode_segs(const uint8_t *sym, size_t nsym, const wc_rans_segs *sg, uint32_t chunk_symbols,
+			   uint8_t *out, size_t cap, size_t *out_len)
+{
+	return encode(sym, nsym, sg, chunk_symbols, out, cap, out_len);
 }
 
 wc_err wc_rans_encoded_size(const uint8_t *sym, size_t nsym, const wc_freqtab *ft,
 			    uint32_t chunk_symbols, size_t *out_len)
 {
-	return encode(sym, nsym, ft, chunk_symbols, NULL, 0, out_len);
+	const wc_rans_segs one = {1, &nsym, &ft, NULL};
+	return encode(sym, nsym, &one, chunk_symbols, NULL, 0, out_len);
 }

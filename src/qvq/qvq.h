@@ -61,7 +61,8 @@ void wc_qvq_retain(wc_qvq *q);
 void wc_qvq_release(wc_qvq *q);
 
 /* The archive as a tile source for the cache (engine/tile_source.h); jobs
- * are WC_JOB_VQ. Its retain/release are wc_qvq_retain/release. */
+ * are WC_JOB_VQ (codebook mode) or WC_JOB_TX (transform mode). Its
+ * retain/release are wc_qvq_retain/release. */
 wc_tile_source *wc_qvq_source(wc_qvq *q);
 uint64_t wc_qvq_id(const wc_qvq *q);
 
@@ -82,12 +83,13 @@ const char *const *wc_qvq_labels(const wc_qvq *q, uint32_t *nlabels);
  * Errors: WC_E_IO, WC_E_CORRUPT, WC_E_RANGE (t out of range). */
 wc_err wc_qvq_read_payload(const wc_qvq *q, uint32_t t, uint8_t *buf);
 
-/* Fill a WC_JOB_VQ job for tile t (everything but payload, payload_size,
+/* Fill a WC_JOB_VQ or WC_JOB_TX job for tile t (everything but payload, payload_size,
  * out, out_size, status). */
 void wc_qvq_describe_job(const wc_qvq *q, uint32_t t, wc_tile_job *job);
 
 /* Read and decode tile t on the calling thread into out (dsize bytes),
- * checking both hashes. Errors as read_payload and wc_qvq_decode_job. */
+ * checking both hashes. Errors as read_payload and wc_qvq_decode_job
+ * (wc_qvq_tx_decode_job in transform mode). */
 wc_err wc_qvq_decode_tile(const wc_qvq *q, uint32_t t, uint8_t *out);
 
 /* ---- decoding (qvq_decode.c) -------------------------------------------- */
@@ -98,6 +100,12 @@ wc_err wc_qvq_decode_tile(const wc_qvq *q, uint32_t t, uint8_t *out);
  * returns job->status. Errors: WC_E_CORRUPT (payload, an index >= entries,
  * hash), WC_E_FORMAT (inconsistent job geometry), WC_E_NOMEM. */
 wc_err wc_qvq_decode_job(wc_tile_job *job);
+
+/* The CPU decode of a WC_JOB_TX job (docs/FORMAT.md 6.8): each image's
+ * rANS stream, escapes and pixels (qvq_tx_tile_decode), XXH3-64 of the
+ * output against job->dhash. Sets and returns job->status. Errors:
+ * WC_E_CORRUPT (payload, hash), WC_E_FORMAT (inconsistent job), WC_E_NOMEM. */
+wc_err wc_qvq_tx_decode_job(wc_tile_job *job);
 
 /* Codebook gather of one image: idx holds ceil(h/ph) * ceil(w/pw) indices
  * (index_bytes 1 or 2, little-endian), row-major over the patch grid; out

@@ -12,10 +12,15 @@ libwcodec_impl_la_SOURCES += \
 	src/qvq/qvq_format.c \
 	src/qvq/qvq_names.c \
 	src/qvq/qvq_pack.c \
+	src/qvq/qvq_pack_tx.c \
 	src/qvq/qvq_parallel.c \
 	src/qvq/qvq_reader.c \
 	src/qvq/qvq_tx.c \
-	src/qvq/qvq_writer.c
+	src/qvq/qvq_tx_tile.c \
+	src/qvq/qvq_write_archive.c \
+	src/qvq/qvq_writer.c \
+	src/qvq/qvq_writer_tx.c \
+	src/qvq/qvq_writer_vq.c
 noinst_HEADERS += \
 	src/qvq/kmeans.h \
 	src/qvq/qvq.h \
@@ -28,12 +33,18 @@ noinst_HEADERS += \
 	src/qvq/qvq_job.h \
 	src/qvq/qvq_names.h \
 	src/qvq/qvq_pack.h \
+	src/qvq/qvq_pack_tx.h \
 	src/qvq/qvq_parallel.h \
 	src/qvq/qvq_tx.h \
+	src/qvq/qvq_tx_tile.h \
+	src/qvq/qvq_write_archive.h \
 	src/qvq/qvq_writer.h
 
-check_PROGRAMS += tests/test_qvq tests/test_qvq_dct
-TESTS += tests/test_qvq tests/test_qvq_dct
+check_PROGRAMS += tests/test_qvq tests/test_qvq_dct tests/test_qvq_tx
+TESTS += tests/test_qvq tests/test_qvq_dct tests/test_qvq_tx
+tests_test_qvq_tx_SOURCES = tests/test_qvq_tx.c
+tests_test_qvq_tx_CFLAGS = $(TEST_CFLAGS)
+tests_test_qvq_tx_LDADD = $(TEST_LIBS)
 tests_test_qvq_dct_SOURCES = tests/test_qvq_dct.c
 tests_test_qvq_dct_CFLAGS = $(TEST_CFLAGS)
 tests_test_qvq_dct_LDADD = $(TEST_LIBS)
@@ -44,5 +55,5 @@ tests_test_qvq_LDADD = $(TEST_LIBS)
 # Shell tests: CLI (always), the mount (skip 77 without a usable /dev/fuse),
 # the CUDA plugin's VQ path (skip 77 without a GPU).
 TESTS += tests/qvq_cli.sh tests/qvq_mount.sh tests/qvq_cuda.sh
-EXTRA_DIST += tests/qvq_cli.sh tests/qvq_mount.sh tests/qvq_cuda.sh tests/qvq_check.py \
+EXTRA_DIST += tests/qvq_cli.sh tests/qvq_mount.sh tests/qvq_cuda.sh tests/qvq_check.py tests/doc_reader_qvq.py \
 	contrib/fetch-photos.sh

@@ -13,6 +13,7 @@
 #include "core/cpu.h"
 #include "core/hash.h"
 #include "qvq/qvq.h"
+#include "qvq/qvq_tx_tile.h"
 #include "qvq/qvq_gather.h"
 #include "qvq/qvq_job.h"
 
@@ -217,6 +218,27 @@ wc_err wc_qvq_decode_job(wc_tile_job *job)
 		e = wc_fail(WC_E_CORRUPT, "qvq: decoded image tile fails its checksum");
 out:
 	free(idx);
+	if (e) /* the reason travels with the job (backends decode on their own threads) */
+		return wc_job_fail(job, e, "%s", wc_last_detail());
+	job->status = WC_OK;
+	job->detail[0] = '\0';
+	return WC_OK;
+}
+
+wc_err wc_qvq_tx_decode_job(wc_tile_job *job)
+{
+	wc_err e = WC_OK;
+	const wc_qvq_job *v = wc_qvq_tx_job_of(job);
+	uint64_t dsize = 0;
+	for (uint32_t i = 0; v && v->dims && i < v->nimages; i++)
+		dsize += (uint64_t)v->dims[2 * i] * v->dims[2 * i + 1] * 3;
+	if (!v || !v->dims || !v->dtabs || dsize != job->out_size)
+		e = wc_fail(WC_E_FORMAT, "qvq: inconsistent transform job");
+	else
+		e = qvq_tx_tile_decode(job->payload, job->payload_size, v->dims, v->nimages, v->dtabs,
+				       job->chunk_symbols, v->step_luma, v->step_chroma, job->out);
+	if (!e && wc_xxh3_64(job->out, job->out_size) != job->dhash)
+		e = wc_fail(WC_E_CORRUPT, "qvq: decoded image tile fails its checksum");
 	if (e) /* the reason travels with the job (backends decode on their own threads) */
 		return wc_job_fail(job, e, "%s", wc_last_detail());
 	job->status = WC_OK;

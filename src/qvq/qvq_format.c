@@ -16,7 +16,8 @@ enum {
 	O_TABLES_OFF = 72, O_IMAGES_OFF = 80, O_TILES_OFF = 88, O_STRINGS_OFF = 96,
 	O_META_HASH = 104, O_CODEBOOK_HASH = 112, O_TABLES_HASH = 120,
 	O_IMAGES_HASH = 128, O_TILES_HASH = 136, O_STRINGS_HASH = 144,
-	O_RESERVED = 152, O_HEADER_HASH = 184
+	O_MODE = 152, O_STEP_LUMA = 154, O_STEP_CHROMA = 156, O_RESERVED = 158,
+	O_HEADER_HASH = 184
 };
 
 void wc_qvq_header_write(const wc_qvq_header *h, uint8_t out[WC_QVQ_HEADER_BYTES])
@@ -49,6 +50,9 @@ void wc_qvq_header_write(const wc_qvq_header *h, uint8_t out[WC_QVQ_HEADER_BYTES
 	wc_put_u64(out + O_IMAGES_HASH, h->images_hash);
 	wc_put_u64(out + O_TILES_HASH, h->tiles_hash);
 	wc_put_u64(out + O_STRINGS_HASH, h->strings_hash);
+	out[O_MODE] = h->mode;
+	wc_put_u16(out + O_STEP_LUMA, h->step_luma);
+	wc_put_u16(out + O_STEP_CHROMA, h->step_chroma);
 	wc_put_u64(out + O_HEADER_HASH, wc_xxh3_64(out, O_HEADER_HASH));
 }
 
@@ -71,8 +75,8 @@ wc_err wc_qvq_header_parse(const uint8_t in[WC_QVQ_HEADER_BYTES], uint64_t file_
 		return wc_fail(WC_E_FORMAT, "qvq: bad magic (not a .qvq archive)");
 	memset(h, 0, sizeof *h);
 	h->version = wc_get_u32(in + O_VERSION);
-	if (h->version != WC_QVQ_VERSION)
-		return wc_fail(WC_E_UNSUPPORTED, "qvq: format version %u (this reader knows %u)",
+	if (h->version < 1 || h->version > WC_QVQ_VERSION)
+		return wc_fail(WC_E_UNSUPPORTED, "qvq: format version %u (this reader knows 1..%u)",
 			       h->version, WC_QVQ_VERSION);
 	if (wc_xxh3_64(in, O_HEADER_HASH) != wc_get_u64(in + O_HEADER_HASH))
 		return wc_fail(WC_E_CORRUPT, "qvq: header checksum mismatch");
@@ -80,9 +84,15 @@ wc_err wc_qvq_header_parse(const uint8_t in[WC_QVQ_HEADER_BYTES], uint64_t file_
 	if (h->header_size != WC_QVQ_HEADER_BYTES)
 		return wc_fail(WC_E_FORMAT, "qvq: header_size %u, expected %u", h->header_size,
 			       WC_QVQ_HEADER_BYTES);
-	for (unsigned i = O_RESERVED; i < O_HEADER_HASH; i++)
-		if (in[i] != 0)
+	/* Version 1 has no mode: its bytes from O_MODE on are reserved. */
+	for (unsigned i = h->version == 1 ? O_MODE : O_RESERVED; i < O_HEADER_HASH; i++)
+		if (in[i] != 0 && i != O_MODE + 1)
 			return wc_fail(WC_E_FORMAT, "qvq: reserved header byte %u is not 0", i);
+	if (in[O_MODE + 1] != 0)
+		return wc_fail(WC_E_FORMAT, "qvq: reserved header byte %u is not 0", O_MODE + 1);
+	h->mode = in[O_MODE];
+	h->step_luma = wc_get_u16(in + O_STEP_LUMA);
+	h->step_chroma = wc_get_u16(in + O_STEP_CHROMA);
 	h->patch_h = in[O_PATCH_H];
 	h->patch_w = in[O_PATCH_W];
 	h->channels = in[O_CHANNELS];
@@ -114,16 +124,32 @@ wc_err wc_qvq_header_parse(const uint8_t in[WC_QVQ_HEADER_BYTES], uint64_t file_
 	if (h->channels != 3)
 		return wc_fail(WC_E_UNSUPPORTED, "qvq: %u channels (only RGB, 3, is supported)",
 			       h->channels);
-	if (h->patch_h < 1 || h->patch_h > WC_QVQ_MAX_PATCH || h->patch_w < 1 ||
-	    h->patch_w > WC_QVQ_MAX_PATCH)
-		return wc_fail(WC_E_UNSUPPORTED, "qvq: patch %ux%u outside 1..%u", h->patch_h,
-			       h->patch_w, WC_QVQ_MAX_PATCH);
-	if (h->entries < 1 || h->entries > WC_QVQ_MAX_ENTRIES)
-		return wc_fail(WC_E_RANGE, "qvq: %u codebook entries (limit 1..%u)", h->entries,
-			       WC_QVQ_MAX_ENTRIES);
-	if (h->index_bytes != (h->entries <= 256 ? 1 : 2))
-		return wc_fail(WC_E_FORMAT, "qvq: index_bytes %u does not match %u entries",
-			       h->index_bytes, h->entries);
+	if (h->mode > WC_QVQ_MODE_DCT)
+		return wc_fail(WC_E_UNSUPPORTED, "qvq: mode %u (this reader knows 0, codebook, and 1, "
+			       "transform)", h->mode);
+	if (h->mode == WC_QVQ_MODE_DCT) {
+		if (h->patch_h != 8 || h->patch_w != 8 || h->entries != 0 || h->index_bytes != 0)
+			return wc_fail(WC_E_FORMAT, "qvq: transform mode with patch %ux%u, %u entries, "
+				       "%u-byte indices (8x8, 0, 0)", h->patch_h, h->patch_w, h->entries,
+				       h->index_bytes);
+		if (h->step_luma < 1 || h->step_luma > WC_QVQ_MAX_STEP || h->step_chroma < 1 ||
+		    h->step_chroma > WC_QVQ_MAX_STEP)
+			return wc_fail(WC_E_FORMAT, "qvq: quantisation steps %u, %u (1..%u eighths)",
+				       h->step_luma, h->step_chroma, WC_QVQ_MAX_STEP);
+	} else {
+		if (h->step_luma || h->step_chroma)
+			return wc_fail(WC_E_FORMAT, "qvq: codebook mode with quantisation steps");
+		if (h->patch_h < 1 || h->patch_h > WC_QVQ_MAX_PATCH || h->patch_w < 1 ||
+		    h->patch_w > WC_QVQ_MAX_PATCH)
+			return wc_fail(WC_E_UNSUPPORTED, "qvq: patch %ux%u outside 1..%u", h->patch_h,
+				       h->patch_w, WC_QVQ_MAX_PATCH);
+		if (h->entries < 1 || h->entries > WC_QVQ_MAX_ENTRIES)
+			return wc_fail(WC_E_RANGE, "qvq: %u codebook entries (limit 1..%u)", h->entries,
+				       WC_QVQ_MAX_ENTRIES);
+		if (h->index_bytes != (h->entries <= 256 ? 1 : 2))
+			return wc_fail(WC_E_FORMAT, "qvq: index_bytes %u does not match %u entries",
+				       h->index_bytes, h->entries);
+	}
 	if (h->nimages < 1 || h->nimages > WC_QVQ_MAX_IMAGES)
 		return wc_fail(WC_E_RANGE, "qvq: %u images (limit 1..%u)", h->nimages,
 			       WC_QVQ_MAX_IMAGES);
@@ -133,9 +159,9 @@ wc_err wc_qvq_header_parse(const uint8_t in[WC_QVQ_HEADER_BYTES], uint64_t file_
 	    h->chunk_symbols % 32 != 0)
 		return wc_fail(WC_E_FORMAT, "qvq: chunk_symbols %u not a multiple of 32 in [%u, %u]",
 			       h->chunk_symbols, WC_RANS_CHUNK_MIN, WC_RANS_CHUNK_MAX);
-	if (h->ntables > WC_QVQ_MAX_TABLES)
-		return wc_fail(WC_E_RANGE, "qvq: %u frequency tables (limit %u)", h->ntables,
-			       WC_QVQ_MAX_TABLES);
+	const uint32_t max_tables = h->mode == WC_QVQ_MODE_DCT ? WC_QVQ_MAX_TABLES_DCT : WC_QVQ_MAX_TABLES;
+	if (h->ntables > max_tables)
+		return wc_fail(WC_E_RANGE, "qvq: %u frequency tables (limit %u)", h->ntables, max_tables);
 	if (h->meta_len > WC_QVQ_MAX_META)
 		return wc_fail(WC_E_RANGE, "qvq: metadata of %u bytes (limit %u)", h->meta_len,
 			       WC_QVQ_MAX_META);

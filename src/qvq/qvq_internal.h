@@ -5,8 +5,10 @@
 
 #include <stdatomic.h>
 
+#include "codec/rans.h"
 #include "qvq/qvq.h"
 #include "qvq/qvq_job.h"
+#include "qvq/qvq_tx.h"
 
 struct wc_qvq {
 	wc_tile_source src; /* first member: the tile source is the archive */
@@ -17,6 +19,8 @@ struct wc_qvq {
 	char *meta;
 	uint8_t *codebook;
 	wc_freqtab *tables;
+	wc_rans_dtab *dtabs; /* transform mode: the tables' decoding tables */
+	const wc_rans_dtab *dtab_of[QVQ_TX_PLANES]; /* pointers to them, as jobs take them */
 	wc_qvq_image *images;
 	uint32_t *dims;  /* width, height per image: the jobs' dims */
 	char *names;     /* every name, NUL-terminated, images[i].name points here */

@@ -10,6 +10,9 @@
 #include "engine/backend.h"
 
 #define WC_JOB_VQ 1u /* registered by wc_qvq_open (wc_job_kind_register) */
+/* A tile of a transform-mode archive (docs/FORMAT.md 6.8); registered by
+ * wc_qvq_open. Its own kind, so that a backend's VQ path never takes it. */
+#define WC_JOB_TX 4u
 
 /* A tile of images: its payload is a tile-codec payload (layout, tables,
  * chunk_symbols as for WC_JOB_PLANES) of codebook indices; the output is
@@ -24,6 +27,10 @@ typedef struct wc_qvq_job {
 	const uint32_t *dims;    /* 2*nimages: width, height of each image, in tile order */
 	uint32_t nindices;       /* indices in the payload: sum of the images' patch grids */
 	uint64_t codebook_key;   /* identifies codebook (the archive id) for device caching */
+	/* WC_JOB_TX jobs (codebook NULL, entries 0, index_bytes 0): the
+	 * archive's 8 decoding tables, one a plane, and the steps (eighths). */
+	const struct wc_rans_dtab *const *dtabs;
+	uint16_t step_luma, step_chroma;
 } wc_qvq_job;
 
 /* Where one image of a WC_JOB_VQ job goes when a GPU writes images straight
@@ -51,6 +58,12 @@ static inline uint64_t wc_qvq_patches(uint32_t w, uint32_t h, uint32_t pw, uint3
 static inline const wc_qvq_job *wc_qvq_job_of(const wc_tile_job *job)
 {
 	return job->kind == WC_JOB_VQ ? (const wc_qvq_job *)job->kind_data : NULL;
+}
+
+/* The job data of a WC_JOB_TX job, NULL for any other kind. */
+static inline const wc_qvq_job *wc_qvq_tx_job_of(const wc_tile_job *job)
+{
+	return job->kind == WC_JOB_TX ? (const wc_qvq_job *)job->kind_data : NULL;
 }
 
 #endif /* WC_QVQ_JOB_H */

@@ -18,6 +18,8 @@
 #include "images/image_io.h"
 #include "qvq/kmeans.h"
 #include "qvq/qvq.h"
+#include "qvq/qvq_dct_rate.h"
+#include "qvq/qvq_pack_tx.h"
 #include "qvq/qvq_parallel.h"
 #include "qvq/qvq_writer.h"
 
@@ -253,6 +255,88 @@ static wc_err probe_output(const char *out)
 	return WC_OK;
 }
 
+/* The codebook mode: patches, k-means codebook (*got entries), one index a
+ * patch, and the reconstruction's PSNR over the true pixels into st. */
+static wc_err encode_vq(const wc_image *img, size_t n, char **names, const wc_qvq_pack_opts *o, uint32_t K,
+			unsigned threads, uint64_t pixels, uint8_t **codebook_out, uint16_t **idx_out,
+			uint32_t *got, wc_qvq_pack_stats *st)
+{
+	/* Patches of every image, back to back. */
+	uint64_t npatch = 0;
+	for (size_t i = 0; i < n; i++)
+		npatch += wc_qvq_patches(img[i].width, img[i].height, PATCH, PATCH);
+	wc_err e = WC_OK;
+	uint8_t *patches = malloc(npatch * DIM), *codebook = malloc((size_t)K * DIM);
+	uint16_t *idx = malloc(npatch * sizeof *idx);
+	*codebook_out = codebook;
+	*idx_out = idx;
+	if (!patches || !idx || !codebook) {
+		e = wc_fail(WC_E_NOMEM, "no memory for %llu patches", (unsigned long long)npatch);
+		goto out;
+	}
+	uint64_t pos = 0;
+	for (size_t i = 0; i < n; i++) {
+		extract_patches(&img[i], patches + pos * DIM);
+		pos += wc_qvq_patches(img[i].width, img[i].height, PATCH, PATCH);
+	}
+
+	/* Codebook and assignment. */
+	wc_kmeans_opts ko = {.k = K, .dim = DIM, .seed = o->seed, .threads = threads,
+			     .iterations = o->iterations,
+			     .progress = o->progress ? kmeans_progress : NULL,
+			     .progress_ctx = (void *)o,
+			     .nearest = o->nearest, .nearest_ctx = o->nearest_ctx};
+	if ((e = wc_kmeans_train(patches, npatch, &ko, codebook, got)))
+		goto out;
+	if (o->progress)
+		o->progress(o->progress_ctx, "assign", 0, 1);
+	if ((e = wc_kmeans_assign_opts(codebook, *got, patches, npatch, &ko, idx, NULL)))
+		goto out;
+	if (o->progress)
+		o->progress(o->progress_ctx, "assign", 1, 1);
+
+	/* PSNR over the true pixels (padding excluded). */
+	double se = 0;
+	if (o->keep_recon) {
+		st->recon = calloc(n, sizeof *st->recon);
+		st->names = calloc(n, sizeof *st->names);
+		st->nimages = (uint32_t)n;
+		if (!st->recon || !st->names) {
+			e = wc_fail(WC_E_NOMEM, "no memory");
+			goto out;
+		}
+	}
+	pos = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t bytes = (size_t)img[i].width * img[i].height * 3;
+		uint8_t *rec = malloc(bytes);
+		if (!rec) {
+			e = wc_fail(WC_E_NOMEM, "no memory");
+			goto out;
+		}
+		reconstruct(codebook, idx + pos, img[i].width, img[i].height, rec);
+		uint64_t s = 0;
+		for (size_t j = 0; j < bytes; j++) {
+			int d = (int)rec[j] - (int)img[i].rgb[j];
+			s += (uint64_t)(d * d);
+		}
+		se += (double)s;
+		pos += wc_qvq_patches(img[i].width, img[i].height, PATCH, PATCH);
+		if (o->keep_recon) {
+			st->recon[i] = rec;
+			st->names[i] = strdup(names[i]);
+		} else {
+			free(rec);
+		}
+	}
+	st->nimages = (uint32_t)n;
+	st->mse = se / ((double)pixels * 3);
+	st->psnr_db = st->mse > 0 ? 10 * log10(255.0 * 255.0 / st->mse) : INFINITY;
+out:
+	free(patches);
+	return e;
+}
+
 wc_err wc_qvq_pack_dir(const char *dir, const char *out, const wc_qvq_pack_opts *o,
 		       wc_qvq_pack_stats *st)
 {
@@ -279,7 +363,7 @@ wc_err wc_qvq_pack_dir(const char *dir, const char *out, const wc_qvq_pack_opts 
 	wc_image *img = NULL;
 	wc_err *errs = NULL;
 	char (*why)[600] = NULL;
-	uint8_t *patches = NULL, *codebook = NULL;
+	uint8_t *codebook = NULL;
 	uint16_t *idx = NULL;
 	uint32_t *dims = NULL, *labels = NULL;
 	char **label_names = NULL;
@@ -347,81 +431,20 @@ wc_err wc_qvq_pack_dir(const char *dir, const char *out, const wc_qvq_pack_opts 
 		}
 	}
 
-	/* Patches of every image, back to back. */
-	uint64_t npatch = 0, pixels = 0;
+	uint64_t pixels = 0;
 	for (size_t i = 0; i < n; i++) {
 		dims[2 * i] = img[i].width;
 		dims[2 * i + 1] = img[i].height;
-		npatch += wc_qvq_patches(img[i].width, img[i].height, PATCH, PATCH);
 		pixels += (uint64_t)img[i].width * img[i].height;
 	}
-	patches = malloc(npatch * DIM);
-	idx = malloc(npatch * sizeof *idx);
-	codebook = malloc((size_t)K * DIM);
-	if (!patches || !idx || !codebook) {
-		e = wc_fail(WC_E_NOMEM, "no memory for %llu patches", (unsigned long long)npatch);
-		goto out;
-	}
-	uint64_t pos = 0;
-	for (size_t i = 0; i < n; i++) {
-		extract_patches(&img[i], patches + pos * DIM);
-		pos += wc_qvq_patches(img[i].width, img[i].height, PATCH, PATCH);
-	}
-
-	/* Codebook and assignment. */
-	wc_kmeans_opts ko = {.k = K, .dim = DIM, .seed = o->seed, .threads = threads,
-			     .iterations = o->iterations,
-			     .progress = o->progress ? kmeans_progress : NULL,
-			     .progress_ctx = (void *)o,
-			     .nearest = o->nearest, .nearest_ctx = o->nearest_ctx};
-	uint32_t got = 0;
-	if ((e = wc_kmeans_train(patches, npatch, &ko, codebook, &got)))
-		goto out;
-	if (o->progress)
-		o->progress(o->progress_ctx, "assign", 0, 1);
-	if ((e = wc_kmeans_assign_opts(codebook, got, patches, npatch, &ko, idx, NULL)))
-		goto out;
-	if (o->progress)
-		o->progress(o->progress_ctx, "assign", 1, 1);
-
-	/* PSNR over the true pixels (padding excluded). */
-	double se = 0;
-	if (o->keep_recon) {
-		st->recon = calloc(n, sizeof *st->recon);
-		st->names = calloc(n, sizeof *st->names);
-		st->nimages = (uint32_t)n;
-		if (!st->recon || !st->names) {
-			e = wc_fail(WC_E_NOMEM, "no memory");
-			goto out;
-		}
-	}
-	pos = 0;
-	for (size_t i = 0; i < n; i++) {
-		size_t bytes = (size_t)img[i].width * img[i].height * 3;
-		uint8_t *rec = malloc(bytes);
-		if (!rec) {
-			e = wc_fail(WC_E_NOMEM, "no memory");
-			goto out;
-		}
-		reconstruct(codebook, idx + pos, img[i].width, img[i].height, rec);
-		uint64_t s = 0;
-		for (size_t j = 0; j < bytes; j++) {
-			int d = (int)rec[j] - (int)img[i].rgb[j];
-			s += (uint64_t)(d * d);
-		}
-		se += (double)s;
-		pos += wc_qvq_patches(img[i].width, img[i].height, PATCH, PATCH);
-		if (o->keep_recon) {
-			st->recon[i] = rec;
-			st->names[i] = strdup(names.v[i]);
-		} else {
-			free(rec);
-		}
-		wc_image_free(&img[i]);
-	}
+	uint32_t got = 0, step = 0;
 	st->nimages = (uint32_t)n;
-	st->mse = se / ((double)pixels * 3);
-	st->psnr_db = st->mse > 0 ? 10 * log10(255.0 * 255.0 / st->mse) : INFINITY;
+	if (o->mode == WC_QVQ_MODE_DCT)
+		e = qvq_pack_tx_prepare(img, n, names.v, o, &step, st);
+	else
+		e = encode_vq(img, n, names.v, o, K, threads, pixels, &codebook, &idx, &got, st);
+	if (e)
+		goto out;
 
 	/* Labels: the first directory, when every image has one. */
 	int all_in_dirs = 1;
@@ -450,11 +473,20 @@ wc_err wc_qvq_pack_dir(const char *dir, const char *out, const wc_qvq_pack_opts 
 		}
 	}
 
-	meta = json_pack("{s:s, s:{s:i, s:i, s:[i,i,i], s:I, s:s}, s:s, s:f}",
-			 "generator", "wcodec pack-images " PACKAGE_VERSION,
-			 "codebook", "entries", (int)got, "requested", (int)K, "patch", 2, 2, 3,
-			 "seed", (json_int_t)o->seed, "training", "k-means++ seeding, Lloyd iterations",
-			 "padding", "edge", "psnr_db", isfinite(st->psnr_db) ? st->psnr_db : 999.0);
+	if (o->mode == WC_QVQ_MODE_DCT)
+		meta = json_pack("{s:s, s:{s:s, s:[i,i], s:o, s:o}, s:s, s:f}", "generator",
+				 "wcodec pack-images " PACKAGE_VERSION, "transform", "method",
+				 "8x8 DCT of YCbCr 4:2:0, steps in eighths", "steps", (int)step,
+				 (int)qvq_dct_chroma_step(step), "quality",
+				 o->quality ? json_integer(o->quality) : json_null(), "psnr_target",
+				 o->psnr_db > 0 ? json_real(o->psnr_db) : json_null(), "padding", "edge", "psnr_db",
+				 isfinite(st->psnr_db) ? st->psnr_db : 999.0);
+	else
+		meta = json_pack("{s:s, s:{s:i, s:i, s:[i,i,i], s:I, s:s}, s:s, s:f}",
+				 "generator", "wcodec pack-images " PACKAGE_VERSION,
+				 "codebook", "entries", (int)got, "requested", (int)K, "patch", 2, 2, 3,
+				 "seed", (json_int_t)o->seed, "training", "k-means++ seeding, Lloyd iterations",
+				 "padding", "edge", "psnr_db", isfinite(st->psnr_db) ? st->psnr_db : 999.0);
 	if (!meta) {
 		e = wc_fail(WC_E_NOMEM, "no memory for the metadata");
 		goto out;
@@ -464,7 +496,16 @@ wc_err wc_qvq_pack_dir(const char *dir, const char *out, const wc_qvq_pack_opts 
 				    json_pack("{s:i, s:i, s:s}", "width", (int)o->width, "height",
 					      (int)o->height, "method",
 					      "shorter side, antialiased triangle filter, centre crop"));
+	const uint8_t **rgb = o->mode == WC_QVQ_MODE_DCT ? malloc(n * sizeof *rgb) : NULL;
+	if (o->mode == WC_QVQ_MODE_DCT && !rgb) {
+		e = wc_fail(WC_E_NOMEM, "no memory");
+		goto out;
+	}
+	for (size_t i = 0; rgb && i < n; i++)
+		rgb[i] = img[i].rgb;
 	wc_qvq_write_input wi = {
+		.mode = o->mode == WC_QVQ_MODE_DCT ? WC_QVQ_MODE_DCT : WC_QVQ_MODE_VQ, .rgb = rgb,
+		.step_luma = (uint16_t)step, .step_chroma = (uint16_t)qvq_dct_chroma_step(step),
 		.entries = got, .patch_h = PATCH, .patch_w = PATCH, .codebook = codebook,
 		.nimages = (uint32_t)n, .names = (const char *const *)names.v, .dims = dims,
 		.labels = labels, .label_names = (const char *const *)label_names,
@@ -474,8 +515,22 @@ wc_err wc_qvq_pack_dir(const char *dir, const char *out, const wc_qvq_pack_opts 
 		.tmp_path = o->tmp_path,
 	};
 	wc_qvq_write_stats ws;
-	if ((e = wc_qvq_write(out, &wi, &ws)))
+	e = wc_qvq_write(out, &wi, &ws);
+	free(rgb);
+	if (e)
 		goto out;
+	if (o->mode == WC_QVQ_MODE_DCT) { /* the archive's own decode, as readers will see it */
+		double mse = ws.sq_err / ((double)pixels * 3);
+		double db = mse > 0 ? 10 * log10(255.0 * 255.0 / mse) : INFINITY;
+		if (isfinite(db) != isfinite(st->psnr_db) || (isfinite(db) && fabs(db - st->psnr_db) > 1e-9)) {
+			e = wc_fail(WC_E_INVAL, "qvq: the archive decodes to %.6f dB, the encoder's images to %.6f",
+				    db, st->psnr_db);
+			goto out;
+		}
+		st->mse = mse;
+		st->step_luma = step;
+		st->step_chroma = qvq_dct_chroma_step(step);
+	}
 	st->entries = got;
 	st->nlabels = nlabels;
 	st->ntiles = ws.ntiles;
@@ -501,7 +556,6 @@ out:
 	free(img);
 	free(errs);
 	free(why);
-	free(patches);
 	free(idx);
 	free(codebook);
 	free(dims);

@@ -13,7 +13,13 @@
 
 typedef struct wc_qvq_pack_opts {
 	uint32_t width, height;  /* resize + centre crop to this size; 0, 0 = keep sizes */
-	uint32_t entries;        /* codebook entries K, 1..65536; 0 = 256 */
+	uint8_t mode;            /* WC_QVQ_MODE_VQ (codebook) or WC_QVQ_MODE_DCT (transform) */
+	/* Transform mode: the quality on JPEG's 1-100 scale (qvq_dct_rate.h),
+	 * or psnr_db > 0: the largest step whose PSNR over every image is at
+	 * least psnr_db (the smallest archive at that quality). Neither: 90. */
+	int quality;
+	double psnr_db;
+	uint32_t entries;        /* codebook mode: entries K, 1..65536; 0 = 256 */
 	uint64_t seed;           /* k-means sampling and seeding */
 	unsigned threads;        /* 0 = online CPUs */
 	uint32_t tile_bytes;     /* decoded bytes per tile; 0 = 1 MiB */
@@ -34,7 +40,8 @@ typedef struct wc_qvq_pack_opts {
 } wc_qvq_pack_opts;
 
 typedef struct wc_qvq_pack_stats {
-	uint32_t nimages, entries, nlabels, ntiles;
+	uint32_t nimages, entries, nlabels, ntiles; /* entries 0: transform mode */
+	uint32_t step_luma, step_chroma;  /* transform mode: the steps, eighths */
 	uint64_t skipped;        /* images left out (skip_unreadable) */
 	uint64_t pixels;         /* true pixels of all images */
 	uint64_t file_bytes;     /* archive size */
@@ -46,14 +53,16 @@ typedef struct wc_qvq_pack_stats {
 	char **names;            /* nimages names (keep_recon) */
 } wc_qvq_pack_stats;
 
-/* Pack every PNG, JPEG and PPM/PGM file under dir (recursively; chosen by
+/* Pack (codebook mode: k-means of 2x2 patches; transform mode: qvq_dct.h at
+ * the step of opts' quality or PSNR) every PNG, JPEG and PPM/PGM file under dir (recursively; chosen by
  * extension .png .jpg .jpeg .ppm .pgm, any case; dotfiles skipped; names
  * sorted bytewise) into out. When every image lies in a subdirectory, the
  * first directory component is its label (ImageFolder convention).
  * A temporary file beside out is created and removed first, so that an
  * output that cannot be written fails at once, not after the work.
  * Errors: WC_E_NOTFOUND (no image), the image readers' errors naming the
- * file, WC_E_INVAL (options, a name that cannot be stored), WC_E_IO (also
+ * file, WC_E_INVAL (options, a name that cannot be stored), WC_E_RANGE
+ * (a PSNR beyond what the transform keeps of the images), WC_E_IO (also
  * out's directory missing or not writable), WC_E_NOMEM. */
 wc_err wc_qvq_pack_dir(const char *dir, const char *out, const wc_qvq_pack_opts *opts,
 		       wc_qvq_pack_stats *stats);

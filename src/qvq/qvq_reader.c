@@ -23,6 +23,7 @@
 #include "qvq/qvq.h"
 #include "qvq/qvq_internal.h"
 #include "qvq/qvq_names.h"
+#include "qvq/qvq_tx_tile.h"
 
 /* Read a section into a fresh buffer (len + 1 bytes, NUL-terminated) and
  * check its hash. */
@@ -174,12 +175,19 @@ static wc_err parse_tiles(wc_qvq *q, const uint8_t *rec)
 				       "previous tile's (next image %u of %u)", t, tl->first_image,
 				       tl->nimages, next, q->h.nimages);
 		uint64_t dsize = 0, nidx = 0;
+		const int tx = q->h.mode == WC_QVQ_MODE_DCT;
 		for (uint32_t i = tl->first_image; i < tl->first_image + tl->nimages; i++) {
 			wc_qvq_image *im = &q->images[i];
 			im->tile = t;
 			im->tile_off = (uint32_t)dsize; /* < WC_QVQ_MAX_TILE_BYTES, checked below */
 			dsize += (uint64_t)im->width * im->height * q->h.channels;
-			nidx += wc_qvq_patches(im->width, im->height, q->h.patch_w, q->h.patch_h);
+			if (tx) { /* symbols of its stream */
+				qvq_tx_layout L;
+				qvq_tx_image_layout(im->width, im->height, &L);
+				nidx += L.nsym;
+			} else {
+				nidx += wc_qvq_patches(im->width, im->height, q->h.patch_w, q->h.patch_h);
+			}
 			if (dsize > WC_QVQ_MAX_TILE_BYTES)
 				return wc_fail(WC_E_RANGE, "qvq: tile %u decodes to more than %u bytes",
 					       t, WC_QVQ_MAX_TILE_BYTES);
@@ -188,11 +196,13 @@ static wc_err parse_tiles(wc_qvq *q, const uint8_t *rec)
 			return wc_fail(WC_E_FORMAT, "qvq: tile %u: %u bytes / %u indices recorded, its "
 				       "images need %llu / %llu", t, tl->dsize, tl->nindices,
 				       (unsigned long long)dsize, (unsigned long long)nidx);
-		uint64_t bound = wc_tile_encode_bound(q->layout, (size_t)nidx * ib, q->h.chunk_symbols);
-		if (tl->csize < WC_TILE_HEADER_BYTES(q->layout.nplanes) || tl->csize > bound)
-			return wc_fail(WC_E_FORMAT, "qvq: tile %u: payload of %u bytes outside [%u, %llu]",
-				       t, tl->csize, WC_TILE_HEADER_BYTES(q->layout.nplanes),
-				       (unsigned long long)bound);
+		uint64_t least = tx ? 4ull * tl->nimages : WC_TILE_HEADER_BYTES(q->layout.nplanes);
+		uint64_t bound = tx ? qvq_tx_tile_bound(q->dims + 2 * (size_t)tl->first_image, tl->nimages,
+							q->h.chunk_symbols)
+				    : wc_tile_encode_bound(q->layout, (size_t)nidx * ib, q->h.chunk_symbols);
+		if (tl->csize < least || tl->csize > bound)
+			return wc_fail(WC_E_FORMAT, "qvq: tile %u: payload of %u bytes outside [%llu, %llu]",
+				       t, tl->csize, (unsigned long long)least, (unsigned long long)bound);
 		if (tl->coff < q->h.header_size || tl->coff > q->h.file_size ||
 		    tl->csize > q->h.file_size - tl->coff)
 			return wc_fail(WC_E_FORMAT, "qvq: tile %u: payload [%llu, +%u) outside the file",
@@ -227,8 +237,9 @@ static void src_describe(const wc_tile_source *s, uint32_t t, wc_tile_job *job)
 static void src_retain(wc_tile_source *s) { wc_qvq_retain((wc_qvq *)s); }
 static void src_release(wc_tile_source *s) { wc_qvq_release((wc_qvq *)s); }
 
-/* The decode job kind of image tiles (qvq_job.h), registered on open. */
+/* The decode job kinds of image tiles (qvq_job.h), registered on open. */
 static const wc_job_kind_ops qvq_job_kind = {.name = "qvq", .cpu_decode = wc_qvq_decode_job};
+static const wc_job_kind_ops qvq_tx_job_kind = {.name = "qvq-transform", .cpu_decode = wc_qvq_tx_decode_job};
 
 static const wc_tile_source_ops qvq_source_ops = {
 	.ntiles = src_ntiles, .tile_dsize = src_dsize, .tile_csize = src_csize,
@@ -243,6 +254,7 @@ static void qvq_free(wc_qvq *q)
 	free(q->meta);
 	free(q->codebook);
 	free(q->tables);
+	free(q->dtabs);
 	free(q->images);
 	free(q->dims);
 	free(q->names);
@@ -309,6 +321,21 @@ wc_err wc_qvq_open(const char *path, wc_qvq **out)
 	}
 	free(pool);
 	pool = NULL;
+	if (q->h.mode == WC_QVQ_MODE_DCT) { /* a table a plane, their decoding tables */
+		if (q->h.ntables != QVQ_TX_PLANES) {
+			e = wc_fail(WC_E_FORMAT, "qvq: transform mode with %u frequency tables (%u)",
+				    q->h.ntables, QVQ_TX_PLANES);
+			goto fail;
+		}
+		if (!(q->dtabs = malloc(QVQ_TX_PLANES * sizeof *q->dtabs))) {
+			e = wc_fail(WC_E_NOMEM, "qvq: no memory");
+			goto fail;
+		}
+		for (unsigned p = 0; p < QVQ_TX_PLANES; p++) {
+			wc_rans_dtab_build(&q->tables[p], &q->dtabs[p]);
+			q->dtab_of[p] = &q->dtabs[p];
+		}
+	}
 	if ((e = parse_metadata(q)) ||
 	    (e = read_section(q, "image table", q->h.images_off,
 			      (uint64_t)q->h.nimages * WC_QVQ_IMAGE_RECORD, q->h.images_hash,
@@ -319,7 +346,8 @@ wc_err wc_qvq_open(const char *path, wc_qvq **out)
 	    (e = read_section(q, "string pool", q->h.strings_off, q->h.strings_len,
 			      q->h.strings_hash, (void **)&pool)) ||
 	    (e = parse_images(q, images, pool)) || (e = parse_tiles(q, tiles)) ||
-	    (e = wc_qvq_files_init(q)) || (e = wc_job_kind_register(WC_JOB_VQ, &qvq_job_kind)))
+	    (e = wc_qvq_files_init(q)) || (e = wc_job_kind_register(WC_JOB_VQ, &qvq_job_kind)) ||
+	    (e = wc_job_kind_register(WC_JOB_TX, &qvq_tx_job_kind)))
 		goto fail;
 	free(images);
 	free(tiles);
@@ -336,7 +364,8 @@ wc_err wc_qvq_open(const char *path, wc_qvq **out)
 			.patch_w = (uint8_t)q->h.patch_w, .channels = (uint8_t)q->h.channels,
 			.index_bytes = (uint8_t)q->h.index_bytes, .nimages = q->tiles[t].nimages,
 			.dims = q->dims + 2 * (size_t)q->tiles[t].first_image, .nindices = q->tiles[t].nindices,
-			.codebook_key = q->src.id,
+			.codebook_key = q->src.id, .dtabs = q->dtabs ? q->dtab_of : NULL,
+			.step_luma = q->h.step_luma, .step_chroma = q->h.step_chroma,
 		};
 	atomic_init(&q->refs, 1);
 	*out = q;
@@ -400,7 +429,7 @@ wc_err wc_qvq_read_payload(const wc_qvq *q, uint32_t t, uint8_t *buf)
 void wc_qvq_describe_job(const wc_qvq *q, uint32_t t, wc_tile_job *job)
 {
 	const wc_qvq_tile *tl = &q->tiles[t];
-	job->kind = WC_JOB_VQ;
+	job->kind = q->h.mode == WC_QVQ_MODE_DCT ? WC_JOB_TX : WC_JOB_VQ;
 	job->kind_data = &q->jobs[t];
 	job->layout = q->layout;
 	job->chunk_symbols = q->h.chunk_symbols;
@@ -427,7 +456,7 @@ wc_err wc_qvq_decode_tile(const wc_qvq *q, uint32_t t, uint8_t *out)
 		job.payload_size = tl->csize;
 		job.out = out;
 		job.out_size = tl->dsize;
-		e = wc_qvq_decode_job(&job);
+		e = job.kind == WC_JOB_TX ? wc_qvq_tx_decode_job(&job) : wc_qvq_decode_job(&job);
 		if (e)
 			e = wc_fail_context(e, "tile %u", t);
 	}

@@ -36,7 +36,7 @@ static void components(const qvq_dct_geom *g, size_t first[3], size_t count[3])
 }
 
 void qvq_tx_to_symbols(const int16_t *coef, uint32_t w, uint32_t h, uint8_t *const plane[QVQ_TX_PLANES],
-		       size_t pos[QVQ_TX_PLANES], uint8_t *esc, size_t *nesc)
+		       size_t pos[QVQ_TX_PLANES], qvq_tx_escapes *esc)
 {
 	qvq_dct_geom g;
 	qvq_dct_geometry(w, h, &g);
@@ -57,14 +57,13 @@ void qvq_tx_to_symbols(const int16_t *coef, uint32_t w, uint32_t h, uint8_t *con
 						prev = dc;
 					}
 					const int32_t a = v < 0 ? -v : v;
+					const unsigned p = base + b;
 					if (a <= QVQ_TX_DIRECT) {
-						out[pos[base + b]++] = (uint8_t)(v ? 2 * a - (v < 0) : 0);
+						out[pos[p]++] = (uint8_t)(v ? 2 * a - (v < 0) : 0);
 					} else { /* a DC difference fits 16 bits: coefficients are within +-8192 */
-						out[pos[base + b]++] = QVQ_TX_ESCAPE;
-						const uint16_t u = (uint16_t)(int16_t)(v > 32767 ? 32767 : v < -32768 ? -32768 : v);
-						esc[2 * *nesc] = (uint8_t)u;
-						esc[2 * *nesc + 1] = (uint8_t)(u >> 8);
-						(*nesc)++;
+						esc->pos[p][esc->n[p]] = (uint32_t)pos[p];
+						esc->val[p][esc->n[p]++] = (int16_t)(v > 32767 ? 32767 : v < -32768 ? -32768 : v);
+						out[pos[p]++] = QVQ_TX_ESCAPE;
 					}
 				}
 			}
@@ -72,8 +71,9 @@ void qvq_tx_to_symbols(const int16_t *coef, uint32_t w, uint32_t h, uint8_t *con
 	}
 }
 
-wc_err qvq_tx_from_symbols(const uint8_t *const plane[QVQ_TX_PLANES], size_t pos[QVQ_TX_PLANES], const uint8_t *esc,
-			   size_t nesc, size_t *esc_pos, uint32_t w, uint32_t h, int16_t *coef)
+wc_err qvq_tx_from_symbols(const uint8_t *const plane[QVQ_TX_PLANES], size_t pos[QVQ_TX_PLANES],
+			   const qvq_tx_escapes *esc, size_t cursor[QVQ_TX_PLANES], uint32_t w, uint32_t h,
+			   int16_t *coef)
 {
 	qvq_dct_geom g;
 	qvq_dct_geometry(w, h, &g);
@@ -87,14 +87,16 @@ wc_err qvq_tx_from_symbols(const uint8_t *const plane[QVQ_TX_PLANES], size_t pos
 			for (unsigned b = 0; b < QVQ_TX_BANDS; b++) {
 				const uint8_t *in = plane[base + b];
 				for (unsigned z = QVQ_TX_BAND_START[b]; z < QVQ_TX_BAND_START[b + 1]; z++) {
-					const uint8_t s = in[pos[base + b]++];
+					const unsigned p = base + b;
+					const size_t i = pos[p]++;
+					const uint8_t s = in[i];
 					int32_t v;
 					if (s == QVQ_TX_ESCAPE) {
-						if (*esc_pos >= nesc)
-							return wc_fail(WC_E_CORRUPT, "transform: plane %u, block %zu: the escape "
-								       "stream ends at %zu values", base + b, k, nesc);
-						v = (int16_t)(uint16_t)(esc[2 * *esc_pos] | esc[2 * *esc_pos + 1] << 8);
-						(*esc_pos)++;
+						const size_t c = cursor[p]++;
+						if (c >= esc->n[p] || esc->pos[p][c] != i)
+							return wc_fail(WC_E_CORRUPT, "transform: plane %u, block %zu: escape "
+								       "symbol %zu without its value", p, k, i);
+						v = esc->val[p][c];
 					} else if (s > 2 * QVQ_TX_DIRECT) {
 						return wc_fail(WC_E_CORRUPT, "transform: plane %u, block %zu: symbol %u",
 							       base + b, k, s);

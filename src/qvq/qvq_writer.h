@@ -13,6 +13,12 @@
 #define WC_QVQ_TILE_BYTES_DEFAULT (1u << 20) /* decoded bytes a tile aims at */
 
 typedef struct wc_qvq_write_input {
+	uint8_t mode;                 /* WC_QVQ_MODE_VQ (codebook, indices) or _DCT (rgb, steps) */
+	/* Transform mode: every image's w * h * 3 RGB bytes and the steps
+	 * (eighths, 1..2047; qvq_dct.h). */
+	const uint8_t *const *rgb;
+	uint16_t step_luma, step_chroma;
+	/* Codebook mode: */
 	uint32_t entries;             /* K, 1..65536 */
 	uint8_t patch_h, patch_w;     /* 1..16 */
 	const uint8_t *codebook;      /* entries * patch_h * patch_w * 3 bytes */
@@ -40,7 +46,9 @@ typedef struct wc_qvq_write_input {
 typedef struct wc_qvq_write_stats {
 	uint64_t file_bytes;     /* size of the archive */
 	uint64_t payload_bytes;  /* sum of tile payloads */
-	uint64_t index_bytes;    /* raw index arrays (before entropy coding) */
+	uint64_t index_bytes;    /* raw index arrays (before entropy coding); codebook mode */
+	double sq_err;           /* transform mode: sum of squared errors of the decoded
+				  * images against rgb, every sample */
 	uint64_t pixels;         /* true pixels over all images */
 	uint32_t ntiles;
 } wc_qvq_write_stats;
@@ -48,11 +56,16 @@ typedef struct wc_qvq_write_stats {
 /* Write the archive to path through "path.tmp.XXXXXX" in the same directory
  * (fsync, rename); on failure the temporary file is removed and path is
  * untouched. Tiles group consecutive images up to tile_bytes decoded bytes
- * (an image larger than that gets a tile of its own); each tile's index
- * array is coded with wc_tile_encode (layout bytes for K <= 256, shuffle2
- * otherwise; rANS with per-archive frequency tables where smaller, else RAW
- * or CONST). Errors: WC_E_INVAL (bad input, with the reason: name, sort
- * order, geometry, index >= entries), WC_E_IO, WC_E_NOMEM. */
+ * (an image larger than that gets a tile of its own). Codebook mode
+ * (version 1): each tile's index array is coded with wc_tile_encode
+ * (layout bytes for K <= 256, shuffle2 otherwise; rANS with per-archive
+ * frequency tables where smaller, else RAW or CONST). Transform mode
+ * (version 2, docs/FORMAT.md 6.8): each image quantised (qvq_dct.h), its
+ * symbols coded with a table a plane over the whole archive; every tile is
+ * decoded back by the reader's decoder to take its hash, so the archive
+ * holds what readers will decode. Errors: WC_E_INVAL (bad input, with the
+ * reason: name, sort order, geometry, index >= entries, step), WC_E_IO,
+ * WC_E_NOMEM. */
 wc_err wc_qvq_write(const char *path, const wc_qvq_write_input *in, wc_qvq_write_stats *stats);
 
 #endif /* WC_QVQ_WRITER_H */
