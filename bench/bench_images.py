@@ -3,12 +3,13 @@
 (docs/BENCHMARKS.md, "Images from Python"). Needs torch, PIL; torchvision
 for the JPEG rows; a GPU for the cuda rows.
 
-  bench_images.py gen DIR --photos PHOTODIR [--images 20000] [-k 4096]
+  bench_images.py gen DIR --photos PHOTODIR [--images 20000] [-k 4096 | --quality Q]
       224x224 crops of the photographs under PHOTODIR (contrib/fetch-photos.sh:
       a random square of 1/2 to all of the shorter side, mirrored at random,
       resized), labelled by photograph (10 classes), as PPM files in
-      DIR/ppm/<label>/ packed by `wcodec pack-images -k K` into DIR/set.qvq
-      (one image per tile), and as JPEG q=90 in DIR/jpeg/<label>/.
+      DIR/ppm/<label>/ packed by `wcodec pack-images -k K` (the codebook
+      mode) or `--quality Q` (the transform mode) into DIR/set.qvq (one
+      image per tile), and as JPEG q=90 in DIR/jpeg/<label>/.
   bench_images.py decode DIR [--batches 64,128,256,512,1024] [--workers 4]
       Decode alone, no training step: QVQLoader into GPU tensors against
       batch size; torchvision's JPEG DataLoader (16 workers) and the CPU
@@ -55,7 +56,7 @@ def _crop(job):
     im.save(os.path.join(d, "jpeg", str(label), "%06d.jpg" % i), quality=90)
 
 
-def gen(d, photos, n, k):
+def gen(d, photos, n, k, quality=0):
     files = sorted(glob.glob(os.path.join(photos, "**", "*.jp*g"), recursive=True))
     if not files:
         sys.exit(f"no JPEG photographs under {photos}")
@@ -66,10 +67,11 @@ def gen(d, photos, n, k):
     with multiprocessing.Pool() as p:
         p.map(_crop, jobs, chunksize=64)
     t0 = time.perf_counter()
-    subprocess.run([os.environ.get("WCODEC", "wcodec"), "pack-images", "-q", "-f", "-k", str(k),
-                    "--tile-size", str(SIZE * SIZE * 3), os.path.join(d, "ppm"), os.path.join(d, "set.qvq")],
+    mode = ["--quality", str(quality)] if quality else ["-k", str(k)]
+    subprocess.run([os.environ.get("WCODEC", "wcodec"), "pack-images", "-q", "-f"] + mode +
+                   ["--tile-size", str(SIZE * SIZE * 3), os.path.join(d, "ppm"), os.path.join(d, "set.qvq")],
                    check=True)
-    print(f"{n} crops of {len(files)} photographs; packed with K={k} in {time.perf_counter() - t0:.1f} s: "
+    print(f"{n} crops of {len(files)} photographs; packed with {' '.join(mode)} in {time.perf_counter() - t0:.1f} s: "
           f"{os.path.getsize(os.path.join(d, 'set.qvq')) / n:,.0f} bytes per image")
 
 
@@ -248,6 +250,7 @@ def main():
     g.add_argument("--photos", required=True)
     g.add_argument("--images", type=int, default=20000)
     g.add_argument("-k", type=int, default=4096)
+    g.add_argument("--quality", type=int, default=0, help="the transform mode at this quality (0: codebook)")
     r = sub.add_parser("decode")
     r.add_argument("dir")
     r.add_argument("--batches", default="64,128,256,512,1024")
@@ -259,7 +262,7 @@ def main():
     t.add_argument("--mount", help="a wcodecfs mount of DIR")
     a = p.parse_args()
     if a.cmd == "gen":
-        gen(a.dir, a.photos, a.images, a.k)
+        gen(a.dir, a.photos, a.images, a.k, a.quality)
     elif a.cmd == "decode":
         decode(a.dir, [int(x) for x in a.batches.split(",")], a.workers)
     else:

@@ -2,8 +2,10 @@
  * qvq_bench.c - CPU decode throughput of a .qvq archive on ONE thread (not a
  * test; contrib/bench/bench-qvq.sh runs it, docs/BENCHMARKS.md ("Image archives") records
  * it). Payloads are read into memory first; then every tile is decoded
- * (tile codec + codebook gather + dhash check, wc_qvq_decode_job) REPEAT
- * times, and the gather alone is timed on already-decoded indices.
+ * (codebook mode: tile codec + codebook gather; transform mode: rANS,
+ * inverse DCT, colour; both with the dhash check, wc_decode_job_cpu)
+ * REPEAT times, and in the codebook mode the gather alone is timed on
+ * already-decoded indices.
  *
  * usage: qvq_bench ARCHIVE.qvq [REPEAT [RING_MIB]]
  */
@@ -13,6 +15,7 @@
 
 #include "codec/tile_codec.h"
 #include "core/clock.h"
+#include "engine/backend.h"
 #include "qvq/qvq.h"
 
 int main(int argc, char **argv)
@@ -65,7 +68,7 @@ int main(int argc, char **argv)
 			job.payload_size = tl->csize;
 			job.out = out + (slot++ % nring) * maxd;
 			job.out_size = tl->dsize;
-			if (wc_qvq_decode_job(&job) != WC_OK) {
+			if (wc_decode_job_cpu(&job) != WC_OK) {
 				fprintf(stderr, "tile %u: %s\n", t, wc_last_detail());
 				return 1;
 			}
@@ -73,11 +76,19 @@ int main(int argc, char **argv)
 		double dt = wc_mono_s() - t0;
 		best = dt < best ? dt : best;
 	}
-	printf("cpu decode (1 thread, tile codec + gather + XXH3 check): %u images, %.1f MB, "
-	       "%.3f s, %.0f images/s, %.0f MB/s\n", ni, bytes / 1e6, best, ni / best,
-	       bytes / best / 1e6);
-	/* Gather alone: indices decoded once per tile, then gathered. */
 	const wc_qvq_header *h = wc_qvq_header_of(q);
+	printf("cpu decode (1 thread, %s + XXH3 check): %u images, %.1f MB, %.3f s, %.0f images/s, %.0f MB/s\n",
+	       h->mode == WC_QVQ_MODE_DCT ? "transform" : "tile codec + gather", ni, bytes / 1e6, best, ni / best,
+	       bytes / best / 1e6);
+	if (h->mode == WC_QVQ_MODE_DCT) {
+		for (uint32_t t = 0; t < nt; t++)
+			free(pay[t]);
+		free(pay);
+		free(out);
+		wc_qvq_release(q);
+		return 0;
+	}
+	/* Gather alone: indices decoded once per tile, then gathered. */
 	uint8_t *idx = malloc((size_t)maxi * h->index_bytes + 1);
 	uint32_t K;
 	const uint8_t *cb = wc_qvq_codebook(q, &K);

@@ -7,6 +7,7 @@ CUDA_DIST = cuda/wcc_kernels.cu cuda/wcc_kernels.h cuda/wcc_device.c cuda/wcc_de
 	cuda/plugin.c cuda/direct.c cuda/loader.c cuda/resident.c cuda/resident_plan.c cuda/resident_load.c cuda/units.c \
 	cuda/resident_impl.h cuda/wcodec_cuda.h \
 	cuda/vq_gather.cu cuda/vq_gather.h cuda/vq_decode.cu cuda/vq_nearest.cu cuda/vq_nearest.h \
+	cuda/tx_kernels.cu cuda/tx_decode.h cuda/tx_place.c \
 	tests/test_cuda.c tests/test_cuda_resident.c tests/test_cuda_lossy.c tests/cuda_plugin.h
 EXTRA_DIST += $(CUDA_DIST)
 
@@ -20,8 +21,9 @@ CUDA_STATIC_LIBS = -L$(CUDA_LIBDIR) -lcudart_static -lstdc++ -ldl -lrt -lpthread
 
 NVCC_COMPILE = $(NVCC) $(NVCC_GENCODE) -O3 -std=c++17 -Xcompiler -fPIC -I$(srcdir)/cuda -I$(srcdir)/src \
 	-I$(builddir) $(NVCCFLAGS)
-# The plugin's kernels: the planes' (wcc_*) and, per format, the .qvq ones (vq_*).
-CUDA_KERNEL_LOS = cuda/wcc_kernels.lo cuda/vq_gather.lo cuda/vq_decode.lo cuda/vq_nearest.lo
+# The plugin's kernels: the planes' (wcc_*) and, per format, the .qvq ones
+# (vq_*: codebook mode; tx_*: transform mode).
+CUDA_KERNEL_LOS = cuda/wcc_kernels.lo cuda/vq_gather.lo cuda/vq_decode.lo cuda/vq_nearest.lo cuda/tx_kernels.lo
 # nvcc is not a libtool compiler: compile a .cu file into a PIC object and
 # write the libtool object file (.lo) that names it.
 cuda/%.lo: $(srcdir)/cuda/%.cu
@@ -33,8 +35,9 @@ cuda/vq_gather.lo: $(srcdir)/cuda/vq_gather.h
 cuda/vq_decode.lo: $(srcdir)/cuda/vq_gather.h $(srcdir)/cuda/wcc_device.h $(srcdir)/src/qvq/qvq_job.h \
 	$(srcdir)/src/engine/backend.h
 cuda/vq_nearest.lo: $(srcdir)/cuda/vq_nearest.h
+cuda/tx_kernels.lo: $(srcdir)/cuda/tx_decode.h
 CLEANFILES += $(CUDA_KERNEL_LOS) $(CUDA_KERNEL_LOS:.lo=.o) cuda/.libs/wcc_kernels.o cuda/.libs/vq_gather.o \
-	cuda/.libs/vq_decode.o cuda/.libs/vq_nearest.o
+	cuda/.libs/vq_decode.o cuda/.libs/vq_nearest.o cuda/.libs/tx_kernels.o
 
 pkglib_LTLIBRARIES += cuda/wcodec-cuda.la
 # The plugin links libwcodec.so and reaches it through the public API only;
@@ -43,7 +46,7 @@ pkglib_LTLIBRARIES += cuda/wcodec-cuda.la
 # hidden, so it loads beside libwcodec.so alone (Python) as well as into a
 # program that holds the library's code itself.
 cuda_wcodec_cuda_la_SOURCES = cuda/plugin.c cuda/direct.c cuda/loader.c cuda/resident.c cuda/resident_plan.c \
-	cuda/resident_load.c cuda/units.c \
+	cuda/resident_load.c cuda/units.c cuda/tx_place.c cuda/tx_decode.h \
 	cuda/resident_impl.h cuda/wcc_device.c \
 	cuda/wcc_lane.c cuda/wcc_lossy.c cuda/wcc_copy.c cuda/wcc_pinned.c cuda/wcc_impl.h \
 	cuda/wcc_device.h cuda/wcc_kernels.h cuda/wcodec_cuda.h \

@@ -10,6 +10,8 @@
 #include <cuda_runtime_api.h>
 
 #include "core/limits.h"
+#include "qvq/qvq_job.h"
+#include "tx_decode.h"
 #include "vq_gather.h"
 #include "vq_nearest.h"
 #include "wcc_device.h"
@@ -22,6 +24,7 @@ typedef struct cuda_backend {
 	wc_backend base;
 	wcc_ctx *ctx;
 	wcc_vq *vq; /* .qvq image tiles (WC_JOB_VQ), vq_gather.h */
+	wcc_tx *tx; /* transform-mode image tiles into device memory (WC_JOB_TX), tx_decode.h */
 	int gpu;
 } cuda_backend;
 
@@ -39,6 +42,7 @@ static void cuda_destroy(wc_backend *be)
 	if (!cb)
 		return;
 	wcc_vq_destroy(cb->vq);
+	wcc_tx_destroy(cb->tx);
 	wcc_ctx_destroy(cb->ctx);
 	free(cb);
 }
@@ -58,6 +62,9 @@ EXPORT wc_err wcodec_cuda_vq_place(wc_backend *be, wc_tile_job *jobs, size_t n, 
 {
 	if (!be || be->ops->decode != cuda_decode)
 		return wc_fail(WC_E_INVAL, "cuda: wcodec_cuda_vq_place needs the CUDA backend");
+	if (n && jobs[0].kind == WC_JOB_TX)
+		return wcc_tx_place(((cuda_backend *)be)->tx, jobs, n, (const struct wc_qvq_image_dst *)dsts, ndst,
+				    stream);
 	return wcc_vq_place(((cuda_backend *)be)->vq, jobs, n, (const struct wc_qvq_image_dst *)dsts, ndst,
 			    stream);
 }
@@ -113,7 +120,9 @@ EXPORT wc_err wcodec_cuda_backend_create_v5(const wc_backend_opts *opts, wc_back
 		return e;
 	}
 	cb->gpu = opts->gpu;
-	if ((e = wcc_vq_create(cb->ctx, opts->gpu, &cb->vq)) != WC_OK) {
+	if ((e = wcc_vq_create(cb->ctx, opts->gpu, &cb->vq)) != WC_OK ||
+	    (e = wcc_tx_create(opts->gpu, &cb->tx)) != WC_OK) {
+		wcc_vq_destroy(cb->vq);
 		wcc_ctx_destroy(cb->ctx);
 		free(cb);
 		return e;

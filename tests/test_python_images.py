@@ -4,7 +4,8 @@
 `wcodec unpack`'s PPM files, in every layout and dtype; batches of one size,
 of several (lists, padding); labels; QVQDataset; QVQLoader's order
 reproducible by seed and new each epoch, every image in exactly one rank's
-batches per epoch, drop_last, prefetching; a damaged tile raises. Run by
+batches per epoch, drop_last, prefetching; a damaged tile raises; all of
+it for archives of both modes (codebook and transform). Run by
 tests/python_images.sh (WCODEC, WCODEC_LIBRARY, WCODEC_PLUGIN_DIR set); on
 a machine with a usable GPU the cuda device gives the CPU's pixels.
 """
@@ -49,6 +50,8 @@ def read_ppm(path):
 
 
 class Base(unittest.TestCase):
+    PACK = []  # pack-images options: the codebook mode
+
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="wc_test_images.")
@@ -64,7 +67,7 @@ class Base(unittest.TestCase):
             write_ppm(os.path.join(d, "img%02d.ppm" % i), a)
         cls.qvq = os.path.join(cls.dir, "set.qvq")
         # small tiles: the images spread over several
-        subprocess.run([WCODEC, "pack-images", "-q", "--tile-size", "4K", src, cls.qvq], check=True,
+        subprocess.run([WCODEC, "pack-images", "-q", "--tile-size", "4K"] + cls.PACK + [src, cls.qvq], check=True,
                        stdout=subprocess.DEVNULL)
         out = os.path.join(cls.dir, "unpacked")
         subprocess.run([WCODEC, "unpack", "-q", cls.qvq, out], check=True)
@@ -255,6 +258,21 @@ class TorchImages(Base):
         self.assertEqual(cm.exception.code, "CORRUPT")
         last, _ = wpt.load_images(bad, [17], device="cuda", backend="cuda")
         self.assertTrue(torch.equal(last.cpu()[0], torch.from_numpy(self.ref[17]).permute(2, 0, 1)))
+
+
+class TransformImages(Images):
+    """Every test of Images on a transform-mode archive (docs/FORMAT.md 6.8):
+    the CPU decoder's pixels through every reader, and the GPU's equal to them."""
+    PACK = ["--quality", "90"]
+
+    def test_is_transform(self):
+        self.assertEqual(self.set.mode, "transform")
+
+
+class TransformTorchImages(TorchImages):
+    """Every test of TorchImages on a transform-mode archive: on a GPU, its
+    kernels (cuda/tx_kernels.cu) give the CPU decoder's pixels."""
+    PACK = ["--quality", "90"]
 
 
 if __name__ == "__main__":

@@ -68,15 +68,14 @@ def _decode(s, idx, pad, dev, chw, affine=None):
     pad: the largest, zero-filled at the bottom and right), else a list of
     [C, H, W] or [H, W, C] tensors. On a GPU whose backend is the set's
     ("cuda") the GPU writes the device tensors; otherwise the images are
-    decoded into host memory, page-locked when dev is a GPU (transform-mode
-    archives, which the GPU does not decode yet, too). affine
+    decoded into host memory, page-locked when dev is a GPU. affine
     (float32 scale and bias tensors of 3): float32 pixels v * scale + bias
     written by the GPU in the same pass, when it writes one tensor (the
     images share a size; otherwise uint8, for _finish to convert)."""
     lay = "CHW" if chw else "HWC"
     sizes = s.sizes[idx]
     same = len(idx) == 0 or bool((sizes == sizes[0]).all())
-    gpu = dev.type == "cuda" and s.backend == "cuda" and s.mode == "codebook"
+    gpu = dev.type == "cuda" and s.backend == "cuda"
     fused = gpu and affine is not None and same and len(idx) > 0
     dtype = _torch.float32 if fused else _torch.uint8
     where = {"device": dev} if gpu else {"pin_memory": dev.type == "cuda"}

@@ -484,11 +484,6 @@ wc_err wc_image_set_decode(wc_image_set *s, const uint32_t *idx, size_t n, wc_im
 /* The plugin's writer into device memory, or WC_E_UNSUPPORTED. */
 static wcodec_vq_place_fn device_writer(const wc_image_set *s)
 {
-	if (wc_qvq_header_of(s->q)->mode != WC_QVQ_MODE_VQ) {
-		wc_fail(WC_E_UNSUPPORTED, "%s: a transform-mode archive: the GPU does not decode it into device "
-			"memory; decode it on the host (wc_image_set_decode) and copy", s->path);
-		return NULL;
-	}
 	wcodec_vq_place_fn place = (wcodec_vq_place_fn)wc_backend_symbol(s->be, "wcodec_cuda_vq_place");
 	if (!place)
 		wc_fail(WC_E_UNSUPPORTED, "%s: the %s decode backend does not write into device memory", s->path,

@@ -1,0 +1,365 @@
+/*
+ * tx_place.c - the host side of transform-mode images into device memory
+ * (tx_decode.h): each image's part of its tile payload parsed and checked
+ * as the CPU decoder checks it (offsets, escape places, rANS chunk sizes),
+ * the batch's payloads uploaded in one copy, the descriptors built in
+ * page-locked memory, the kernels launched on a stream ordered after the
+ * caller's, one synchronisation.
+ */
+#include <cuda_runtime.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec/rans.h"
+#include "core/le.h"
+#include "qvq/qvq_job.h"
+#include "tx_decode.h"
+
+#define TX_SLOTS 8u   /* batches in flight at once (one per loader thread) */
+#define TX_TABLES 16u /* archives whose tables stay on the device */
+#define A16(x) (((size_t)(x) + 15u) & ~(size_t)15u)
+
+typedef struct tx_slot {
+	cudaStream_t stream;
+	cudaEvent_t after; /* the caller's stream's point the slot waits for */
+	uint8_t *d_buf, *h_buf;
+	size_t d_cap, h_cap;
+	int busy;
+} tx_slot;
+
+typedef struct tx_tables {
+	uint64_t key;
+	uint32_t *d_tab; /* 8 x 4096 decoding-table entries */
+} tx_tables;
+
+struct wcc_tx {
+	int gpu;
+	pthread_mutex_t mu;
+	pthread_cond_t slot_free;
+	tx_slot slots[TX_SLOTS];
+	tx_tables tabs[TX_TABLES];
+	unsigned ntabs;
+};
+
+wc_err wcc_tx_create(int gpu, wcc_tx **out)
+{
+	wcc_tx *tx = calloc(1, sizeof *tx);
+	if (!tx)
+		return wc_fail(WC_E_NOMEM, "cuda transform: no memory");
+	tx->gpu = gpu;
+	pthread_mutex_init(&tx->mu, NULL);
+	pthread_cond_init(&tx->slot_free, NULL);
+	cudaError_t e = cudaSetDevice(gpu);
+	for (unsigned s = 0; s < TX_SLOTS && e == cudaSuccess; s++) {
+		e = cudaStreamCreateWithFlags(&tx->slots[s].stream, cudaStreamNonBlocking);
+		if (e == cudaSuccess)
+			e = cudaEventCreateWithFlags(&tx->slots[s].after, cudaEventDisableTiming);
+	}
+	if (e != cudaSuccess) {
+		wcc_tx_destroy(tx);
+		return wc_fail(WC_E_BACKEND, "cuda transform: streams on GPU %d: %s", gpu, cudaGetErrorString(e));
+	}
+	*out = tx;
+	return WC_OK;
+}
+
+void wcc_tx_destroy(wcc_tx *tx)
+{
+	if (!tx)
+		return;
+	cudaSetDevice(tx->gpu);
+	for (unsigned s = 0; s < TX_SLOTS; s++) {
+		if (tx->slots[s].stream)
+			cudaStreamDestroy(tx->slots[s].stream);
+		if (tx->slots[s].after)
+			cudaEventDestroy(tx->slots[s].after);
+		cudaFree(tx->slots[s].d_buf);
+		cudaFreeHost(tx->slots[s].h_buf);
+	}
+	for (unsigned t = 0; t < tx->ntabs; t++)
+		cudaFree(tx->tabs[t].d_tab);
+	pthread_mutex_destroy(&tx->mu);
+	pthread_cond_destroy(&tx->slot_free);
+	free(tx);
+}
+
+static tx_slot *slot_take(wcc_tx *tx)
+{
+	pthread_mutex_lock(&tx->mu);
+	tx_slot *s = NULL;
+	while (!s) {
+		for (unsigned q = 0; q < TX_SLOTS && !s; q++)
+			if (!tx->slots[q].busy)
+				s = &tx->slots[q];
+		if (!s)
+			pthread_cond_wait(&tx->slot_free, &tx->mu);
+	}
+	s->busy = 1;
+	pthread_mutex_unlock(&tx->mu);
+	return s;
+}
+
+static void slot_give(wcc_tx *tx, tx_slot *s)
+{
+	pthread_mutex_lock(&tx->mu);
+	s->busy = 0;
+	pthread_cond_signal(&tx->slot_free);
+	pthread_mutex_unlock(&tx->mu);
+}
+
+static cudaError_t grow(tx_slot *s, size_t dbytes, size_t hbytes)
+{
+	if (s->d_cap < dbytes) {
+		cudaFree(s->d_buf);
+		s->d_buf = NULL;
+		s->d_cap = 0;
+		if (cudaMalloc((void **)&s->d_buf, dbytes + dbytes / 4) != cudaSuccess)
+			return cudaErrorMemoryAllocation;
+		s->d_cap = dbytes + dbytes / 4;
+	}
+	if (s->h_cap < hbytes) {
+		cudaFreeHost(s->h_buf);
+		s->h_buf = NULL;
+		s->h_cap = 0;
+		if (cudaMallocHost((void **)&s->h_buf, hbytes + hbytes / 4) != cudaSuccess)
+			return cudaErrorMemoryAllocation;
+		s->h_cap = hbytes + hbytes / 4;
+	}
+	return cudaSuccess;
+}
+
+/* The device copy of a job's archive tables, uploaded on first use. */
+static const uint32_t *device_tables(wcc_tx *tx, const wc_tile_job *j, cudaError_t *err)
+{
+	const wc_qvq_job *q = wc_qvq_tx_job_of(j);
+	const uint32_t *d = NULL;
+	pthread_mutex_lock(&tx->mu);
+	for (unsigned t = 0; t < tx->ntabs && !d; t++)
+		if (tx->tabs[t].key == j->table_key)
+			d = tx->tabs[t].d_tab;
+	if (!d && tx->ntabs < TX_TABLES) {
+		uint32_t *dt = NULL;
+		*err = cudaMalloc((void **)&dt, WCC_TX_PLANES * sizeof(wc_rans_dtab));
+		for (unsigned p = 0; p < WCC_TX_PLANES && *err == cudaSuccess; p++)
+			*err = cudaMemcpy(dt + 4096 * p, q->dtabs[p]->entry, sizeof(wc_rans_dtab), cudaMemcpyHostToDevice);
+		if (*err == cudaSuccess) {
+			tx->tabs[tx->ntabs++] = (tx_tables){j->table_key, dt};
+			d = dt;
+		} else {
+			cudaFree(dt);
+		}
+	}
+	pthread_mutex_unlock(&tx->mu);
+	return d;
+}
+
+/* An image's stream planes (docs/FORMAT.md 6.8). */
+static void stream_layout(wcc_tx_image *im)
+{
+	static const uint32_t width[4] = {1, 5, 15, 43};
+	const uint32_t nb = im->mw * im->mh;
+	uint32_t at = 0;
+	for (unsigned p = 0; p < WCC_TX_PLANES; p++) {
+		im->count[p] = (p < 4 ? 4 * nb : 2 * nb) * width[p % 4];
+		im->start[p] = at;
+		at += (im->count[p] + 31) / 32 * 32;
+		im->end[p] = at;
+	}
+}
+
+/* Parse image i of job j (host payload) into its descriptor and chunks, as
+ * the CPU decoder checks it. Returns 0, or -1 with the job failed. */
+static int parse_image(wc_tile_job *j, uint32_t i, wcc_tx_image *im, wcc_tx_chunk *ch, uint32_t *nch,
+		       const uint8_t *h_base, const uint8_t *d_base, uint32_t img)
+{
+	const wc_qvq_job *q = wc_qvq_tx_job_of(j);
+	const uint8_t *pay = j->payload;
+	const size_t size = j->payload_size, n = q->nimages;
+	if (size / 4 < n) {
+		wc_job_fail(j, WC_E_CORRUPT, "transform: payload of %zu bytes for %zu images", size, n);
+		return -1;
+	}
+	const size_t data = size - 4 * n;
+	size_t prev = 0, end = 0, last = 0;
+	for (uint32_t k = 0; k < n; k++) { /* every image's end, as the CPU checks them */
+		const size_t e = wc_get_u32(pay + 4 * (size_t)k);
+		if (e < last || e > data || e % 4 || (k + 1 == n && e != data)) {
+			wc_job_fail(j, WC_E_CORRUPT, "transform: image %u of the tile ends at %zu", k, e);
+			return -1;
+		}
+		if (k == i)
+			prev = last, end = e;
+		last = e;
+	}
+	const uint8_t *part = pay + 4 * n + prev;
+	const size_t psize = end - prev;
+	im->w = q->dims[2 * i];
+	im->h = q->dims[2 * i + 1];
+	im->mw = (im->w + 15) / 16;
+	im->mh = (im->h + 15) / 16;
+	stream_layout(im);
+	const size_t nsym = im->end[WCC_TX_PLANES - 1];
+	const size_t nesc = psize >= 4 ? wc_get_u32(part) : 0;
+	const size_t eb = 4 + 6 * nesc + 2 * (nesc & 1);
+	if (psize < 4 || nesc > nsym || eb > psize) {
+		wc_job_fail(j, WC_E_CORRUPT, "transform: image %u: escapes do not fit its part", i);
+		return -1;
+	}
+	unsigned p = 0;
+	for (size_t k = 0; k < nesc; k++) {
+		const uint32_t at = wc_get_u32(part + 4 + 4 * k);
+		while (p < WCC_TX_PLANES && at >= im->start[p] + im->count[p])
+			p++;
+		if ((k && at <= wc_get_u32(part + 4 * k)) || p == WCC_TX_PLANES || at < im->start[p]) {
+			wc_job_fail(j, WC_E_CORRUPT, "transform: image %u: escape place %u", i, at);
+			return -1;
+		}
+	}
+	im->nesc = (uint32_t)nesc;
+	im->places = (const uint32_t *)(d_base + (part + 4 - h_base));
+	im->values = (const int16_t *)(d_base + (part + 4 + 4 * nesc - h_base));
+	/* the rANS body: chunk ends, sizes (docs/FORMAT.md 4) */
+	const uint8_t *body = part + eb;
+	const size_t blen = psize - eb, C = j->chunk_symbols, nchunks = (nsym + C - 1) / C;
+	if (blen / 4 < nchunks) {
+		wc_job_fail(j, WC_E_CORRUPT, "transform: image %u: rANS body of %zu bytes", i, blen);
+		return -1;
+	}
+	const size_t dlen = blen - 4 * nchunks;
+	size_t cprev = 0;
+	for (size_t k = 0; k < nchunks; k++) {
+		const size_t cend = wc_get_u32(body + 4 * k), m = nsym - k * C < C ? nsym - k * C : C;
+		const size_t csz = cend - cprev;
+		if (cend <= cprev || cend > dlen || csz % 4 || csz < 128 || csz > 128 + 2 * m + 2 ||
+		    (k + 1 == nchunks && cend != dlen)) {
+			wc_job_fail(j, WC_E_CORRUPT, "transform: image %u: rANS chunk %zu of %zu bytes", i, k, csz);
+			return -1;
+		}
+		ch[*nch] = (wcc_tx_chunk){.data = d_base + (body + 4 * nchunks + cprev - h_base),
+					  .nw = (uint32_t)((csz - 128) / 2), .first = (uint32_t)(k * C),
+					  .m = (uint32_t)m, .img = img};
+		(*nch)++;
+		cprev = cend;
+	}
+	im->step_luma = q->step_luma;
+	im->step_chroma = q->step_chroma;
+	return 0;
+}
+
+wc_err wcc_tx_place(wcc_tx *tx, wc_tile_job *jobs, size_t n, const wc_qvq_image_dst *dsts, size_t ndst, void *stream)
+{
+	const uint8_t *lo = NULL, *hi = NULL;
+	size_t chunks_max = 0;
+	for (size_t a = 0; a < n; a++) {
+		const wc_qvq_job *q = wc_qvq_tx_job_of(&jobs[a]);
+		if (!q || !q->dims || !q->dtabs || !jobs[a].payload || jobs[a].chunk_symbols < 32)
+			return wc_fail(WC_E_INVAL, "cuda transform: job %zu is not a transform-mode image tile", a);
+		if (!lo || jobs[a].payload < lo)
+			lo = jobs[a].payload;
+		if (!hi || jobs[a].payload + jobs[a].payload_size > hi)
+			hi = jobs[a].payload + jobs[a].payload_size;
+	}
+	for (size_t d = 0; d < ndst; d++) {
+		if (dsts[d].job >= n || dsts[d].image >= wc_qvq_tx_job_of(&jobs[dsts[d].job])->nimages ||
+		    !dsts[d].device_dst)
+			return wc_fail(WC_E_INVAL, "cuda transform: image destination %zu names no image of the jobs", d);
+		const wc_tile_job *j = &jobs[dsts[d].job];
+		const uint32_t *dm = wc_qvq_tx_job_of(j)->dims + 2 * dsts[d].image;
+		const size_t nsym = ((size_t)(dm[0] + 15) / 16) * ((dm[1] + 15) / 16) * 384 + 8 * 32;
+		chunks_max += nsym / j->chunk_symbols + 1;
+	}
+	if (!n || !ndst)
+		return WC_OK;
+	/* scratch a destination: symbols, DCs, planes */
+	size_t scratch = 0, pay = (size_t)(hi - lo);
+	for (size_t d = 0; d < ndst; d++) {
+		const uint32_t *dm = wc_qvq_tx_job_of(&jobs[dsts[d].job])->dims + 2 * dsts[d].image;
+		const size_t mb = ((size_t)(dm[0] + 15) / 16) * ((dm[1] + 15) / 16);
+		scratch += A16(mb * 384 + 8 * 32) + A16(mb * 6 * 4) + A16(mb * 384);
+	}
+	const size_t desc = A16(ndst * sizeof(wcc_tx_image)), chk = A16(chunks_max * sizeof(wcc_tx_chunk));
+	const size_t stat = A16(n * 4);
+	tx_slot *s = slot_take(tx);
+	cudaError_t ce = cudaSetDevice(tx->gpu);
+	if (ce == cudaSuccess)
+		ce = grow(s, A16(pay) + scratch + desc + chk + stat, desc + chk + stat);
+	wc_err ret = WC_OK;
+	const uint32_t *d_tab = NULL;
+	for (size_t a = 0; a < n && ce == cudaSuccess; a++)
+		if (!(d_tab = device_tables(tx, &jobs[a], &ce)) && ce == cudaSuccess)
+			ce = cudaErrorMemoryAllocation; /* the table cache is full */
+	for (size_t a = 1; a < n && ce == cudaSuccess; a++)
+		if (jobs[a].table_key != jobs[0].table_key)
+			ret = wc_fail(WC_E_INVAL, "cuda transform: the jobs of one call come from one archive");
+	if (ce != cudaSuccess || ret) {
+		slot_give(tx, s);
+		return ret ? ret : wc_fail(WC_E_BACKEND, "cuda transform: %s", cudaGetErrorString(ce));
+	}
+	uint8_t *d_pay = s->d_buf, *d_scr = d_pay + A16(pay);
+	wcc_tx_image *h_img = (wcc_tx_image *)s->h_buf, *d_img = (wcc_tx_image *)(d_scr + scratch);
+	wcc_tx_chunk *h_chk = (wcc_tx_chunk *)(s->h_buf + desc), *d_chk = (wcc_tx_chunk *)((uint8_t *)d_img + desc);
+	uint32_t *h_stat = (uint32_t *)(s->h_buf + desc + chk), *d_stat = (uint32_t *)((uint8_t *)d_chk + chk);
+	uint32_t nimg = 0, nch = 0, max_blocks = 0, max_pixels = 0, max_esc = 0;
+	size_t so = 0;
+	for (size_t a = 0; a < n; a++)
+		jobs[a].status = WC_OK;
+	for (size_t d = 0; d < ndst; d++) {
+		wc_tile_job *j = &jobs[dsts[d].job];
+		if (j->status)
+			continue;
+		wcc_tx_image *im = &h_img[nimg];
+		memset(im, 0, sizeof *im);
+		if (parse_image(j, dsts[d].image, im, h_chk, &nch, lo, d_pay, nimg))
+			continue;
+		const size_t mb = (size_t)im->mw * im->mh;
+		im->sym = d_scr + so;
+		so += A16(im->end[WCC_TX_PLANES - 1]);
+		im->dc = (int32_t *)(d_scr + so);
+		so += A16(mb * 6 * 4);
+		im->planes = d_scr + so;
+		so += A16(mb * 384);
+		im->out = dsts[d].device_dst;
+		im->chw = dsts[d].chw ? 1 : 0;
+		im->f32 = dsts[d].f32 ? 1 : 0;
+		memcpy(im->scale, dsts[d].scale, sizeof im->scale);
+		memcpy(im->bias, dsts[d].bias, sizeof im->bias);
+		im->job = dsts[d].job;
+		max_blocks = (uint32_t)(6 * mb) > max_blocks ? (uint32_t)(6 * mb) : max_blocks;
+		max_pixels = im->w * im->h > max_pixels ? im->w * im->h : max_pixels;
+		max_esc = im->nesc > max_esc ? im->nesc : max_esc;
+		nimg++;
+	}
+	/* after what the caller queued on its stream (NULL: the default one) */
+	ce = cudaEventRecord(s->after, (cudaStream_t)stream);
+	if (ce == cudaSuccess)
+		ce = cudaStreamWaitEvent(s->stream, s->after, 0);
+	if (ce == cudaSuccess && pay)
+		ce = cudaMemcpyAsync(d_pay, lo, pay, cudaMemcpyHostToDevice, s->stream);
+	if (ce == cudaSuccess && nimg)
+		ce = cudaMemcpyAsync(d_img, h_img, nimg * sizeof *h_img, cudaMemcpyHostToDevice, s->stream);
+	if (ce == cudaSuccess && nch)
+		ce = cudaMemcpyAsync(d_chk, h_chk, nch * sizeof *h_chk, cudaMemcpyHostToDevice, s->stream);
+	if (ce == cudaSuccess)
+		ce = cudaMemsetAsync(d_stat, 0, n * 4, s->stream);
+	/* one size, one chunk layout: the rANS step shares its tables in a thread block */
+	int uniform = nimg > 0;
+	for (uint32_t c = 1; c < nch && uniform; c++)
+		uniform = h_chk[c].first == h_chk[0].first && h_chk[c].m == h_chk[0].m;
+	for (uint32_t i = 1; i < nimg && uniform; i++)
+		uniform = h_img[i].w == h_img[0].w && h_img[i].h == h_img[0].h;
+	if (ce == cudaSuccess)
+		ce = (cudaError_t)wcc_tx_launch(d_img, nimg, d_chk, nch, uniform, d_tab, max_blocks, max_pixels, max_esc,
+						d_stat, s->stream);
+	if (ce == cudaSuccess)
+		ce = cudaMemcpyAsync(h_stat, d_stat, n * 4, cudaMemcpyDeviceToHost, s->stream);
+	if (ce == cudaSuccess)
+		ce = cudaStreamSynchronize(s->stream);
+	if (ce != cudaSuccess)
+		ret = wc_fail(WC_E_BACKEND, "cuda transform: %s", cudaGetErrorString(ce));
+	for (size_t a = 0; !ret && a < n; a++)
+		if (jobs[a].status == WC_OK && h_stat[a])
+			wc_job_fail(&jobs[a], WC_E_CORRUPT, "transform: an image's stream failed its checks on the GPU");
+	slot_give(tx, s);
+	return ret;
+}
