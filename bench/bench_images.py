@@ -123,7 +123,7 @@ def decode(d, batches, workers):
     print(f"| QVQLoader, CPU backend, copied to the GPU | {b} | {rate(lambda: cpu, 1, sync):,.0f} |", flush=True)
     try:
         dl = jpeg_loader(d, b)
-    except ImportError:
+    except (ImportError, FileNotFoundError):  # no torchvision, or no DIR/jpeg (an archive alone)
         return
     rate(lambda: dl, 1, lambda: None, limit=4)
     print(f"| JPEG q=90, torchvision DataLoader, 16 workers (PIL) | {b} | "
@@ -225,7 +225,7 @@ def train(d, steps, batch, mount):
         dl = jpeg_loader(d, batch)
         rows.append(("JPEG q=90, torchvision ImageFolder + DataLoader, 16 workers",
                      train_rate(forever(lambda: dl), steps)))
-    except ImportError:
+    except (ImportError, FileNotFoundError):  # no torchvision, or no DIR/jpeg (an archive alone)
         pass
     # (c) images.npy through the mount
     if mount:

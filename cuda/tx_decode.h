@@ -60,12 +60,13 @@ typedef struct wcc_tx_chunk {
 
 /* Launch the five steps on `stream` (a cudaStream_t) for nimg images
  * (descriptors in device memory; max_blocks, max_pixels, max_escapes their
- * largest counts) and nchunks chunks; uniform: every chunk has the same
- * first symbol and length, every image the same planes (the rANS step then
- * keeps its tables in shared memory); tables: 8 decoding tables of 4096
+ * largest counts) and nchunks chunks; group > 0: the chunks come in groups
+ * of `group` whose chunks share their first symbol and length, of images of
+ * one size (the rANS step then keeps its tables in shared memory), 0: any
+ * chunks; tables: 8 decoding tables of 4096
  * entries (the rANS decoding-table packing of src/codec/rans.h). A failed
  * check sets status[job] to 1. Returns 0 or a cudaError_t value. */
-int wcc_tx_launch(const wcc_tx_image *imgs, uint32_t nimg, const wcc_tx_chunk *chunks, uint32_t nchunks, int uniform,
+int wcc_tx_launch(const wcc_tx_image *imgs, uint32_t nimg, const wcc_tx_chunk *chunks, uint32_t nchunks, uint32_t group,
 		  const uint32_t *tables, uint32_t max_blocks, uint32_t max_pixels, uint32_t max_escapes,
 		  uint32_t *status, void *stream);
 

@@ -227,6 +227,7 @@ static int parse_image(wc_tile_job *j, uint32_t i, wcc_tx_image *im, wcc_tx_chun
 		return -1;
 	}
 	const size_t dlen = blen - 4 * nchunks;
+	const uint32_t nch0 = *nch; /* a chunk refused: the image's chunks taken back */
 	size_t cprev = 0;
 	for (size_t k = 0; k < nchunks; k++) {
 		const size_t cend = wc_get_u32(body + 4 * k), m = nsym - k * C < C ? nsym - k * C : C;
@@ -234,6 +235,7 @@ static int parse_image(wc_tile_job *j, uint32_t i, wcc_tx_image *im, wcc_tx_chun
 		if (cend <= cprev || cend > dlen || csz % 4 || csz < 128 || csz > 128 + 2 * m + 2 ||
 		    (k + 1 == nchunks && cend != dlen)) {
 			wc_job_fail(j, WC_E_CORRUPT, "transform: image %u: rANS chunk %zu of %zu bytes", i, k, csz);
+			*nch = nch0;
 			return -1;
 		}
 		ch[*nch] = (wcc_tx_chunk){.data = d_base + (body + 4 * nchunks + cprev - h_base),
@@ -278,7 +280,8 @@ wc_err wcc_tx_place(wcc_tx *tx, wc_tile_job *jobs, size_t n, const wc_qvq_image_
 		const size_t mb = ((size_t)(dm[0] + 15) / 16) * ((dm[1] + 15) / 16);
 		scratch += A16(mb * 384 + 8 * 32) + A16(mb * 6 * 4) + A16(mb * 384);
 	}
-	const size_t desc = A16(ndst * sizeof(wcc_tx_image)), chk = A16(chunks_max * sizeof(wcc_tx_chunk));
+	/* chunks: twice, the second half a place to reorder them */
+	const size_t desc = A16(ndst * sizeof(wcc_tx_image)), chk = A16(2 * chunks_max * sizeof(wcc_tx_chunk));
 	const size_t stat = A16(n * 4);
 	tx_slot *s = slot_take(tx);
 	cudaError_t ce = cudaSetDevice(tx->gpu);
@@ -338,18 +341,28 @@ wc_err wcc_tx_place(wcc_tx *tx, wc_tile_job *jobs, size_t n, const wc_qvq_image_
 		ce = cudaMemcpyAsync(d_pay, lo, pay, cudaMemcpyHostToDevice, s->stream);
 	if (ce == cudaSuccess && nimg)
 		ce = cudaMemcpyAsync(d_img, h_img, nimg * sizeof *h_img, cudaMemcpyHostToDevice, s->stream);
+	if (ce == cudaSuccess)
+		ce = cudaMemsetAsync(d_stat, 0, n * 4, s->stream);
+	/* Images of one size: the chunks reordered chunk index first (every
+	 * image's first chunk, then every second...), a launch a group whose
+	 * chunks share their layout, so the rANS step shares its tables in a
+	 * thread block. */
+	uint32_t group = 0;
+	int same = nimg > 0 && nch % nimg == 0;
+	for (uint32_t i = 1; i < nimg && same; i++)
+		same = h_img[i].w == h_img[0].w && h_img[i].h == h_img[0].h;
+	wcc_tx_chunk *h_ord = h_chk + chunks_max; /* room reserved after the chunks */
+	if (same) {
+		const uint32_t per = nch / nimg;
+		for (uint32_t c = 0; c < nch; c++) /* parse_image appended them image by image */
+			h_ord[(c % per) * nimg + c / per] = h_chk[c];
+		memcpy(h_chk, h_ord, nch * sizeof *h_chk);
+		group = nimg;
+	}
 	if (ce == cudaSuccess && nch)
 		ce = cudaMemcpyAsync(d_chk, h_chk, nch * sizeof *h_chk, cudaMemcpyHostToDevice, s->stream);
 	if (ce == cudaSuccess)
-		ce = cudaMemsetAsync(d_stat, 0, n * 4, s->stream);
-	/* one size, one chunk layout: the rANS step shares its tables in a thread block */
-	int uniform = nimg > 0;
-	for (uint32_t c = 1; c < nch && uniform; c++)
-		uniform = h_chk[c].first == h_chk[0].first && h_chk[c].m == h_chk[0].m;
-	for (uint32_t i = 1; i < nimg && uniform; i++)
-		uniform = h_img[i].w == h_img[0].w && h_img[i].h == h_img[0].h;
-	if (ce == cudaSuccess)
-		ce = (cudaError_t)wcc_tx_launch(d_img, nimg, d_chk, nch, uniform, d_tab, max_blocks, max_pixels, max_esc,
+		ce = (cudaError_t)wcc_tx_launch(d_img, nimg, d_chk, nch, group, d_tab, max_blocks, max_pixels, max_esc,
 						d_stat, s->stream);
 	if (ce == cudaSuccess)
 		ce = cudaMemcpyAsync(h_stat, d_stat, n * 4, cudaMemcpyDeviceToHost, s->stream);

@@ -15,10 +15,13 @@
 #include "core/wc_error.h"
 #include "qvq/qvq_tx.h"
 
-/* The writers' rANS chunk: a 224 x 224 image's 75,264 symbols in one
- * chunk (128 bytes of lane states an image; smaller chunks cost 128 bytes
- * each, 1.7% of an image at JPEG q=75's rate). */
-#define QVQ_TX_CHUNK_DEFAULT (1u << 17)
+/* The writers' rANS chunk: a 224 x 224 image's 75,264 symbols in three
+ * chunks, which a GPU decodes at once (a chunk is a chain of dependent
+ * steps: one chunk an image left the GPU decode waiting on it), for 128
+ * bytes of lane states a chunk: 0.966 of JPEG q=75's bits at its PSNR,
+ * where one chunk an image gives 0.939 and 16384 symbols 0.992
+ * (docs/BENCHMARKS.md, "Image archives: size and quality"). */
+#define QVQ_TX_CHUNK_DEFAULT (1u << 15)
 
 /* Where an image's planes lie in its symbol stream: plane p holds count[p]
  * symbols from start[p], then zeros up to end[p] (a multiple of 32, the
