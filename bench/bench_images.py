@@ -12,8 +12,9 @@ for the JPEG rows; a GPU for the cuda rows.
       image per tile), and as JPEG q=90 in DIR/jpeg/<label>/.
   bench_images.py decode DIR [--batches 64,128,256,512,1024] [--workers 4]
       Decode alone, no training step: QVQLoader into GPU tensors against
-      batch size; torchvision's JPEG DataLoader (16 workers) and the CPU
-      backend at the largest batch. Pixels of a batch checked against the
+      batch size, streamed and (transform mode) resident in GPU memory;
+      torchvision's JPEG DataLoader (16 workers) and the CPU backend at the
+      largest batch. Pixels of a batch checked against the
       CPU decoder's.
   bench_images.py train DIR [--steps 300] [--batch 512] [--mount MNT]
       The small CNN (conv 7x7 stride 2, 64 channels, ReLU, global average
@@ -111,6 +112,14 @@ def decode(d, batches, workers):
         rate(lambda: ld, 1, sync)  # warm: the backend starts, the archive is in the page cache
         epochs = max(2, 200000 // n)
         print(f"| QVQLoader, uint8 NCHW on the GPU | {b} | {rate(lambda: ld, epochs, sync):,.0f} |", flush=True)
+    for b in batches:  # payloads in GPU memory (transform mode): kernel launches only
+        ld = wpt.QVQLoader(qvq, batch_size=b, shuffle=True, seed=0, device="cuda", drop_last=True, resident=True)
+        if not ld.resident:
+            break
+        rate(lambda: ld, 1, sync)
+        epochs = max(2, 400000 // n)
+        print(f"| QVQLoader, resident in GPU memory, uint8 NCHW | {b} | {rate(lambda: ld, epochs, sync):,.0f} |",
+              flush=True)
     b = batches[-1]
     f32 = wpt.QVQLoader(qvq, batch_size=b, shuffle=True, seed=0, device="cuda", workers=workers,
                         prefetch=2 * workers, drop_last=True, dtype=torch.float32, mean=MEAN, std=STD)

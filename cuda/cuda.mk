@@ -7,7 +7,7 @@ CUDA_DIST = cuda/wcc_kernels.cu cuda/wcc_kernels.h cuda/wcc_device.c cuda/wcc_de
 	cuda/plugin.c cuda/direct.c cuda/loader.c cuda/resident.c cuda/resident_plan.c cuda/resident_load.c cuda/units.c \
 	cuda/resident_impl.h cuda/wcodec_cuda.h \
 	cuda/vq_gather.cu cuda/vq_gather.h cuda/vq_decode.cu cuda/vq_nearest.cu cuda/vq_nearest.h \
-	cuda/tx_kernels.cu cuda/tx_decode.h cuda/tx_place.c \
+	cuda/tx_kernels.cu cuda/tx_decode.h cuda/tx_place.c cuda/tx_parse.c cuda/tx_resident.c \
 	tests/test_cuda.c tests/test_cuda_resident.c tests/test_cuda_lossy.c tests/cuda_plugin.h
 EXTRA_DIST += $(CUDA_DIST)
 
@@ -46,7 +46,7 @@ pkglib_LTLIBRARIES += cuda/wcodec-cuda.la
 # hidden, so it loads beside libwcodec.so alone (Python) as well as into a
 # program that holds the library's code itself.
 cuda_wcodec_cuda_la_SOURCES = cuda/plugin.c cuda/direct.c cuda/loader.c cuda/resident.c cuda/resident_plan.c \
-	cuda/resident_load.c cuda/units.c cuda/tx_place.c cuda/tx_decode.h \
+	cuda/resident_load.c cuda/units.c cuda/tx_place.c cuda/tx_parse.c cuda/tx_resident.c cuda/tx_decode.h \
 	cuda/resident_impl.h cuda/wcc_device.c \
 	cuda/wcc_lane.c cuda/wcc_lossy.c cuda/wcc_copy.c cuda/wcc_pinned.c cuda/wcc_impl.h \
 	cuda/wcc_device.h cuda/wcc_kernels.h cuda/wcodec_cuda.h \

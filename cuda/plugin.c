@@ -69,6 +69,28 @@ EXPORT wc_err wcodec_cuda_vq_place(wc_backend *be, wc_tile_job *jobs, size_t n, 
 			    stream);
 }
 
+/* Transform-mode archives resident in GPU memory (wcodec_cuda.h), found by
+ * name by libwcodec's image reader. */
+EXPORT wc_err wcodec_cuda_tx_resident_create(wc_backend *be, wc_tile_job *jobs, size_t n, uint64_t max_bytes,
+					     void **out)
+{
+	if (!be || be->ops->decode != cuda_decode)
+		return wc_fail(WC_E_INVAL, "cuda: wcodec_cuda_tx_resident_create needs the CUDA backend");
+	return wcc_tx_resident_create(((cuda_backend *)be)->gpu, jobs, n, max_bytes, (wcc_tx_resident **)out);
+}
+
+EXPORT wc_err wcodec_cuda_tx_resident_decode(void *r, const int64_t *idx, size_t n, int chw, int f32,
+					     const float scale[3], const float bias[3], void *out, size_t out_stride,
+					     void *stream)
+{
+	return wcc_tx_resident_decode(r, idx, n, chw, f32, scale, bias, out, out_stride, stream);
+}
+
+EXPORT void wcodec_cuda_tx_resident_free(void *r)
+{
+	wcc_tx_resident_free(r);
+}
+
 static void cuda_host_free(void *p, size_t bytes)
 {
 	(void)bytes;

@@ -70,6 +70,61 @@ int wcc_tx_launch(const wcc_tx_image *imgs, uint32_t nimg, const wcc_tx_chunk *c
 		  const uint32_t *tables, uint32_t max_blocks, uint32_t max_pixels, uint32_t max_escapes,
 		  uint32_t *status, void *stream);
 
+/* Parse image i of job j (a WC_JOB_TX job, host payload) into *im (its
+ * geometry, planes, escapes, steps; sym, dc, planes, out and the layout
+ * fields are the caller's) and its chunks into ch from *nch (advanced), as
+ * the CPU decoder checks them: every image end of the tile, the escapes'
+ * places (ascending, inside their planes), each rANS chunk's size. Device
+ * addresses are d_base + (host address - h_base): the payload's place in a
+ * device copy of the host region from h_base. img: the chunks' image
+ * index. Returns 0, or -1 with the job failed (WC_E_CORRUPT and a
+ * reason) and *nch as it was. */
+int wcc_tx_parse_image(wc_tile_job *j, uint32_t i, wcc_tx_image *im, wcc_tx_chunk *ch, uint32_t *nch,
+		       const uint8_t *h_base, const uint8_t *d_base, uint32_t img);
+
+/* Where a resident archive's batch goes (tx_resident.c): per batch place
+ * k, scratch from scratch + k * (sym_bytes + dc_bytes + plane_bytes), the
+ * pixels at out + k * out_stride. */
+typedef struct wcc_tx_batch {
+	uint8_t *scratch;
+	size_t sym_bytes, dc_bytes, plane_bytes;
+	uint8_t *out;
+	size_t out_stride;
+	uint32_t chw, f32;
+	float scale[3], bias[3];
+} wcc_tx_batch;
+
+/* The descriptors of a batch of a resident archive, on the device: place k
+ * is image idx[k] of all[0..nall) (an index outside sets status[k] to 2 and
+ * decodes image 0 there), its `per` chunks (chunks[i * per ..]) put chunk
+ * index first (bchunks[c * n + k]), status[k] zeroed otherwise. Returns 0
+ * or a cudaError_t value. */
+int wcc_tx_launch_prepare(const wcc_tx_image *all, uint32_t nall, const wcc_tx_chunk *chunks, uint32_t per,
+			  const int64_t *idx, uint32_t n, const wcc_tx_batch *b, wcc_tx_image *batch, wcc_tx_chunk *bchunks,
+			  uint32_t *status, void *stream);
+
+typedef struct wcc_tx_resident wcc_tx_resident;
+
+/* An archive resident in GPU gpu's memory: every payload of its tiles
+ * jobs[0..n) (WC_JOB_TX jobs of one archive, host payloads checked against
+ * their chash, images of one size) copied once, every image parsed once
+ * into device descriptors. Errors: WC_E_UNSUPPORTED (images of several
+ * sizes), WC_E_RANGE (payloads past max_bytes), WC_E_CORRUPT (an image's
+ * part fails its checks, with the reason), WC_E_BACKEND, WC_E_NOMEM. */
+wc_err wcc_tx_resident_create(int gpu, wc_tile_job *jobs, size_t n, uint64_t max_bytes, wcc_tx_resident **out);
+void wcc_tx_resident_free(wcc_tx_resident *r);
+
+/* Images idx[0..n) (int64, device memory) of a resident archive decoded
+ * into out (device memory; place k at out + k * out_stride bytes; chw
+ * planes or HWC rows; f32: floats value * scale[c] + bias[c]) by kernel
+ * launches alone, ordered after `stream`'s work and before its later work,
+ * one synchronisation (on the archive's own stream) to read the statuses
+ * back. Calls on one archive take turns. Errors: WC_E_RANGE (an index past
+ * the archive), WC_E_CORRUPT (a stream failed its checks), WC_E_BACKEND,
+ * WC_E_NOMEM. */
+wc_err wcc_tx_resident_decode(wcc_tx_resident *r, const int64_t *idx, size_t n, int chw, int f32,
+			      const float scale[3], const float bias[3], void *out, size_t out_stride, void *stream);
+
 struct wcc_ctx;
 typedef struct wcc_tx wcc_tx;
 

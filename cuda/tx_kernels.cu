@@ -380,6 +380,54 @@ __global__ void tx_colour(const wcc_tx_image *__restrict__ imgs)
 	}
 }
 
+/* ---- resident archives: a batch's descriptors from image numbers ------------ */
+
+__global__ void tx_prepare(const wcc_tx_image *__restrict__ all, uint32_t nall, const wcc_tx_chunk *__restrict__ chunks,
+			   uint32_t per, const int64_t *__restrict__ idx, uint32_t n, wcc_tx_batch b,
+			   wcc_tx_image *batch, wcc_tx_chunk *bchunks, uint32_t *status)
+{
+	const uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+	if (k >= n)
+		return;
+	int64_t i = idx[k];
+	uint32_t st = 0;
+	if (i < 0 || i >= (int64_t)nall) { /* decoded as image 0, reported */
+		i = 0;
+		st = 2;
+	}
+	wcc_tx_image d = all[i];
+	uint8_t *base = b.scratch + (size_t)k * (b.sym_bytes + b.dc_bytes + b.plane_bytes);
+	d.sym = base;
+	d.dc = (int32_t *)(base + b.sym_bytes);
+	d.planes = base + b.sym_bytes + b.dc_bytes;
+	d.out = b.out + (size_t)k * b.out_stride;
+	d.chw = b.chw;
+	d.f32 = b.f32;
+	for (unsigned c = 0; c < 3; c++) {
+		d.scale[c] = b.scale[c];
+		d.bias[c] = b.bias[c];
+	}
+	d.job = k;
+	batch[k] = d;
+	for (uint32_t c = 0; c < per; c++) { /* chunk index first, as the rANS step's groups want them */
+		wcc_tx_chunk ch = chunks[(size_t)i * per + c];
+		ch.img = k;
+		bchunks[(size_t)c * n + k] = ch;
+	}
+	status[k] = st;
+}
+
+extern "C" int wcc_tx_launch_prepare(const wcc_tx_image *all, uint32_t nall, const wcc_tx_chunk *chunks, uint32_t per,
+				     const int64_t *idx, uint32_t n, const wcc_tx_batch *b, wcc_tx_image *batch,
+				     wcc_tx_chunk *bchunks, uint32_t *status, void *stream)
+{
+	if (n == 0)
+		return 0;
+	tx_prepare<<<(n + 127) / 128, 128, 0, (cudaStream_t)stream>>>(all, nall, chunks, per, idx, n, *b, batch, bchunks,
+									 status);
+	return (int)cudaGetLastError();
+}
+
 extern "C" int wcc_tx_launch(const wcc_tx_image *imgs, uint32_t nimg, const wcc_tx_chunk *chunks, uint32_t nchunks,
 			     uint32_t group, const uint32_t *tables, uint32_t max_blocks, uint32_t max_pixels,
 			     uint32_t max_escapes, uint32_t *status, void *stream)

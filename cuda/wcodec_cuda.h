@@ -293,6 +293,28 @@ wc_err wcodec_cuda_vq_nearest(int gpu, const uint8_t *codebook, uint32_t k, uint
 wc_err wcodec_cuda_vq_place(wc_backend *be, wc_tile_job *jobs, size_t n, const void *dsts, size_t ndst,
 			    void *stream);
 
+/* A transform-mode .qvq archive (docs/FORMAT.md 6.8) resident in the
+ * memory of be's GPU, for libwcodec's image reader (wc_image_set_resident,
+ * loader/images.h), which finds these with wc_backend_symbol: create copies
+ * the payloads of its tiles jobs[0..n) (WC_JOB_TX jobs, every tile of one
+ * archive, payloads in host memory with their chash checked; its images of
+ * one size) to the device and parses every image once; *out is the handle.
+ * Errors: WC_E_UNSUPPORTED (images of several sizes), WC_E_RANGE (payloads
+ * past max_bytes, or past the GPU's free memory), WC_E_CORRUPT,
+ * WC_E_BACKEND, WC_E_NOMEM, WC_E_INVAL (be not this plugin's backend). */
+wc_err wcodec_cuda_tx_resident_create(wc_backend *be, wc_tile_job *jobs, size_t n, uint64_t max_bytes, void **out);
+/* Decode images idx[0..n) (int64 image numbers in device memory) into out
+ * (device memory, place k at out + k * out_stride bytes; chw: three planes,
+ * else rows of RGB; f32: floats value * scale[c] + bias[c], each operation
+ * rounded on its own) with kernel launches alone, after the work on
+ * `stream` (a cudaStream_t, NULL the default stream) and before its later
+ * work; the call returns once the statuses are read back (one
+ * synchronisation). Errors: WC_E_RANGE (an image number past the archive),
+ * WC_E_CORRUPT, WC_E_BACKEND, WC_E_NOMEM, WC_E_INVAL. */
+wc_err wcodec_cuda_tx_resident_decode(void *r, const int64_t *idx, size_t n, int chw, int f32, const float scale[3],
+				      const float bias[3], void *out, size_t out_stride, void *stream);
+void wcodec_cuda_tx_resident_free(void *r);
+
 #ifdef __cplusplus
 }
 #endif

@@ -271,8 +271,67 @@ class TransformImages(Images):
 
 class TransformTorchImages(TorchImages):
     """Every test of TorchImages on a transform-mode archive: on a GPU, its
-    kernels (cuda/tx_kernels.cu) give the CPU decoder's pixels."""
+    kernels (cuda/tx_kernels.cu) give the CPU decoder's pixels; resident in
+    GPU memory too."""
     PACK = ["--quality", "90"]
+
+    @unittest.skipUnless(GPU, "no usable GPU")
+    def test_resident(self):
+        src = os.path.join(self.dir, "uniform")
+        r = np.random.RandomState(3)
+        for i in range(11):
+            d = os.path.join(src, "ab"[i % 2])
+            os.makedirs(d, exist_ok=True)
+            yy, xx = np.mgrid[0:16, 0:24]
+            a = np.stack([(xx * 11 + i * 7) % 256, (yy * 5 + i * 31) % 256, r.randint(0, 256, (16, 24))], -1)
+            write_ppm(os.path.join(d, "u%02d.ppm" % i), a)
+        uni = os.path.join(self.dir, "uniform.qvq")
+        subprocess.run([WCODEC, "pack-images", "-q", "--quality", "85", src, uni], check=True, stdout=subprocess.DEVNULL)
+        mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+        for layout in ("NCHW", "NHWC"):
+            for dtype, norm in ((torch.uint8, {}), (torch.float32, {"mean": mean, "std": std}),
+                                (torch.float16, {})):
+                ld = wpt.QVQLoader(uni, batch_size=4, shuffle=True, seed=5, device="cuda", backend="cuda",
+                                   layout=layout, dtype=dtype, resident=True, **norm)
+                self.assertTrue(ld.resident)
+                order, k = ld.indices(), 0
+                for imgs, labels in ld:  # last batch of 3
+                    want, wl = wpt.load_images(uni, order[k:k + len(labels)], device="cpu", layout=layout,
+                                               dtype=dtype, **norm)
+                    self.assertEqual((imgs.device.type, imgs.dtype), ("cuda", dtype))
+                    self.assertTrue(torch.equal(imgs.cpu(), want), (layout, dtype, k))
+                    self.assertTrue(torch.equal(labels.cpu(), wl))
+                    k += len(labels)
+                self.assertEqual(k, 11)
+        with ImageSet(uni, backend="cuda") as s:
+            with self.assertRaises(wcodec.WcodecError) as cm:
+                s.make_resident(100)  # past the budget
+            self.assertEqual(cm.exception.code, "RANGE")
+            s.make_resident(1 << 30)
+            out = torch.empty((2, 3, 16, 24), dtype=torch.uint8, device="cuda")
+            idx = torch.tensor([3, 11], dtype=torch.int64, device="cuda")
+            with self.assertRaises(wcodec.WcodecError) as cm:
+                s.read_resident(idx.data_ptr(), 2, out.data_ptr(), 3 * 16 * 24, "CHW")
+            self.assertEqual(cm.exception.code, "RANGE")
+        # several sizes, or the codebook mode: read as without it
+        ld = wpt.QVQLoader(self.qvq, batch_size=4, device="cuda", backend="cuda", pad=True, resident=True)
+        self.assertFalse(ld.resident)
+        self.assertEqual(sum(len(lb) for _, lb in ld), 18)
+        with ImageSet(self.qvq, backend="cuda") as s:
+            with self.assertRaises(wcodec.WcodecError) as cm:
+                s.make_resident(1 << 30)
+            self.assertEqual(cm.exception.code, "UNSUPPORTED")
+        # a damaged payload is refused when the archive is made resident
+        bad = os.path.join(self.dir, "uniform_bad.qvq")
+        with open(uni, "rb") as f:
+            b = bytearray(f.read())
+        b[192 + 5] ^= 0x20
+        with open(bad, "wb") as f:
+            f.write(b)
+        with ImageSet(bad, backend="cuda") as s:
+            with self.assertRaises(wcodec.WcodecError) as cm:
+                s.make_resident(1 << 30)
+            self.assertEqual(cm.exception.code, "CORRUPT")
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ class ImageSet:
         self._h = h
         self._L = L
         self.backend = L.wc_image_set_backend(h).decode()
+        self.resident = False
         # The archive's mode (docs/FORMAT.md 6.1): "codebook" (version 1, or
         # mode 0) or "transform"; the header was checked by the open above.
         with open(self.path, "rb") as f:
@@ -141,6 +142,39 @@ class ImageSet:
         sc, bi = (f3(*[float(v) for v in _np.broadcast_to(x, 3)]) for x in
                   (1.0 if scale is None else scale, 0.0 if bias is None else bias))
         check(self._L.wc_image_set_decode_device_f32(self._h, arr, len(idx), lay, sc, bi, ptrs, stream))
+
+    def make_resident(self, max_bytes):
+        """Keep a transform-mode archive's payloads in the GPU's memory (at
+        most max_bytes of them), each checked once, every image parsed once,
+        for read_resident. Needs backend "cuda" and images of one size.
+        Errors: WcodecError ("UNSUPPORTED": another backend, a codebook-mode
+        archive, images of several sizes; "RANGE": past max_bytes or the
+        GPU's free memory; "CORRUPT": a damaged tile)."""
+        check(self._L.wc_image_set_resident(self._h, int(max_bytes)))
+        self.resident = True
+
+    def read_resident(self, indices_address, n, address, stride, layout="CHW", stream=None, scale=None,
+                      bias=None):
+        """Decode n images of a resident archive on the GPU: indices_address
+        is the device address of n int64 image numbers (a CUDA tensor's
+        data_ptr()), image k goes to the device address address + k * stride
+        (bytes), laid out "HWC" or "CHW"; with scale and bias, float32
+        pixels as read_into_device writes them. Kernel launches only: the
+        call follows the work on `stream` (a cudaStream_t, None the default
+        stream), that stream's later work follows it, and it returns after
+        one synchronisation. Errors: WcodecError ("INVAL" before
+        make_resident; "RANGE" for an image number past the archive;
+        "CORRUPT")."""
+        if layout not in ("HWC", "CHW"):
+            raise ValueError(f"layout {layout!r}: 'HWC' or 'CHW'")
+        f3 = ctypes.c_float * 3
+        sc = bi = None
+        if scale is not None or bias is not None:
+            sc, bi = (f3(*[float(v) for v in _np.broadcast_to(x, 3)]) for x in
+                      (1.0 if scale is None else scale, 0.0 if bias is None else bias))
+        check(self._L.wc_image_set_decode_resident(self._h, int(indices_address), int(n),
+                                                   0 if layout == "HWC" else 1, sc, bi, int(address),
+                                                   int(stride), stream))
 
     def read(self, indices=None, layout="HWC"):
         """Images `indices` (default: all) as a list of uint8 arrays of shape

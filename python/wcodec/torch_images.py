@@ -12,6 +12,7 @@ import threading
 import numpy as _np
 import torch as _torch
 
+from ._lib import WcodecError
 from .images import ImageSet
 
 __all__ = ["load_images", "QVQDataset", "QVQLoader"]
@@ -218,11 +219,18 @@ class QVQLoader:
     drop_last: a last batch smaller than batch_size is left out.
     prefetch: batches read and decoded ahead while the current one is used
     (0: none), by `workers` threads (default: up to 4), each into its own
-    page-locked buffer. Other arguments as load_images."""
+    page-locked buffer.
+    resident: on a GPU with the "cuda" backend, keep a transform-mode
+    archive's payloads in GPU memory (True: up to half the GPU's free
+    memory; an int: that many bytes at most), checked and parsed once; each
+    batch is then decoded by kernel launches alone, its image numbers and
+    labels indexed on the GPU (one copy of the epoch's order an epoch). An
+    archive that does not fit, a codebook-mode archive or one of several
+    image sizes is read as without it. Other arguments as load_images."""
 
     def __init__(self, data, batch_size, shuffle=False, seed=0, drop_last=False, rank=0, world_size=1,
                  device="cuda", layout="NCHW", dtype=_torch.uint8, mean=None, std=None, pad=False,
-                 prefetch=4, workers=None, backend=None):
+                 prefetch=4, workers=None, backend=None, resident=False):
         _check_layout(layout)
         if batch_size < 1 or world_size < 1 or not 0 <= rank < world_size:
             raise ValueError("batch_size >= 1 and 0 <= rank < world_size are needed")
@@ -234,6 +242,22 @@ class QVQLoader:
         self.workers = workers or max(1, min(4, prefetch, _os.cpu_count() or 1))
         self.layout, self.dtype, self.mean, self.std, self.pad = layout, dtype, mean, std, pad
         self.epoch = 0
+        self.resident = bool(resident) and self._make_resident(resident)
+
+    def _make_resident(self, resident):
+        """Whether the archive now stays in GPU memory (resident's budget)."""
+        if self.dev.type != "cuda" or self.set.backend != "cuda":
+            return False
+        if not self.set.resident:
+            budget = resident if not isinstance(resident, bool) else _torch.cuda.mem_get_info(self.dev)[0] // 2
+            try:
+                self.set.make_resident(int(budget))
+            except WcodecError as e:
+                if e.code in ("UNSUPPORTED", "RANGE"):  # read as without it
+                    return False
+                raise
+        self._labels = _torch.as_tensor(self.set.labels, dtype=_torch.int64).to(self.dev)
+        return True
 
     def set_epoch(self, epoch):
         """Use epoch's order for the next pass (as DistributedSampler.set_epoch)."""
@@ -265,9 +289,29 @@ class QVQLoader:
         return _decode(self.set, batch.astype(_np.uint32), self.pad, self.dev, self.layout == "NCHW",
                        _fused(self.dtype, self.mean, self.std)), batch
 
+    def _resident_batches(self, idx):
+        """Batches of a resident archive: the GPU indexes and decodes."""
+        order = _torch.as_tensor(idx, dtype=_torch.int64).to(self.dev)
+        h, w = (int(v) for v in self.set.sizes[0])
+        chw = self.layout == "NCHW"
+        fused = _fused(self.dtype, self.mean, self.std)
+        kw = {"scale": fused[0].tolist(), "bias": fused[1].tolist()} if fused is not None else {}
+        for b in range(0, len(order), self.batch_size):
+            ii = order[b:b + self.batch_size]
+            n = len(ii)
+            out = _torch.empty((n, 3, h, w) if chw else (n, h, w, 3),
+                               dtype=_torch.float32 if fused is not None else _torch.uint8, device=self.dev)
+            stream = _torch.cuda.current_stream(self.dev).cuda_stream
+            self.set.read_resident(ii.data_ptr(), n, out.data_ptr(), 3 * h * w * out.element_size(),
+                                   "CHW" if chw else "HWC", stream, **kw)
+            yield _finish(out, self.dev, self.dtype, self.mean, self.std, chw), self._labels[ii]
+
     def __iter__(self):
         idx = self.indices()
         self.epoch += 1
+        if self.resident:
+            yield from self._resident_batches(idx)
+            return
         batches = self._batches(idx)
         if self.prefetch <= 0:
             for batch in batches:

@@ -12,6 +12,7 @@
 #include "engine/threadpool.h"
 #include "qvq/qvq.h"
 #include "qvq/qvq_job.h"
+#include "loader/images_internal.h"
 
 /* The CUDA plugin's wcodec_cuda_vq_place (cuda/wcodec_cuda.h), reached by
  * name so that the library knows nothing of CUDA. */
@@ -23,15 +24,6 @@ typedef wc_err (*wcodec_vq_place_fn)(wc_backend *be, wc_tile_job *jobs, size_t n
 #define BATCH_BYTES (64u << 20)
 #define BATCH_TILES 1024u
 
-/* A batch's buffer (payloads, then decoded tiles), kept for the next call:
- * mapping and faulting in tens of MiB per batch cost more than decoding
- * them (page clearing and faults were half the time). */
-typedef struct batch_buf {
-	uint8_t *p;
-	size_t cap;
-	struct batch_buf *next;
-} batch_buf;
-
 /* Buffers kept at most (one per thread decoding at once, typically). */
 #define KEEP_BUFS 8
 
@@ -39,16 +31,6 @@ typedef struct batch_buf {
  * small reads from the page cache, each checked against its XXH3-64, which
  * on one thread took longer than the GPU's whole decode of the batch. */
 #define READ_THREADS 8u
-
-struct wc_image_set {
-	wc_qvq *q;
-	wc_backend *be;
-	wc_threadpool *readers; /* payload reads of a batch, in parallel; started by the first decode */
-	char *path;
-	pthread_mutex_t lock; /* the free buffers, starting the readers */
-	batch_buf *free;
-	unsigned nfree;
-};
 
 /* A buffer of at least `need` bytes: a kept one that fits, else a new one
  * (the backend's memory: page-locked for CUDA) with room for the next
@@ -170,6 +152,8 @@ void wc_image_set_close(wc_image_set *s)
 		buf_free(s, b);
 	}
 	pthread_mutex_destroy(&s->lock);
+	if (s->resident)
+		s->resident_free(s->resident);
 	if (s->readers)
 		wc_threadpool_destroy(s->readers);
 	if (s->be)

@@ -103,6 +103,30 @@ wc_err wc_image_set_decode_device(wc_image_set *s, const uint32_t *idx, size_t n
 wc_err wc_image_set_decode_device_f32(wc_image_set *s, const uint32_t *idx, size_t n, wc_image_layout layout,
 				      const float scale[3], const float bias[3], void *const *dst, void *stream);
 
+/* Keep a transform-mode archive (docs/FORMAT.md 6.8) in the GPU's memory
+ * for wc_image_set_decode_resident: every payload read, checked against its
+ * XXH3-64 and copied to the device once, every image parsed once. Needs the
+ * "cuda" backend and images of one size; at most max_bytes of payloads.
+ * Calling it again is a no-op. Errors: WC_E_UNSUPPORTED (another backend,
+ * a codebook-mode archive, images of several sizes), WC_E_RANGE (payloads
+ * past max_bytes or the GPU's free memory: read it as before), WC_E_IO,
+ * WC_E_CORRUPT (a damaged tile, named), WC_E_BACKEND, WC_E_NOMEM. */
+wc_err wc_image_set_resident(wc_image_set *s, uint64_t max_bytes);
+
+/* Images idx[0..n) of a resident set (int64 image numbers in device
+ * memory, as a torch tensor holds them) decoded by the GPU into dst (device
+ * memory; image k at dst + k * dst_stride bytes, laid out as `layout`
+ * says), by kernel launches alone: nothing is read from disk or copied from
+ * the host. scale, bias: NULL for bytes; else float32 pixels v * scale[c] +
+ * bias[c] as wc_image_set_decode_device_f32 writes them. stream: a
+ * cudaStream_t the work follows and the stream's later work waits for
+ * (NULL: the default stream); the call returns after one synchronisation,
+ * with the images' statuses. Errors: WC_E_INVAL (no resident archive; call
+ * wc_image_set_resident), WC_E_RANGE (an image number past the archive),
+ * WC_E_CORRUPT, WC_E_BACKEND, WC_E_NOMEM. Calls on one set take turns. */
+wc_err wc_image_set_decode_resident(wc_image_set *s, const int64_t *idx, size_t n, wc_image_layout layout,
+				    const float *scale, const float *bias, void *dst, size_t dst_stride, void *stream);
+
 #ifdef __cplusplus
 }
 #endif
