@@ -31,10 +31,11 @@ __constant__ uint8_t ZZ_OF[64] = {
 };
 __constant__ uint8_t BAND_START[5] = {0, 1, 6, 21, 64};
 
-/* x / 2^b rounded down, for either sign. */
+/* x / 2^b rounded down, for either sign: nvcc's >> of a signed integer is
+ * the arithmetic shift (SHF.R.S32), which rounds down. */
 __device__ __forceinline__ int32_t fs(int32_t x, unsigned b)
 {
-	return x >= 0 ? x >> b : -((-x + (1 << b) - 1) >> b);
+	return x >> b;
 }
 
 __device__ __forceinline__ int32_t clamp255(int32_t v) { return v < 0 ? 0 : v > 255 ? 255 : v; }
@@ -231,14 +232,19 @@ __global__ void tx_dc(const wcc_tx_image *__restrict__ imgs, uint32_t *status)
 
 /* ---- 4. inverse DCT: a thread a row of a block ------------------------------ */
 
-#define IDCT_BLOCKS 32 /* 8x8 blocks a thread block, 8 threads each */
+/* 32 blocks a thread block; thread t takes row t / 32 of block t % 32, so
+ * a warp reads one coefficient of 32 neighbouring blocks at once (their
+ * symbols lie a band's width apart) and writes one row of 32 blocks, 256
+ * contiguous bytes. */
+#define IDCT_BLOCKS 32
+#define TPAD (8 * 9 + 1) /* a block's rows padded: 9 words a row, 73 a block, no bank conflicts */
 __global__ void tx_idct(const wcc_tx_image *__restrict__ imgs, uint32_t *status)
 {
 	/* The basis and zigzag in shared memory (constant memory would
 	 * serialise the threads' different zigzag places). */
 	__shared__ int32_t sB[64];
 	__shared__ uint8_t sZ[64];
-	__shared__ int32_t T[IDCT_BLOCKS][8][9]; /* rows padded: the passes' accesses in distinct banks */
+	__shared__ int32_t T[IDCT_BLOCKS * TPAD];
 	const wcc_tx_image *im = &imgs[blockIdx.y];
 	if (threadIdx.x < 64) {
 		sB[threadIdx.x] = B[threadIdx.x / 8][threadIdx.x % 8];
@@ -246,11 +252,12 @@ __global__ void tx_idct(const wcc_tx_image *__restrict__ imgs, uint32_t *status)
 	}
 	__syncthreads();
 	const uint32_t mw = im->mw, nl = 4 * mw * im->mh, nc = mw * im->mh, nb = nl + 2 * nc;
-	const uint32_t sub = threadIdx.x / 8, r = threadIdx.x & 7;
+	const uint32_t sub = threadIdx.x % IDCT_BLOCKS, r = threadIdx.x / IDCT_BLOCKS;
 	const uint32_t kb = blockIdx.x * IDCT_BLOCKS + sub;
 	const bool live = kb < nb;
 	const uint32_t comp = kb < nl ? 0 : kb < nl + nc ? 1 : 2;
 	const uint32_t k = comp == 0 ? kb : comp == 1 ? kb - nl : kb - nl - nc; /* in its component */
+	int32_t *t = T + sub * TPAD;
 	int bad = 0;
 	if (live) { /* row r: its 8 coefficients, then the row pass (horizontal frequencies) */
 		const uint32_t kc = comp == 2 ? nc + k : k; /* Cb's blocks then Cr's in the chroma planes */
@@ -277,7 +284,7 @@ __global__ void tx_idct(const wcc_tx_image *__restrict__ imgs, uint32_t *status)
 #pragma unroll
 			for (int u = 0; u < 8; u++)
 				s += sB[u * 8 + n] * X[u];
-			T[sub][r][n] = fs(s, 12);
+			t[r * 9 + n] = fs(s, 12);
 		}
 	}
 	__syncthreads();
@@ -288,7 +295,7 @@ __global__ void tx_idct(const wcc_tx_image *__restrict__ imgs, uint32_t *status)
 			int32_t s = 1 << 14;
 #pragma unroll
 			for (int q = 0; q < 8; q++)
-				s += sB[q * 8 + r] * T[sub][q][n];
+				s += sB[q * 8 + r] * t[q * 9 + n];
 			const uint32_t v = (uint32_t)clamp255(fs(s, 15) + 128);
 			if (n < 4)
 				lo |= v << (8 * n);
