@@ -111,6 +111,102 @@ static void decode_double(const int16_t *q, uint32_t w, uint32_t h, uint32_t sl,
 		free(pl[c]);
 }
 
+/* docs/FORMAT.md 6.8's decoding steps, as written there, in 64-bit
+ * integers with floor division spelled out: the decoder must give these
+ * bytes exactly, whatever shortcuts it takes. */
+static int64_t floor_div(int64_t x, int64_t d) { return x >= 0 ? x / d : -((-x + d - 1) / d); }
+static int32_t clamp8(int64_t v) { return v < 0 ? 0 : v > 255 ? 255 : (int32_t)v; }
+
+static void decode_spec(const int16_t *q, uint32_t w, uint32_t h, uint32_t sl, uint32_t sc, uint8_t *rgb)
+{
+	qvq_dct_geom g;
+	qvq_dct_geometry(w, h, &g);
+	const size_t pw = 16 * (size_t)g.mw, ph = 16 * (size_t)g.mh, cw = pw / 2, ch = ph / 2;
+	uint8_t *pl[3] = {malloc(pw * ph), malloc(cw * ch), malloc(cw * ch)};
+	size_t blk = 0;
+	for (int c = 0; c < 3; c++) {
+		const size_t bw = c ? cw / 8 : pw / 8, bh = c ? ch / 8 : ph / 8, stride = c ? cw : pw;
+		for (size_t by = 0; by < bh; by++)
+			for (size_t bx = 0; bx < bw; bx++, blk++) {
+				int64_t X[64], t[64];
+				for (int i = 0; i < 64; i++) {
+					int64_t v = (int64_t)q[64 * blk + i] * (c ? sc : sl);
+					X[i] = v > 32767 ? 32767 : v < -32768 ? -32768 : v;
+				}
+				for (int v = 0; v < 8; v++)
+					for (int n = 0; n < 8; n++) {
+						int64_t a = 2048;
+						for (int k = 0; k < 8; k++)
+							a += (int64_t)QVQ_DCT_BASIS[k][n] * X[v * 8 + k];
+						t[v * 8 + n] = floor_div(a, 4096);
+					}
+				for (int m = 0; m < 8; m++)
+					for (int n = 0; n < 8; n++) {
+						int64_t a = 16384;
+						for (int k = 0; k < 8; k++)
+							a += (int64_t)QVQ_DCT_BASIS[k][m] * t[k * 8 + n];
+						pl[c][(by * 8 + m) * stride + bx * 8 + n] = (uint8_t)clamp8(floor_div(a, 32768) + 128);
+					}
+			}
+	}
+	for (size_t y = 0; y < h; y++)
+		for (size_t x = 0; x < w; x++) {
+			int64_t cc[2];
+			for (int c = 1; c < 3; c++) {
+				const size_t i = y / 2, o = y % 2 ? (i + 1 < ch ? i + 1 : i) : (i ? i - 1 : 0);
+				const size_t j = x / 2, p = x % 2 ? (j + 1 < cw ? j + 1 : j) : (j ? j - 1 : 0);
+				const int64_t vj = 3 * pl[c][i * cw + j] + pl[c][o * cw + j];
+				const int64_t vp = 3 * pl[c][i * cw + p] + pl[c][o * cw + p];
+				cc[c - 1] = floor_div(3 * vj + vp + 8, 16);
+			}
+			const int64_t Y = pl[0][y * pw + x], b = cc[0] - 128, r = cc[1] - 128;
+			uint8_t *o = rgb + (y * w + x) * 3;
+			o[0] = (uint8_t)clamp8(Y + floor_div(91881 * r + 32768, 65536));
+			o[1] = (uint8_t)clamp8(Y + floor_div(-22554 * b - 46802 * r + 32768, 65536));
+			o[2] = (uint8_t)clamp8(Y + floor_div(116130 * b + 32768, 65536));
+		}
+	for (int c = 0; c < 3; c++)
+		free(pl[c]);
+}
+
+START_TEST(decoder_is_the_spec_exactly)
+{
+	/* real images at three steps, then coefficients of any value (sparse,
+	 * dense, extreme), at odd sizes */
+	const uint32_t sizes[][2] = {{40, 24}, {37, 21}, {1, 1}, {17, 33}};
+	for (size_t z = 0; z < 4; z++) {
+		const uint32_t w = sizes[z][0], h = sizes[z][1];
+		qvq_dct_geom g;
+		qvq_dct_geometry(w, h, &g);
+		int16_t *q = malloc(g.blocks * 64 * sizeof *q);
+		void *scr = malloc(qvq_dct_scratch_bytes(w, h));
+		uint8_t *a = malloc((size_t)w * h * 3), *b = malloc((size_t)w * h * 3), *img = make_image(w, h);
+		for (int trial = 0; trial < 6; trial++) {
+			const uint32_t sl = trial < 3 ? (uint32_t[]){8, 64, 160}[trial] : 1 + rnd() % QVQ_DCT_STEP_MAX;
+			const uint32_t sc = trial < 3 ? sl * 3 / 2 : 1 + rnd() % QVQ_DCT_STEP_MAX;
+			if (trial < 3) {
+				ck_assert_int_eq(qvq_dct_encode(img, w, h, sl, sc, q, scr), WC_OK);
+			} else {
+				for (size_t i = 0; i < g.blocks * 64; i++) {
+					const uint32_t r = rnd() % 16;
+					q[i] = (int16_t)(r < 8 ? 0 : r < 12 ? (int)(rnd() % 21) - 10 : r < 15 ? (int)(rnd() % 2001) - 1000
+								 : (rnd() & 1 ? 32767 : -32767));
+				}
+			}
+			ck_assert_int_eq(qvq_dct_decode(q, w, h, sl, sc, a, scr), WC_OK);
+			decode_spec(q, w, h, sl, sc, b);
+			ck_assert_msg(memcmp(a, b, (size_t)w * h * 3) == 0, "%ux%u, trial %d: differs from the spec", w, h,
+				      trial);
+		}
+		free(q);
+		free(scr);
+		free(a);
+		free(b);
+		free(img);
+	}
+}
+END_TEST
+
 START_TEST(exact_decoder_follows_the_mathematics)
 {
 	const uint32_t w = 40, h = 24, steps[][2] = { { 8, 12 }, { 64, 96 }, { 160, 240 } };
@@ -387,6 +483,7 @@ int main(void)
 	TCase *tc = tcase_create("qvq_dct");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, basis_is_the_formula);
+	tcase_add_test(tc, decoder_is_the_spec_exactly);
 	tcase_add_test(tc, exact_decoder_follows_the_mathematics);
 	tcase_add_test(tc, round_trip_quality_by_step_and_odd_sizes);
 	tcase_add_test(tc, extreme_coefficients_stay_in_range);

@@ -85,29 +85,29 @@ wc_err qvq_tx_from_symbols(const uint8_t *const plane[QVQ_TX_PLANES], size_t pos
 		for (size_t k = first[c]; k < first[c] + count[c]; k++) {
 			int16_t *blk = coef + 64 * k;
 			for (unsigned b = 0; b < QVQ_TX_BANDS; b++) {
-				const uint8_t *in = plane[base + b];
+				const unsigned p = base + b;
+				const uint8_t *in = plane[p];
 				for (unsigned z = QVQ_TX_BAND_START[b]; z < QVQ_TX_BAND_START[b + 1]; z++) {
-					const unsigned p = base + b;
 					const size_t i = pos[p]++;
-					const uint8_t s = in[i];
+					const uint32_t s = in[i];
 					int32_t v;
-					if (s == QVQ_TX_ESCAPE) {
-						const size_t c = cursor[p]++;
-						if (c >= esc->n[p] || esc->pos[p][c] != i)
+					if (s < 253u) { /* 0, 2|v|, 2|v| - 1: branch-free */
+						v = (int32_t)(s >> 1) ^ -(int32_t)(s & 1u);
+					} else if (s == QVQ_TX_ESCAPE) {
+						const size_t e = cursor[p]++;
+						if (e >= esc->n[p] || esc->pos[p][e] != i)
 							return wc_fail(WC_E_CORRUPT, "transform: plane %u, block %zu: escape "
 								       "symbol %zu without its value", p, k, i);
-						v = esc->val[p][c];
-					} else if (s > 2 * QVQ_TX_DIRECT) {
-						return wc_fail(WC_E_CORRUPT, "transform: plane %u, block %zu: symbol %u",
-							       base + b, k, s);
+						v = esc->val[p][e];
 					} else {
-						v = s & 1 ? -(int32_t)((s + 1) / 2) : (int32_t)(s / 2);
+						return wc_fail(WC_E_CORRUPT, "transform: plane %u, block %zu: symbol %u", p,
+							       k, (unsigned)s);
 					}
 					if (z == 0) {
 						v += prev;
 						if (v > 32767 || v < -32767)
 							return wc_fail(WC_E_CORRUPT, "transform: plane %u, block %zu: DC %d",
-								       base + b, k, (int)v);
+								       p, k, (int)v);
 						prev = v;
 					}
 					blk[QVQ_TX_ZIGZAG[z]] = (int16_t)v;
