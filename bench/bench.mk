@@ -22,7 +22,7 @@ noinst_PROGRAMS += bench/qvq_bench
 bench_qvq_bench_SOURCES = bench/qvq_bench.c
 bench_qvq_bench_LDADD = $(WCODEC_INTERNAL)
 
-EXTRA_DIST += bench/bench_s3.sh bench/bench_s3_load.py bench/image_codec_study.py bench/bench_distributed.py bench/bench_tp_transformers.py bench/bench_install.py bench/dict_vs_zstd.py bench/bench_load.py bench/bench_images.py bench/bench_packed.py bench/bench_llm_packed.py bench/bench_resident.py bench/lossy_study.py bench/lossy_quality.py bench/pread_ceiling.cu bench/bench_cuda.c \
+EXTRA_DIST += bench/bench_s3.sh bench/bench_s3_load.py bench/image_codec_study.py bench/bench_image_rate.py bench/bench_distributed.py bench/bench_tp_transformers.py bench/bench_install.py bench/dict_vs_zstd.py bench/bench_load.py bench/bench_images.py bench/bench_packed.py bench/bench_llm_packed.py bench/bench_resident.py bench/lossy_study.py bench/lossy_quality.py bench/pread_ceiling.cu bench/bench_cuda.c \
 	bench/bench_cuda.sh bench/vq_bench.cu
 
 if HAVE_CUDA

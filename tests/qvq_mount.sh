@@ -1,5 +1,5 @@
 #!/bin/sh
-# Y.qvq appears as directory Y/: every image a PPM with exactly the bytes
+# Y.qvq appears as directory Y/ (codebook and transform modes): every image a PPM with exactly the bytes
 # `wcodec unpack` writes, images.npy that np.load(mmap_mode='r') maps,
 # labels.txt; PIL opens the PPMs; sizes exact and stable; mmap works; a
 # damaged tile is EIO for its images only; the source .qvq stays hidden.
@@ -17,12 +17,17 @@ chk make-images "$TMP/in" || fail "make-images"
 	--tile-size 4096 >/dev/null || fail "pack-images pets"
 "$WCODEC" pack-images "$TMP/in" "$S/sub/native.qvq" --codebook 64 --seed 2 >/dev/null ||
 	fail "pack-images native"
+"$WCODEC" pack-images "$TMP/in" "$S/sub/tx.qvq" --quality 85 --tile-size 4096 >/dev/null ||
+	fail "pack-images tx (transform mode)"
+cp "$S/sub/tx.qvq" "$S/sub/txbroken.qvq"
+chk damage "$S/sub/txbroken.qvq" 1 || fail "damage tx"
 cp "$S/pets.qvq" "$S/broken.qvq"
 chk damage "$S/broken.qvq" 1 || fail "damage"
 printf 'plain\n' >"$S/readme.txt"
 
 "$WCODEC" unpack "$S/pets.qvq" "$TMP/pets" >/dev/null || fail "unpack pets"
 "$WCODEC" unpack "$S/sub/native.qvq" "$TMP/native" >/dev/null || fail "unpack native"
+"$WCODEC" unpack "$S/sub/tx.qvq" "$TMP/tx" >/dev/null || fail "unpack tx"
 
 M=$TMP/mnt
 mount_fs "$S" "$M" -o cache_size=16M
@@ -34,6 +39,10 @@ mount_fs "$S" "$M" -o cache_size=16M
 
 chk same "$M/pets" "$TMP/pets" || fail "mount and unpack differ (pets)"
 chk same "$M/sub/native" "$TMP/native" || fail "mount and unpack differ (native)"
+chk same "$M/sub/tx" "$TMP/tx" || fail "mount and unpack differ (transform mode)"
+txbad=$(chk tile-images "$S/sub/txbroken.qvq" 1 | head -1)
+cat "$M/sub/txbroken/$txbad" >/dev/null 2>"$TMP/txeio.err" && fail "read of a damaged transform tile succeeded"
+grep -q "Input/output error" "$TMP/txeio.err" || fail "transform tile not EIO: $(cat "$TMP/txeio.err")"
 chk shown "$M/sub/native" "$TMP/in" 20 || fail "PIL reading the mounted PPMs"
 chk npy "$M/pets" 9 20 24 || fail "images.npy through the mount"
 chk labels "$M/pets" || fail "labels.txt through the mount"

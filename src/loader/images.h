@@ -11,8 +11,10 @@
  * tile after, so a damaged tile is an error, never wrong pixels.
  *
  * Decoding runs on a decode backend (engine/backend.h): "cpu" (every core
- * the process may use), "cuda" (the GPU gathers the codebook patches; the
- * pixels come back to host memory), or "auto" (CUDA where usable).
+ * the process may use), "cuda" (codebook mode: the GPU gathers the patches,
+ * the pixels coming back to host memory; transform mode: the CPU decodes
+ * for host memory, the GPU for device memory), or "auto" (CUDA where
+ * usable).
  */
 #ifndef WC_LOADER_IMAGES_H
 #define WC_LOADER_IMAGES_H
