@@ -14,18 +14,10 @@
 #include "codec/rans.h"
 #include "qvq/qvq_job.h"
 #include "tx_decode.h"
+#include "wcc_slots.h"
 
-#define TX_SLOTS 8u   /* batches in flight at once (one per loader thread) */
 #define TX_TABLES 16u /* archives whose tables stay on the device */
 #define A16(x) (((size_t)(x) + 15u) & ~(size_t)15u)
-
-typedef struct tx_slot {
-	cudaStream_t stream;
-	cudaEvent_t after; /* the caller's stream's point the slot waits for */
-	uint8_t *d_buf, *h_buf;
-	size_t d_cap, h_cap;
-	int busy;
-} tx_slot;
 
 typedef struct tx_tables {
 	uint64_t key;
@@ -34,9 +26,8 @@ typedef struct tx_tables {
 
 struct wcc_tx {
 	int gpu;
-	pthread_mutex_t mu;
-	pthread_cond_t slot_free;
-	tx_slot slots[TX_SLOTS];
+	pthread_mutex_t mu; /* the tables */
+	wcc_slots slots;
 	tx_tables tabs[TX_TABLES];
 	unsigned ntabs;
 };
@@ -48,13 +39,7 @@ wc_err wcc_tx_create(int gpu, wcc_tx **out)
 		return wc_fail(WC_E_NOMEM, "cuda transform: no memory");
 	tx->gpu = gpu;
 	pthread_mutex_init(&tx->mu, NULL);
-	pthread_cond_init(&tx->slot_free, NULL);
-	cudaError_t e = cudaSetDevice(gpu);
-	for (unsigned s = 0; s < TX_SLOTS && e == cudaSuccess; s++) {
-		e = cudaStreamCreateWithFlags(&tx->slots[s].stream, cudaStreamNonBlocking);
-		if (e == cudaSuccess)
-			e = cudaEventCreateWithFlags(&tx->slots[s].after, cudaEventDisableTiming);
-	}
+	cudaError_t e = wcc_slots_init(&tx->slots, gpu);
 	if (e != cudaSuccess) {
 		wcc_tx_destroy(tx);
 		return wc_fail(WC_E_BACKEND, "cuda transform: streams on GPU %d: %s", gpu, cudaGetErrorString(e));
@@ -67,65 +52,11 @@ void wcc_tx_destroy(wcc_tx *tx)
 {
 	if (!tx)
 		return;
-	cudaSetDevice(tx->gpu);
-	for (unsigned s = 0; s < TX_SLOTS; s++) {
-		if (tx->slots[s].stream)
-			cudaStreamDestroy(tx->slots[s].stream);
-		if (tx->slots[s].after)
-			cudaEventDestroy(tx->slots[s].after);
-		cudaFree(tx->slots[s].d_buf);
-		cudaFreeHost(tx->slots[s].h_buf);
-	}
+	wcc_slots_destroy(&tx->slots);
 	for (unsigned t = 0; t < tx->ntabs; t++)
 		cudaFree(tx->tabs[t].d_tab);
 	pthread_mutex_destroy(&tx->mu);
-	pthread_cond_destroy(&tx->slot_free);
 	free(tx);
-}
-
-static tx_slot *slot_take(wcc_tx *tx)
-{
-	pthread_mutex_lock(&tx->mu);
-	tx_slot *s = NULL;
-	while (!s) {
-		for (unsigned q = 0; q < TX_SLOTS && !s; q++)
-			if (!tx->slots[q].busy)
-				s = &tx->slots[q];
-		if (!s)
-			pthread_cond_wait(&tx->slot_free, &tx->mu);
-	}
-	s->busy = 1;
-	pthread_mutex_unlock(&tx->mu);
-	return s;
-}
-
-static void slot_give(wcc_tx *tx, tx_slot *s)
-{
-	pthread_mutex_lock(&tx->mu);
-	s->busy = 0;
-	pthread_cond_signal(&tx->slot_free);
-	pthread_mutex_unlock(&tx->mu);
-}
-
-static cudaError_t grow(tx_slot *s, size_t dbytes, size_t hbytes)
-{
-	if (s->d_cap < dbytes) {
-		cudaFree(s->d_buf);
-		s->d_buf = NULL;
-		s->d_cap = 0;
-		if (cudaMalloc((void **)&s->d_buf, dbytes + dbytes / 4) != cudaSuccess)
-			return cudaErrorMemoryAllocation;
-		s->d_cap = dbytes + dbytes / 4;
-	}
-	if (s->h_cap < hbytes) {
-		cudaFreeHost(s->h_buf);
-		s->h_buf = NULL;
-		s->h_cap = 0;
-		if (cudaMallocHost((void **)&s->h_buf, hbytes + hbytes / 4) != cudaSuccess)
-			return cudaErrorMemoryAllocation;
-		s->h_cap = hbytes + hbytes / 4;
-	}
-	return cudaSuccess;
 }
 
 /* The device copy of a job's archive tables, uploaded on first use. */
@@ -187,10 +118,10 @@ wc_err wcc_tx_place(wcc_tx *tx, wc_tile_job *jobs, size_t n, const wc_qvq_image_
 	/* chunks: twice, the second half a place to reorder them */
 	const size_t desc = A16(ndst * sizeof(wcc_tx_image)), chk = A16(2 * chunks_max * sizeof(wcc_tx_chunk));
 	const size_t stat = A16(n * 4);
-	tx_slot *s = slot_take(tx);
+	wcc_slot *s = wcc_slots_take(&tx->slots);
 	cudaError_t ce = cudaSetDevice(tx->gpu);
 	if (ce == cudaSuccess)
-		ce = grow(s, A16(pay) + scratch + desc + chk + stat, desc + chk + stat);
+		ce = wcc_slot_grow(s, A16(pay) + scratch + desc + chk + stat, desc + chk + stat);
 	wc_err ret = WC_OK;
 	const uint32_t *d_tab = NULL;
 	for (size_t a = 0; a < n && ce == cudaSuccess; a++)
@@ -200,7 +131,7 @@ wc_err wcc_tx_place(wcc_tx *tx, wc_tile_job *jobs, size_t n, const wc_qvq_image_
 		if (jobs[a].table_key != jobs[0].table_key)
 			ret = wc_fail(WC_E_INVAL, "cuda transform: the jobs of one call come from one archive");
 	if (ce != cudaSuccess || ret) {
-		slot_give(tx, s);
+		wcc_slots_give(&tx->slots, s);
 		return ret ? ret : wc_fail(WC_E_BACKEND, "cuda transform: %s", cudaGetErrorString(ce));
 	}
 	uint8_t *d_pay = s->d_buf, *d_scr = d_pay + A16(pay);
@@ -277,6 +208,6 @@ wc_err wcc_tx_place(wcc_tx *tx, wc_tile_job *jobs, size_t n, const wc_qvq_image_
 	for (size_t a = 0; !ret && a < n; a++)
 		if (jobs[a].status == WC_OK && h_stat[a])
 			wc_job_fail(&jobs[a], WC_E_CORRUPT, "transform: an image's stream failed its checks on the GPU");
-	slot_give(tx, s);
+	wcc_slots_give(&tx->slots, s);
 	return ret;
 }

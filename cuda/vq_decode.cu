@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "vq_gather.h"
+#include "wcc_slots.h"
 
 extern "C" {
 #include "core/hash.h"
@@ -17,19 +18,10 @@ extern "C" {
 #include "wcc_device.h"
 }
 
-#define VQ_SLOTS 8u /* image batches in flight at once (one per loader thread) */
 #define VQ_CODEBOOKS 64u
 #define A16(x) (((size_t)(x) + 15u) & ~(size_t)15u)
 
 /* ---- the backend path ---------------------------------------------------------- */
-
-typedef struct vq_slot {
-	cudaStream_t stream;
-	cudaEvent_t after; /* vq_place: the caller's stream's point the slot waits for */
-	uint8_t *d_buf, *h_buf; /* device buffer; pinned host staging */
-	size_t d_cap, h_cap;
-	int busy;
-} vq_slot;
 
 typedef struct vq_codebook {
 	uint64_t key;
@@ -40,9 +32,8 @@ typedef struct vq_codebook {
 struct wcc_vq {
 	struct wcc_ctx *ctx;
 	int gpu;
-	pthread_mutex_t mu;
-	pthread_cond_t slot_free;
-	vq_slot slots[VQ_SLOTS];
+	pthread_mutex_t mu; /* the codebooks */
+	wcc_slots slots;
 	vq_codebook cbs[VQ_CODEBOOKS];
 	unsigned ncb;
 };
@@ -55,15 +46,9 @@ extern "C" wc_err wcc_vq_create(struct wcc_ctx *ctx, int gpu, wcc_vq **out)
 	vq->ctx = ctx;
 	vq->gpu = gpu;
 	pthread_mutex_init(&vq->mu, NULL);
-	pthread_cond_init(&vq->slot_free, NULL);
-	cudaError_t e = cudaSetDevice(gpu);
+	cudaError_t e = wcc_slots_init(&vq->slots, gpu);
 	if (e == cudaSuccess) /* the gather's code on the device before the first batch */
 		e = (cudaError_t)wcc_vq_preload_kernels();
-	for (unsigned s = 0; s < VQ_SLOTS && e == cudaSuccess; s++) {
-		e = cudaStreamCreateWithFlags(&vq->slots[s].stream, cudaStreamNonBlocking);
-		if (e == cudaSuccess)
-			e = cudaEventCreateWithFlags(&vq->slots[s].after, cudaEventDisableTiming);
-	}
 	if (e != cudaSuccess) {
 		wcc_vq_destroy(vq);
 		return wc_fail(WC_E_BACKEND, "cuda vq: setting up GPU %d (kernel, streams): %s", gpu, cudaGetErrorString(e));
@@ -76,19 +61,10 @@ extern "C" void wcc_vq_destroy(wcc_vq *vq)
 {
 	if (!vq)
 		return;
-	cudaSetDevice(vq->gpu);
-	for (unsigned s = 0; s < VQ_SLOTS; s++) {
-		if (vq->slots[s].stream)
-			cudaStreamDestroy(vq->slots[s].stream);
-		if (vq->slots[s].after)
-			cudaEventDestroy(vq->slots[s].after);
-		cudaFree(vq->slots[s].d_buf);
-		cudaFreeHost(vq->slots[s].h_buf);
-	}
+	wcc_slots_destroy(&vq->slots);
 	for (unsigned c = 0; c < vq->ncb; c++)
 		cudaFree(vq->cbs[c].d_cb);
 	pthread_mutex_destroy(&vq->mu);
-	pthread_cond_destroy(&vq->slot_free);
 	free(vq);
 }
 
@@ -128,57 +104,11 @@ static const uint8_t *device_codebook(wcc_vq *vq, const wc_tile_job *j, cudaStre
 	return d;
 }
 
-static int grow_slot(vq_slot *s, size_t dbytes, size_t hbytes)
-{
-	if (s->d_cap < dbytes) {
-		cudaFree(s->d_buf);
-		s->d_buf = NULL;
-		s->d_cap = 0;
-		if (cudaMalloc(&s->d_buf, dbytes + dbytes / 4) != cudaSuccess)
-			return -1;
-		s->d_cap = dbytes + dbytes / 4;
-	}
-	if (s->h_cap < hbytes) {
-		cudaFreeHost(s->h_buf);
-		s->h_buf = NULL;
-		s->h_cap = 0;
-		if (cudaMallocHost(&s->h_buf, hbytes + hbytes / 4) != cudaSuccess)
-			return -1;
-		s->h_cap = hbytes + hbytes / 4;
-	}
-	return 0;
-}
-
 static int job_ok_for_gpu(const wc_tile_job *j)
 {
 	return wc_qvq_job_of(j)->codebook && wc_qvq_job_of(j)->dims && wc_qvq_job_of(j)->channels == 3 && wc_qvq_job_of(j)->patch_h >= 1 &&
 	       wc_qvq_job_of(j)->patch_w >= 1 && (wc_qvq_job_of(j)->index_bytes == 1 || wc_qvq_job_of(j)->index_bytes == 2) &&
 	       j->layout.elem_size == wc_qvq_job_of(j)->index_bytes && wc_qvq_job_of(j)->nimages > 0 && j->out_size > 0;
-}
-
-/* A free staging slot (waiting for one); slot_give returns it. */
-static vq_slot *slot_take(wcc_vq *vq)
-{
-	pthread_mutex_lock(&vq->mu);
-	vq_slot *s = NULL;
-	while (!s) {
-		for (unsigned q = 0; q < VQ_SLOTS && !s; q++)
-			if (!vq->slots[q].busy)
-				s = &vq->slots[q];
-		if (!s)
-			pthread_cond_wait(&vq->slot_free, &vq->mu);
-	}
-	s->busy = 1;
-	pthread_mutex_unlock(&vq->mu);
-	return s;
-}
-
-static void slot_give(wcc_vq *vq, vq_slot *s)
-{
-	pthread_mutex_lock(&vq->mu);
-	s->busy = 0;
-	pthread_cond_signal(&vq->slot_free);
-	pthread_mutex_unlock(&vq->mu);
 }
 
 extern "C" wc_err wcc_vq_decode(wcc_vq *vq, wc_tile_job *jobs, size_t n)
@@ -224,9 +154,9 @@ extern "C" wc_err wcc_vq_decode(wcc_vq *vq, wc_tile_job *jobs, size_t n)
 		size_t dbytes = idx_total + rgb_total + desc_bytes + status_bytes;
 		size_t hbytes = rgb_total + status_bytes;
 
-		vq_slot *s = slot_take(vq);
+		wcc_slot *s = wcc_slots_take(&vq->slots);
 		cudaError_t ce = cudaSetDevice(vq->gpu);
-		if (ce == cudaSuccess && grow_slot(s, dbytes, hbytes))
+		if (ce == cudaSuccess && wcc_slot_grow(s, dbytes, hbytes))
 			ce = cudaErrorMemoryAllocation;
 
 		uint8_t *d_idx = s->d_buf, *d_rgb = d_idx + idx_total;
@@ -264,7 +194,7 @@ extern "C" wc_err wcc_vq_decode(wcc_vq *vq, wc_tile_job *jobs, size_t n)
 			ret = ce != cudaSuccess ? wc_fail(WC_E_BACKEND, "cuda vq: %s", cudaGetErrorString(ce))
 						: e;
 			free(shadow_of);
-			slot_give(vq, s);
+			wcc_slots_give(&vq->slots, s);
 			goto out;
 		}
 		/* Step 2: the gather, for every job whose indices decoded. */
@@ -335,7 +265,7 @@ extern "C" wc_err wcc_vq_decode(wcc_vq *vq, wc_tile_job *jobs, size_t n)
 				j->status = WC_OK;
 			}
 		}
-		slot_give(vq, s);
+		wcc_slots_give(&vq->slots, s);
 		if (ce != cudaSuccess) {
 			ret = wc_fail(WC_E_BACKEND, "cuda vq: %s", cudaGetErrorString(ce));
 			goto out;
@@ -391,9 +321,9 @@ extern "C" wc_err wcc_vq_place(wcc_vq *vq, wc_tile_job *jobs, size_t n, const wc
 	for (size_t a = 0; a < n; a++)
 		idx_total += A16((size_t)wc_qvq_job_of(&jobs[a])->nindices * wc_qvq_job_of(&jobs[a])->index_bytes);
 	size_t desc_bytes = A16(ndst * sizeof(wcc_vq_image)), status_bytes = A16(n * 4);
-	vq_slot *s = slot_take(vq);
+	wcc_slot *s = wcc_slots_take(&vq->slots);
 	cudaError_t ce = cudaSetDevice(vq->gpu);
-	if (ce == cudaSuccess && grow_slot(s, idx_total + desc_bytes + status_bytes, status_bytes + desc_bytes))
+	if (ce == cudaSuccess && wcc_slot_grow(s, idx_total + desc_bytes + status_bytes, status_bytes + desc_bytes))
 		ce = cudaErrorMemoryAllocation;
 	uint8_t *d_idx = s->d_buf;
 	wcc_vq_image *d_desc = (wcc_vq_image *)(d_idx + idx_total);
@@ -491,7 +421,7 @@ extern "C" wc_err wcc_vq_place(wcc_vq *vq, wc_tile_job *jobs, size_t n, const wc
 			wc_job_fail(&jobs[a], WC_E_CORRUPT, "an index past the codebook's %u entries",
 				    wc_qvq_job_of(&jobs[a])->entries);
 out:
-	slot_give(vq, s);
+	wcc_slots_give(&vq->slots, s);
 	free(shadow);
 	free(dev_idx);
 	free(dcb);
