@@ -10,7 +10,6 @@
 #include <cuda_runtime_api.h>
 
 #include "core/limits.h"
-#include "qvq/qvq_job.h"
 #include "tx_decode.h"
 #include "vq_gather.h"
 #include "vq_nearest.h"
@@ -62,7 +61,7 @@ EXPORT wc_err wcodec_cuda_vq_place(wc_backend *be, wc_tile_job *jobs, size_t n, 
 {
 	if (!be || be->ops->decode != cuda_decode)
 		return wc_fail(WC_E_INVAL, "cuda: wcodec_cuda_vq_place needs the CUDA backend");
-	if (n && jobs[0].kind == WC_JOB_TX)
+	if (wcc_tx_any(jobs, n))
 		return wcc_tx_place(((cuda_backend *)be)->tx, jobs, n, (const struct wc_qvq_image_dst *)dsts, ndst,
 				    stream);
 	return wcc_vq_place(((cuda_backend *)be)->vq, jobs, n, (const struct wc_qvq_image_dst *)dsts, ndst,

@@ -125,6 +125,10 @@ void wcc_tx_resident_free(wcc_tx_resident *r);
 wc_err wcc_tx_resident_decode(wcc_tx_resident *r, const int64_t *idx, size_t n, int chw, int f32,
 			      const float scale[3], const float bias[3], void *out, size_t out_stride, void *stream);
 
+/* Whether any of jobs[0..n) is a WC_JOB_TX job (the plugin's dispatch,
+ * which sees no format's header). */
+int wcc_tx_any(const wc_tile_job *jobs, size_t n);
+
 struct wcc_ctx;
 typedef struct wcc_tx wcc_tx;
 

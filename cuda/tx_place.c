@@ -32,6 +32,14 @@ struct wcc_tx {
 	unsigned ntabs;
 };
 
+int wcc_tx_any(const wc_tile_job *jobs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (jobs[i].kind == WC_JOB_TX)
+			return 1;
+	return 0;
+}
+
 wc_err wcc_tx_create(int gpu, wcc_tx **out)
 {
 	wcc_tx *tx = calloc(1, sizeof *tx);

@@ -38,16 +38,16 @@ check 'src/loader/*.[ch]' core codec engine source container images qvq loader
 check 'src/fuse/*.[ch]' core codec engine source container images qvq loader fuse
 check 'src/cli/*.[ch]' core codec engine source container images qvq loader cli
 # The CUDA plugin is a decode backend: the planes' pipeline and the loaders
-# see no format but .wcodec's container; its .qvq kernels (vq_*) see the
-# job kind's header alone.
+# see no format but .wcodec's container; its .qvq kernels (vq_*: codebook
+# mode, tx_*: transform mode) see the job kind's header alone.
 check 'cuda/wcc_* cuda/plugin.c cuda/direct.c cuda/loader.c cuda/wcodec_cuda.h' core codec engine container loader
-for f in cuda/vq_*; do
+for f in cuda/vq_* cuda/tx_*; do
 	if grep -n '#include "qvq/' "$f" | grep -v '"qvq/qvq_job.h"' >/dev/null; then
 		echo "FAIL: $f includes a qvq header other than qvq/qvq_job.h"
 		bad=1
 	fi
 done
-check 'cuda/vq_*' core codec engine qvq
+check 'cuda/vq_* cuda/tx_*' core codec engine qvq
 
 for f in src/*/*.[ch] cuda/*.[ch] cuda/*.cu python/wcodec/*.py; do
 	n=$(wc -l < "$f")
