@@ -2,7 +2,8 @@
  * qvq_dct_rate.h - the transform mode's quantisation step (qvq_dct.h): from
  * a quality on JPEG's 1-100 scale, or the largest step that keeps a PSNR
  * over a set of images (the smallest archive at that quality: the coded
- * size falls as the step grows). Not yet used by the archive writer.
+ * size falls as the step grows): `wcodec pack-images --quality / --psnr`
+ * (qvq_pack_tx.c).
  */
 #ifndef WC_QVQ_DCT_RATE_H
 #define WC_QVQ_DCT_RATE_H

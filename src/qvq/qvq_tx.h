@@ -2,13 +2,14 @@
  * qvq_tx.h - the transform mode's coefficient streams: an image's quantised
  * DCT coefficients (qvq_dct.h) as byte symbols in QVQ_TX_PLANES planes, one
  * per band of zigzag positions and component class, each coded with one
- * frequency table for the whole archive, plus a stream of escaped values.
- * A symbol's plane and place follow from the image's size alone, so a GPU
- * decoder maps every symbol to its coefficient without a scan; the planes
- * are ordinary tile-payload planes (docs/FORMAT.md 3), coded by the tile
- * codec. The rate of this design against JPEG: docs/BENCHMARKS.md, "A
- * transform mode against JPEG (study)" (4 bands a component: 0.86-0.87 of
- * JPEG q=90's bits at its PSNR). Not yet a mode of the archive format.
+ * frequency table for the whole archive, plus the escaped values with
+ * their places. A symbol's plane and place follow from the image's size
+ * alone, so a GPU decoder maps every symbol to its coefficient without a
+ * scan. The archive's transform mode (docs/FORMAT.md 6.8) carries an
+ * image's planes back to back in one rANS stream whose table changes with
+ * the plane (qvq_tx_tile.h). Its rate against JPEG: docs/BENCHMARKS.md,
+ * "Image archives" (0.907 of JPEG q=90's bits at its PSNR, 0.966 of
+ * q=75's, on held-out photographs).
  *
  * Order: images in turn; in an image, luma blocks then Cb then Cr (each
  * row-major, qvq_dct.h), and for each block the positions of the plane's
