@@ -71,6 +71,29 @@ void qvq_tx_to_symbols(const int16_t *coef, uint32_t w, uint32_t h, uint8_t *con
 	}
 }
 
+/* The value of symbol i of plane p (block k, for the reason): direct, or
+ * an escape's value from esc at cursor[p] (advanced). Errors:
+ * WC_E_CORRUPT (symbol 253 or 254, an escape without its value). */
+static wc_err symbol_value(const uint8_t *const plane[QVQ_TX_PLANES], size_t i, const qvq_tx_escapes *esc,
+			   size_t cursor[QVQ_TX_PLANES], unsigned p, size_t k, int32_t *v)
+{
+	const uint32_t s = plane[p][i];
+	if (s < 253u) {
+		*v = (int32_t)(s >> 1) ^ -(int32_t)(s & 1u);
+		return WC_OK;
+	}
+	if (s == QVQ_TX_ESCAPE) {
+		const size_t c = cursor[p]++;
+		if (c < esc->n[p] && esc->pos[p][c] == i) {
+			*v = esc->val[p][c];
+			return WC_OK;
+		}
+		return wc_fail(WC_E_CORRUPT, "transform: plane %u, block %zu: escape symbol %zu without its value", p, k,
+			       i);
+	}
+	return wc_fail(WC_E_CORRUPT, "transform: plane %u, block %zu: symbol %u", p, k, (unsigned)s);
+}
+
 wc_err qvq_tx_from_symbols(const uint8_t *const plane[QVQ_TX_PLANES], size_t pos[QVQ_TX_PLANES],
 			   const qvq_tx_escapes *esc, size_t cursor[QVQ_TX_PLANES], uint32_t w, uint32_t h,
 			   int16_t *coef)
@@ -79,39 +102,38 @@ wc_err qvq_tx_from_symbols(const uint8_t *const plane[QVQ_TX_PLANES], size_t pos
 	qvq_dct_geometry(w, h, &g);
 	size_t first[3], count[3];
 	components(&g, first, count);
+	wc_err e;
 	for (unsigned c = 0; c < 3; c++) {
 		const unsigned base = c ? QVQ_TX_BANDS : 0;
 		int32_t prev = 0;
 		for (size_t k = first[c]; k < first[c] + count[c]; k++) {
 			int16_t *blk = coef + 64 * k;
-			for (unsigned b = 0; b < QVQ_TX_BANDS; b++) {
+			int32_t v;
+			/* band 0, the DC: a difference to the previous block's */
+			if ((e = symbol_value(plane, pos[base]++, esc, cursor, base, k, &v)))
+				return e;
+			v += prev;
+			if (v > 32767 || v < -32767)
+				return wc_fail(WC_E_CORRUPT, "transform: plane %u, block %zu: DC %d", base, k, (int)v);
+			prev = v;
+			blk[0] = (int16_t)v;
+			for (unsigned b = 1; b < QVQ_TX_BANDS; b++) {
 				const unsigned p = base + b;
-				const uint8_t *in = plane[p];
-				for (unsigned z = QVQ_TX_BAND_START[b]; z < QVQ_TX_BAND_START[b + 1]; z++) {
-					const size_t i = pos[p]++;
-					const uint32_t s = in[i];
-					int32_t v;
-					if (s < 253u) { /* 0, 2|v|, 2|v| - 1: branch-free */
-						v = (int32_t)(s >> 1) ^ -(int32_t)(s & 1u);
-					} else if (s == QVQ_TX_ESCAPE) {
-						const size_t e = cursor[p]++;
-						if (e >= esc->n[p] || esc->pos[p][e] != i)
-							return wc_fail(WC_E_CORRUPT, "transform: plane %u, block %zu: escape "
-								       "symbol %zu without its value", p, k, i);
-						v = esc->val[p][e];
-					} else {
-						return wc_fail(WC_E_CORRUPT, "transform: plane %u, block %zu: symbol %u", p,
-							       k, (unsigned)s);
-					}
-					if (z == 0) {
-						v += prev;
-						if (v > 32767 || v < -32767)
-							return wc_fail(WC_E_CORRUPT, "transform: plane %u, block %zu: DC %d",
-								       p, k, (int)v);
-						prev = v;
-					}
+				const uint8_t *in = plane[p] + pos[p];
+				const unsigned z0 = QVQ_TX_BAND_START[b], z1 = QVQ_TX_BAND_START[b + 1];
+				unsigned z = z0;
+				for (; z < z1; z++) { /* 0, 2|v|, 2|v| - 1: branch-free; escapes and bad symbols apart */
+					const uint32_t sym = in[z - z0];
+					if (sym >= 253u)
+						break;
+					blk[QVQ_TX_ZIGZAG[z]] = (int16_t)((int32_t)(sym >> 1) ^ -(int32_t)(sym & 1u));
+				}
+				for (; z < z1; z++) { /* from the first escape or bad symbol on, one at a time */
+					if ((e = symbol_value(plane, pos[p] + (z - z0), esc, cursor, p, k, &v)))
+						return e;
 					blk[QVQ_TX_ZIGZAG[z]] = (int16_t)v;
 				}
+				pos[p] += z1 - z0;
 			}
 		}
 	}
