@@ -474,13 +474,12 @@ wc_err wc_qvq_pack_dir(const char *dir, const char *out, const wc_qvq_pack_opts 
 	}
 
 	if (o->mode == WC_QVQ_MODE_DCT)
-		meta = json_pack("{s:s, s:{s:s, s:[i,i], s:o, s:o}, s:s, s:f}", "generator",
+		meta = json_pack("{s:s, s:{s:s, s:[i,i], s:o, s:o}, s:s}", "generator",
 				 "wcodec pack-images " PACKAGE_VERSION, "transform", "method",
 				 "8x8 DCT of YCbCr 4:2:0, steps in eighths", "steps", (int)step,
 				 (int)qvq_dct_chroma_step(step), "quality",
 				 o->quality ? json_integer(o->quality) : json_null(), "psnr_target",
-				 o->psnr_db > 0 ? json_real(o->psnr_db) : json_null(), "padding", "edge", "psnr_db",
-				 isfinite(st->psnr_db) ? st->psnr_db : 999.0);
+				 o->psnr_db > 0 ? json_real(o->psnr_db) : json_null(), "padding", "edge");
 	else
 		meta = json_pack("{s:s, s:{s:i, s:i, s:[i,i,i], s:I, s:s}, s:s, s:f}",
 				 "generator", "wcodec pack-images " PACKAGE_VERSION,
@@ -520,16 +519,8 @@ wc_err wc_qvq_pack_dir(const char *dir, const char *out, const wc_qvq_pack_opts 
 	if (e)
 		goto out;
 	if (o->mode == WC_QVQ_MODE_DCT) { /* the archive's own decode, as readers will see it */
-		double mse = ws.sq_err / ((double)pixels * 3);
-		double db = mse > 0 ? 10 * log10(255.0 * 255.0 / mse) : INFINITY;
-		if (isfinite(db) != isfinite(st->psnr_db) || (isfinite(db) && fabs(db - st->psnr_db) > 1e-9)) {
-			e = wc_fail(WC_E_INVAL, "qvq: the archive decodes to %.6f dB, the encoder's images to %.6f",
-				    db, st->psnr_db);
-			goto out;
-		}
-		st->mse = mse;
-		st->step_luma = step;
-		st->step_chroma = qvq_dct_chroma_step(step);
+		st->mse = ws.sq_err / ((double)pixels * 3);
+		st->psnr_db = st->mse > 0 ? 10 * log10(255.0 * 255.0 / st->mse) : INFINITY;
 	}
 	st->entries = got;
 	st->nlabels = nlabels;

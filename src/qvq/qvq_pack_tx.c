@@ -1,7 +1,6 @@
 /* qvq_pack_tx.c - the transform mode's step and quality (qvq_pack_tx.h). */
 #include "qvq/qvq_pack_tx.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,20 +48,12 @@ wc_err qvq_pack_tx_prepare(const wc_image *img, size_t n, char **names, const wc
 	for (size_t i = 0; i < n; i++)
 		ri[i] = (qvq_rate_image){img[i].rgb, img[i].width, img[i].height};
 	double db = 0;
-	wc_err e;
-	if (o->psnr_db > 0) {
-		e = qvq_dct_step_for_psnr(ri, n, o->psnr_db, step, &db);
-	} else {
-		e = qvq_dct_step_for_quality(o->quality ? o->quality : 90, step);
-		if (!e)
-			e = qvq_dct_psnr(ri, n, *step, &db);
-	}
+	wc_err e = o->psnr_db > 0 ? qvq_dct_step_for_psnr(ri, n, o->psnr_db, step, &db)
+				  : qvq_dct_step_for_quality(o->quality ? o->quality : 90, step);
 	free(ri);
 	if (e)
 		return e;
 	st->step_luma = *step;
 	st->step_chroma = qvq_dct_chroma_step(*step);
-	st->psnr_db = db >= 99 ? INFINITY : db;
-	st->mse = db >= 99 ? 0 : 255.0 * 255.0 / pow(10, db / 10);
 	return o->keep_recon ? keep_recon(img, n, names, *step, st) : WC_OK;
 }

@@ -11,9 +11,9 @@
 
 /* The luma step (eighths) for images img[0..n) under o (psnr_db: the
  * largest step keeping it, qvq_dct_step_for_psnr; else o->quality or 90,
- * qvq_dct_step_for_quality), and into st: steps, mse and psnr_db of the
- * images coded at it, and with o->keep_recon the decoded images (names
- * copied from names). Errors: WC_E_INVAL (options), WC_E_RANGE (a PSNR
+ * qvq_dct_step_for_quality), and into st the steps and, with o->keep_recon,
+ * the decoded images (names copied from names). The PSNR is the writer's,
+ * from its decode of the archive. Errors: WC_E_INVAL (options), WC_E_RANGE (a PSNR
  * beyond reach), WC_E_NOMEM. */
 wc_err qvq_pack_tx_prepare(const wc_image *img, size_t n, char **names, const wc_qvq_pack_opts *o,
 			   uint32_t *step, wc_qvq_pack_stats *st);

@@ -12,6 +12,8 @@
 #include "core/le.h"
 #include "qvq/qvq.h"
 #include "qvq/qvq_names.h"
+#include "qvq/qvq_parallel.h"
+#include "core/limits.h"
 
 wc_err qvq_write_check_images(const wc_qvq_write_input *in)
 {
@@ -69,6 +71,39 @@ uint32_t qvq_write_group_tiles(const wc_qvq_write_input *in, uint32_t tile_bytes
 		tp->dsize += d;
 	}
 	return ntiles;
+}
+
+typedef struct encode_group {
+	qvq_tile_out *tiles;
+	void (*encode)(void *ctx, qvq_tile_out *tp);
+	void *ctx;
+} encode_group;
+
+static void encode_slice(void *arg, unsigned slice, size_t begin, size_t end)
+{
+	(void)slice;
+	encode_group *g = arg;
+	for (size_t t = begin; t < end; t++)
+		g->encode(g->ctx, &g->tiles[t]);
+}
+
+wc_err qvq_write_encode_tiles(const wc_qvq_write_input *in, qvq_tile_out *tiles, uint32_t ntiles,
+			      void (*encode)(void *ctx, qvq_tile_out *tp), void *ctx)
+{
+	const unsigned threads = in->threads ? in->threads : wc_cpu_count();
+	const uint32_t group = 256;
+	wc_err e = WC_OK;
+	for (uint32_t t0 = 0; t0 < ntiles && !e; t0 += group) {
+		const uint32_t cnt = ntiles - t0 < group ? ntiles - t0 : group;
+		encode_group g = {tiles + t0, encode, ctx};
+		wc_qvq_parallel(threads < cnt ? threads : cnt, cnt, encode_slice, &g);
+		for (uint32_t t = t0; t < t0 + cnt && !e; t++)
+			if (tiles[t].err)
+				e = wc_fail(tiles[t].err, "qvq: tile %u: %s", t, tiles[t].why);
+		if (in->progress)
+			in->progress(in->progress_ctx, t0 + cnt, ntiles);
+	}
+	return e;
 }
 
 wc_err qvq_write_archive(const char *path, const wc_qvq_write_input *in, wc_qvq_header h,

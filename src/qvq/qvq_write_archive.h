@@ -34,6 +34,13 @@ wc_err qvq_write_check_images(const wc_qvq_write_input *in);
  * for nimages) and returns their number. */
 uint32_t qvq_write_group_tiles(const wc_qvq_write_input *in, uint32_t tile_bytes, qvq_tile_out *tiles);
 
+/* Encode tiles[0..ntiles) with encode(ctx, tile) on in->threads threads
+ * (0: the usable CPUs), in groups of 256 tiles so that in->progress is told
+ * as they finish. Returns WC_OK, or the first failed tile's err with its
+ * why. */
+wc_err qvq_write_encode_tiles(const wc_qvq_write_input *in, qvq_tile_out *tiles, uint32_t ntiles,
+			      void (*encode)(void *ctx, qvq_tile_out *tp), void *ctx);
+
 /* Write the archive: h holds the mode's fields (version, mode, steps,
  * patch, channels, entries, index_bytes, chunk_symbols); the rest is
  * filled here. codebook: codebook_len bytes; tabs: ntables tables.

@@ -63,7 +63,8 @@ typedef struct wc_qvq_write_stats {
  * (version 2, docs/FORMAT.md 6.8): each image quantised (qvq_dct.h), its
  * symbols coded with a table a plane over the whole archive; every tile is
  * decoded back by the reader's decoder to take its hash, so the archive
- * holds what readers will decode. Errors: WC_E_INVAL (bad input, with the
+ * holds what readers will decode, and the metadata's "psnr_db" is that
+ * decode's PSNR against rgb (999 when exact). Errors: WC_E_INVAL (bad input, with the
  * reason: name, sort order, geometry, index >= entries, step), WC_E_IO,
  * WC_E_NOMEM. */
 wc_err wc_qvq_write(const char *path, const wc_qvq_write_input *in, wc_qvq_write_stats *stats);

@@ -1,6 +1,7 @@
 /* qvq_writer_tx.c - the transform mode's tiles (docs/FORMAT.md 6.8): each
  * image quantised, a frequency table a plane over the whole archive, each
  * tile coded and decoded back to take its hash (qvq_write_archive.h). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,8 +34,9 @@ static void quantise_slice(void *ctx, unsigned slice, size_t begin, size_t end)
 
 /* Code tile tp, decode it back with the reader's decoder, hash both, and
  * add up its squared error against the input. */
-static void encode_tile(tx_ctx *c, qvq_tile_out *tp)
+static void encode_tile(void *ctx, qvq_tile_out *tp)
 {
+	tx_ctx *c = ctx;
 	const wc_qvq_write_input *in = c->in;
 	const uint32_t *dims = in->dims + 2 * (size_t)tp->first;
 	size_t cap = qvq_tx_tile_bound(dims, tp->count, c->chunk), len = 0;
@@ -74,14 +76,6 @@ out:
 	for (uint32_t i = tp->first; i < tp->first + tp->count; i++)
 		qvq_tx_image_free(&c->im[i]); /* its symbols are in the payload now */
 	free(rgb);
-}
-
-static void encode_slice(void *ctx, unsigned slice, size_t begin, size_t end)
-{
-	(void)slice;
-	tx_ctx *c = ctx;
-	for (size_t t = begin; t < end; t++)
-		encode_tile(c, &c->tiles[t]);
 }
 
 /* A table a plane from the archive's histograms. A plane holding one value
@@ -141,30 +135,30 @@ wc_err qvq_write_tx(const char *path, const wc_qvq_write_input *in, wc_qvq_write
 	if (e || (e = build_tables(&c, hist, dtabs)))
 		goto out;
 	ntiles = qvq_write_group_tiles(in, tile_bytes, c.tiles);
-	const uint32_t group = 256;
-	for (uint32_t t0 = 0; t0 < ntiles && !e; t0 += group) {
-		uint32_t cnt = ntiles - t0 < group ? ntiles - t0 : group;
-		tx_ctx sub = c;
-		sub.tiles = c.tiles + t0;
-		wc_qvq_parallel(threads < cnt ? threads : cnt, cnt, encode_slice, &sub);
-		for (uint32_t t = t0; t < t0 + cnt && !e; t++)
-			if (c.tiles[t].err)
-				e = wc_fail(c.tiles[t].err, "qvq: tile %u: %s", t, c.tiles[t].why);
-		if (in->progress)
-			in->progress(in->progress_ctx, t0 + cnt, ntiles);
-	}
-	if (e)
+	if ((e = qvq_write_encode_tiles(in, c.tiles, ntiles, encode_tile, &c)))
 		goto out;
+	/* the archive's PSNR, from the decode each tile was hashed by */
+	double se = 0, samples = 0;
+	for (uint32_t t = 0; t < ntiles; t++)
+		se += c.tiles[t].sq_err;
+	for (uint32_t i = 0; i < n; i++)
+		samples += 3.0 * in->dims[2 * i] * in->dims[2 * i + 1];
+	wc_qvq_write_input with_psnr = *in;
+	with_psnr.metadata = in->metadata ? json_deep_copy(in->metadata) : json_object();
+	if (!with_psnr.metadata || json_object_set_new(with_psnr.metadata, "psnr_db",
+						       json_real(se > 0 ? 10 * log10(255.0 * 255.0 * samples / se) : 999.0))) {
+		json_decref(with_psnr.metadata);
+		e = wc_fail(WC_E_NOMEM, "qvq: no memory for the metadata");
+		goto out;
+	}
 	wc_qvq_header h = {
 		.version = WC_QVQ_VERSION, .mode = WC_QVQ_MODE_DCT, .step_luma = in->step_luma,
 		.step_chroma = in->step_chroma, .patch_h = 8, .patch_w = 8, .channels = 3, .chunk_symbols = c.chunk,
 	};
-	e = qvq_write_archive(path, in, h, NULL, 0, c.tabs, QVQ_TX_PLANES, c.tiles, ntiles, stats);
-	if (!e && stats) {
-		stats->sq_err = 0;
-		for (uint32_t t = 0; t < ntiles; t++)
-			stats->sq_err += c.tiles[t].sq_err;
-	}
+	e = qvq_write_archive(path, &with_psnr, h, NULL, 0, c.tabs, QVQ_TX_PLANES, c.tiles, ntiles, stats);
+	json_decref(with_psnr.metadata);
+	if (!e && stats)
+		stats->sq_err = se;
 out:
 	for (uint32_t i = 0; c.im && i < n; i++)
 		qvq_tx_image_free(&c.im[i]);

@@ -14,15 +14,12 @@
 #include "core/atomic_file.h"
 #include "core/fileio.h"
 #include "core/hash.h"
-#include "core/limits.h"
 #include "qvq/qvq.h"
 #include "qvq/qvq_names.h"
-#include "qvq/qvq_parallel.h"
 #include "qvq/qvq_write_archive.h"
 
 typedef struct encode_ctx {
 	const wc_qvq_write_input *in;
-	qvq_tile_out *tiles;
 	wc_layout layout;
 	wc_plane_plan plan[2];
 	uint32_t chunk;
@@ -31,8 +28,9 @@ typedef struct encode_ctx {
 
 /* Encode tile t: serialize its indices, tile-codec them, and compute the
  * hash of what the decoder must produce (the codebook gather). */
-static void encode_tile(encode_ctx *c, qvq_tile_out *tp)
+static void encode_tile(void *ctx, qvq_tile_out *tp)
 {
+	encode_ctx *c = ctx;
 	const wc_qvq_write_input *in = c->in;
 	uint32_t ib = c->layout.elem_size;
 	size_t raw = (size_t)tp->nidx * ib;
@@ -77,14 +75,6 @@ static void encode_tile(encode_ctx *c, qvq_tile_out *tp)
 out:
 	free(idx);
 	free(rgb);
-}
-
-static void encode_slice(void *ctx, unsigned slice, size_t begin, size_t end)
-{
-	(void)slice;
-	encode_ctx *c = ctx;
-	for (size_t t = begin; t < end; t++)
-		encode_tile(c, &c->tiles[t]);
 }
 
 /* Check the codebook mode's input: codebook and indices (the images as
@@ -184,22 +174,8 @@ wc_err qvq_write_vq(const char *path, const wc_qvq_write_input *in, wc_qvq_write
 								 in->patch_h);
 		ipos += tiles[t].nidx;
 	}
-	c.tiles = tiles;
 
-	/* Encode every tile, in parallel, in groups so progress can be shown. */
-	unsigned threads = in->threads ? in->threads : wc_cpu_count();
-	const uint32_t group = 256;
-	for (uint32_t t0 = 0; t0 < ntiles && !e; t0 += group) {
-		uint32_t cnt = ntiles - t0 < group ? ntiles - t0 : group;
-		encode_ctx sub = c;
-		sub.tiles = tiles + t0;
-		wc_qvq_parallel(threads < cnt ? threads : cnt, cnt, encode_slice, &sub);
-		for (uint32_t t = t0; t < t0 + cnt && !e; t++)
-			if (tiles[t].err)
-				e = wc_fail(tiles[t].err, "qvq: tile %u: %s", t, tiles[t].why);
-		if (in->progress)
-			in->progress(in->progress_ctx, t0 + cnt, ntiles);
-	}
+	e = qvq_write_encode_tiles(in, tiles, ntiles, encode_tile, &c);
 
 	if (!e) {
 		wc_qvq_header h = {
