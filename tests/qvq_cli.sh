@@ -63,6 +63,15 @@ done
 "$WCODEC" pack-images -q "$TMP/in" "$TMP/p.qvq" --psnr 30 >"$TMP/p.out" || fail "pack-images --psnr exited $?"
 db=$(sed -n 's/.*PSNR \([0-9.]*\) dB.*/\1/p' "$TMP/p.out")
 "$PYTHON3" -c "import sys; sys.exit(0 if float('$db') >= 30 else 1)" || fail "--psnr 30 gave $db dB"
+# --chunk: the archive's rANS chunk; the same pixels in chunks of 64 symbols
+"$WCODEC" info "$TMP/t.qvq" | grep -q "rANS chunk 16384 symbols" || fail "default chunk: $("$WCODEC" info "$TMP/t.qvq")"
+"$WCODEC" pack-images -q "$TMP/in" "$TMP/c64.qvq" --quality 95 --chunk 64 >/dev/null || fail "pack-images --chunk exited $?"
+"$WCODEC" info "$TMP/c64.qvq" | grep -q "rANS chunk 64 symbols" || fail "--chunk 64: $("$WCODEC" info "$TMP/c64.qvq")"
+"$WCODEC" unpack -q "$TMP/c64.qvq" "$TMP/cout" || fail "unpack of a --chunk 64 archive exited $?"
+for f in $(cd "$TMP/tout" && find . -type f); do
+	cmp -s "$TMP/cout/$f" "$TMP/tout/$f" || fail "--chunk 64: $f differs"
+done
+"$WCODEC" pack-images -q "$TMP/in" "$TMP/x.qvq" --chunk 100 2>/dev/null && fail "--chunk 100 accepted"
 "$WCODEC" pack-images -q "$TMP/in" "$TMP/x.qvq" --quality 0 2>/dev/null && fail "--quality 0 accepted"
 "$WCODEC" pack-images -q "$TMP/in" "$TMP/x.qvq" --psnr abc 2>/dev/null && fail "--psnr abc accepted"
 "$WCODEC" pack-images -q "$TMP/in" "$TMP/x.qvq" --quality 80 --psnr 30 2>/dev/null && fail "--quality with --psnr accepted"

@@ -12,6 +12,7 @@
 #include "core/clock.h"
 #include "engine/backend.h"
 #include "cli/cmd_qvq.h"
+#include "codec/rans.h"
 #include "qvq/qvq_format.h"
 #include "qvq/qvq_pack.h"
 
@@ -42,6 +43,9 @@ static void usage(FILE *out)
 		"  -b, --backend NAME    k-means' nearest-entry search: auto (the GPU if usable,\n"
 		"                        else the CPU), cpu, cuda; the archive is the same\n"
 		"      --tile-size B     decoded bytes per tile, K/M suffixes (default 1M)\n"
+		"  -c, --chunk N         rANS chunk in symbols, a multiple of 32 (default 16384):\n"
+		"                        shorter chunks decode sooner on a GPU, longer ones\n"
+		"                        save 128 bytes each\n"
 		"      --iterations N    Lloyd iterations at most (default 10)\n"
 		"  -f, --force           overwrite an existing OUT.qvq\n"
 		"      --skip-unreadable leave out, with a warning, images that cannot be read\n"
@@ -104,6 +108,7 @@ int cmd_pack_images(int argc, char **argv)
 		{"backend", required_argument, NULL, 'b'},
 		{"tile-size", required_argument, NULL, 'T'},
 		{"iterations", required_argument, NULL, 'i'},
+		{"chunk", required_argument, NULL, 'c'},
 		{"skip-unreadable", no_argument, NULL, 'U'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"force", no_argument, NULL, 'f'},
@@ -115,7 +120,7 @@ int cmd_pack_images(int argc, char **argv)
 	int quiet = 0, force = 0, c, mode = -1;
 	uint64_t v;
 	cli_decode_opts dopt = {.backend = "auto"}; /* -b, as the decoding commands take it */
-	while ((c = getopt_long(argc, argv, "s:k:m:Q:j:b:qfh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:k:m:Q:j:b:c:qfh", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': {
 			unsigned w, h;
@@ -177,6 +182,12 @@ int cmd_pack_images(int argc, char **argv)
 			if (wc_parse_size(optarg, 1000, &v) || !v)
 				return cli_usage_error(cmd, "--iterations wants 1..1000, not \"%s\"", optarg);
 			o.iterations = (uint32_t)v;
+			break;
+		case 'c':
+			if (wc_parse_size(optarg, WC_RANS_CHUNK_MAX, &v) || v < WC_RANS_CHUNK_MIN || v % 32)
+				return cli_usage_error(cmd, "--chunk wants a multiple of 32 from %u to %u, not \"%s\"",
+						       WC_RANS_CHUNK_MIN, WC_RANS_CHUNK_MAX, optarg);
+			o.chunk_symbols = (uint32_t)v;
 			break;
 		case 'U':
 			o.skip_unreadable = 1;

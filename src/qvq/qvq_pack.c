@@ -509,7 +509,7 @@ wc_err wc_qvq_pack_dir(const char *dir, const char *out, const wc_qvq_pack_opts 
 		.nimages = (uint32_t)n, .names = (const char *const *)names.v, .dims = dims,
 		.labels = labels, .label_names = (const char *const *)label_names,
 		.nlabels = nlabels, .indices = idx, .metadata = meta,
-		.tile_bytes = o->tile_bytes, .threads = threads,
+		.tile_bytes = o->tile_bytes, .chunk_symbols = o->chunk_symbols, .threads = threads,
 		.progress = o->progress ? write_progress : NULL, .progress_ctx = (void *)o,
 		.tmp_path = o->tmp_path,
 	};

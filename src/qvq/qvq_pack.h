@@ -24,6 +24,11 @@ typedef struct wc_qvq_pack_opts {
 	unsigned threads;        /* 0 = online CPUs */
 	uint32_t tile_bytes;     /* decoded bytes per tile; 0 = 1 MiB */
 	uint32_t iterations;     /* Lloyd iterations at most; 0 = 10 */
+	/* Symbols a rANS chunk (a multiple of 32, WC_RANS_CHUNK_MIN..MAX), 0 =
+	 * the mode's default. A chunk is a chain of dependent steps for a GPU
+	 * warp: shorter chunks decode sooner, each adding 128 bytes of lane
+	 * states (docs/FORMAT.md 4). */
+	uint32_t chunk_symbols;
 	int keep_recon;          /* return the encoder's reconstruction in the stats */
 	int skip_unreadable;     /* an image that cannot be read or decoded (any
 				  * error but WC_E_NOMEM) is left out with a

@@ -15,13 +15,14 @@
 #include "core/wc_error.h"
 #include "qvq/qvq_tx.h"
 
-/* The writers' rANS chunk: a 224 x 224 image's 75,264 symbols in three
- * chunks, which a GPU decodes at once (a chunk is a chain of dependent
- * steps: one chunk an image left the GPU decode waiting on it), for 128
- * bytes of lane states a chunk: 0.966 of JPEG q=75's bits at its PSNR,
- * where one chunk an image gives 0.939 and 16384 symbols 0.992
- * (docs/BENCHMARKS.md, "Image archives: size and quality"). */
-#define QVQ_TX_CHUNK_DEFAULT (1u << 15)
+/* The writers' rANS chunk (pack-images --chunk): a 224 x 224 image's
+ * 75,264 symbols in five chunks. A chunk is a chain of dependent steps for
+ * one GPU warp, so its length bounds the GPU decode (H200, batches of 512:
+ * rANS 102 us at 16384, 154 us at 32768); each chunk costs 128 bytes of
+ * lane states: 0.987 of JPEG q=75's bits at its PSNR, where 32768 gives
+ * 0.961 and 8192 1.056 (docs/BENCHMARKS.md, "Image archives: size and
+ * quality"). */
+#define QVQ_TX_CHUNK_DEFAULT (1u << 14)
 
 /* Where an image's planes lie in its symbol stream: plane p holds count[p]
  * symbols from start[p], then zeros up to end[p] (a multiple of 32, the
