@@ -5,15 +5,17 @@
  * so the plugin's host code stays C11.
  *
  * An image is decoded in five launches over every image of a call:
- *   1. rANS: one warp a chunk of its symbol stream, the table of each
- *      round that of its plane (the stream checks of FORMAT.md 4);
+ *   1. rANS: one warp a chunk of its symbol stream, a plane's rounds at a
+ *      time with that plane's table (the stream checks of FORMAT.md 4);
  *   2. escapes: each escape's place holds an escape symbol;
  *   3. DC: one thread block an (image, component), a prefix sum of the DC
  *      differences (the range check of 6.8);
- *   4. inverse DCT: 64 threads a block, the exact integer arithmetic of
- *      6.8 step 2, into the image's Y, Cb, Cr planes;
- *   5. colour: a thread a pixel, chroma filter and JFIF colour (steps 3-4)
- *      into the destination, HWC or CHW, bytes or normalised floats.
+ *   4. inverse DCT: 256 threads for 32 blocks, a row then a column each,
+ *      the exact integer arithmetic of 6.8 step 2, into the image's Y, Cb,
+ *      Cr planes;
+ *   5. colour: a thread 8 pixels of a row, chroma filter and JFIF colour
+ *      (steps 3-4) into the destination, HWC or CHW, bytes or normalised
+ *      floats.
  * The arithmetic is the CPU reference's (src/qvq/qvq_dct.c, qvq_tx.c), so
  * both give the same bytes. Anything a check refuses marks the image's job
  * corrupt; its pixels are then not to be used.

@@ -13,23 +13,27 @@
 #define FULL 0xffffffffu
 #define MAX_GRID_Y 65535u
 
-__constant__ int16_t B[8][8] = {
-	{1448, 1448, 1448, 1448, 1448, 1448, 1448, 1448},
-	{2009, 1703, 1138, 400, -400, -1138, -1703, -2009},
-	{1892, 784, -784, -1892, -1892, -784, 784, 1892},
-	{1703, -400, -2009, -1138, 1138, 2009, 400, -1703},
-	{1448, -1448, -1448, 1448, 1448, -1448, -1448, 1448},
-	{1138, -2009, 400, 1703, -1703, -400, 2009, -1138},
-	{784, -1892, 1892, -784, -784, 1892, -1892, 784},
-	{400, -1138, 1703, -2009, 2009, -1703, 1138, -400},
-};
-/* Zigzag index of each natural position (the inverse of JPEG's scan). */
-__constant__ uint8_t ZZ_OF[64] = {
-	0,  1,  5,  6,  14, 15, 27, 28, 2,  4,  7,  13, 16, 26, 29, 42, 3,  8,  12, 17, 25, 30,
-	41, 43, 9,  11, 18, 24, 31, 40, 44, 53, 10, 19, 23, 32, 39, 45, 52, 54, 20, 22, 33, 38,
-	46, 51, 55, 60, 21, 34, 37, 47, 50, 56, 59, 61, 35, 36, 48, 49, 57, 58, 62, 63,
-};
-__constant__ uint8_t BAND_START[5] = {0, 1, 6, 21, 64};
+/* sum_u B[u][n] x[u] for n = 0..7, B the integer basis of 6.8 step 2,
+ * through its even and odd halves (B[u][7 - n] = (-1)^u B[u][n]): 22 products where the plain sum
+ * takes 64, and the same integers, since int32 sums of these products
+ * never overflow (|x| <= 86,600 in the column pass: at most 937,000,000). */
+__device__ __forceinline__ void idct8(const int32_t x[8], int32_t y[8])
+{
+	const int32_t a = 1448 * (x[0] + x[4]), b = 1448 * (x[0] - x[4]);
+	const int32_t c = 1892 * x[2] + 784 * x[6], d = 784 * x[2] - 1892 * x[6];
+	const int32_t e[4] = {a + c, b + d, b - d, a - c};
+	const int32_t o[4] = {
+		2009 * x[1] + 1703 * x[3] + 1138 * x[5] + 400 * x[7],
+		1703 * x[1] - 400 * x[3] - 2009 * x[5] - 1138 * x[7],
+		1138 * x[1] - 2009 * x[3] + 400 * x[5] + 1703 * x[7],
+		400 * x[1] - 1138 * x[3] + 1703 * x[5] - 2009 * x[7],
+	};
+#pragma unroll
+	for (int n = 0; n < 4; n++) {
+		y[n] = e[n] + o[n];
+		y[7 - n] = e[n] - o[n];
+	}
+}
 
 /* x / 2^b rounded down, for either sign: nvcc's >> of a signed integer is
  * the arithmetic shift (SHF.R.S32), which rounds down. */
@@ -77,12 +81,13 @@ __device__ __forceinline__ void window(uint16_t *ring, const uint16_t *w, uint32
  * global memory: a round's chain is the table lookup, the state update and
  * one shared read. */
 template <bool UNIFORM>
-__global__ void tx_rans(const wcc_tx_image *__restrict__ imgs, const wcc_tx_chunk *__restrict__ chunks,
-			uint32_t nchunks, uint32_t group, const uint32_t *__restrict__ tables, uint32_t *status)
+__global__ void __launch_bounds__(32 * RANS_WARPS)
+	tx_rans(const wcc_tx_image *__restrict__ imgs, const wcc_tx_chunk *__restrict__ chunks, uint32_t nchunks,
+		uint32_t group, const uint32_t *__restrict__ tables, uint32_t *status)
 {
 	__shared__ uint32_t stab[UNIFORM ? 4096 : 1];
 	__shared__ __align__(16) uint16_t rings[RANS_WARPS][RING];
-	const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+	const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x & 31, below = (1u << lane) - 1u;
 	uint32_t c, c0;
 	bool live;
 	if (UNIFORM) { /* blocks never straddle groups */
@@ -101,54 +106,55 @@ __global__ void tx_rans(const wcc_tx_image *__restrict__ imgs, const wcc_tx_chun
 	uint16_t *ring = rings[warp];
 	uint32_t x = live ? ((const uint32_t *)ch.data)[lane] : 65536u;
 	const uint16_t *w = (const uint16_t *)(ch.data + 128);
-	int bad = x < 65536u;
-	uint32_t p = 0, q = 0, seg = 0, loaded = ~0u, seg_end = im->end[0];
+	uint32_t bad = x < 65536u;
+	uint32_t p = 0, q = 0, r = 0;
 	uint8_t *out = im->sym + ch.first;
-	const uint32_t rounds = (ch.m + 31) / 32;
+	const uint32_t rounds = ch.m / 32; /* m: a multiple of 32 (whole planes, chunks of 32k symbols) */
 	if (live) {
 		for (uint32_t k = 0; k < RING / 32; k++)
 			window(ring, w, ch.nw, k, lane);
 		copy_wait6(); /* windows 0 and 1 are in */
 		__syncwarp();
 	}
-	for (uint32_t r = 0; r < rounds; r++) {
-		const uint32_t g = ch.first + 32 * r; /* plane boundaries are round-aligned */
-		while (seg < WCC_TX_PLANES - 1 && seg_end <= g)
-			seg_end = im->end[++seg];
+	/* A plane at a time: its rounds share one table (plane boundaries are
+	 * round-aligned), so a round is the chain alone: the lookup, the state
+	 * update, the ballot and one shared read, without branches. */
+	for (uint32_t seg = 0; seg < WCC_TX_PLANES && r < rounds; seg++) {
+		const uint32_t seg_end = im->end[seg];
+		uint32_t r_end = seg_end <= ch.first ? 0 : (seg_end - ch.first + 31) / 32;
+		r_end = r_end < rounds ? r_end : rounds;
+		if (r >= r_end) /* the same in every warp of a block (UNIFORM) */
+			continue;
 		const uint32_t *tab = tables + 4096 * seg;
-		if (UNIFORM && seg != loaded) { /* the same round in every warp of the block */
+		if (UNIFORM) {
 			__syncthreads();
 			for (uint32_t i = threadIdx.x; i < 4096; i += blockDim.x)
 				stab[i] = __ldg(tab + i);
 			__syncthreads();
-			loaded = seg;
 		}
-		if (!live)
+		if (!live) {
+			r = r_end;
 			continue;
-		if (p - q >= 32) { /* window q / 32 is used up: its place takes the window 8 on */
-			__syncwarp();
-			window(ring, w, ch.nw, q / 32 + RING / 32, lane);
-			q += 32;
-			copy_wait6(); /* the two windows from q are in */
-			__syncwarp();
 		}
-		const uint32_t j = 32 * r + lane;
-		bool need = false;
-		if (j < ch.m) {
+		for (; r < r_end; r++) {
+			if (p - q >= 32) { /* window q / 32 is used up: its place takes the window 8 on */
+				__syncwarp();
+				window(ring, w, ch.nw, q / 32 + RING / 32, lane);
+				q += 32;
+				copy_wait6(); /* the two windows from q are in */
+				__syncwarp();
+			}
 			const uint32_t t = x & 4095u, e = UNIFORM ? stab[t] : __ldg(tab + t);
-			out[j] = (uint8_t)e;
-			x = ((e >> 8) & 0xfffu) * (x >> 12) + (e >> 20);
-			need = x < 65536u;
+			out[32 * r + lane] = (uint8_t)e;
+			const uint32_t y = ((e >> 8) & 0xfffu) * (x >> 12) + (e >> 20);
+			const bool need = y < 65536u;
+			const uint32_t ballot = __ballot_sync(FULL, need);
+			const uint32_t at = p + __popc(ballot & below); /* < q + 64 */
+			const uint32_t word = ring[at & (RING - 1)];
+			bad |= need & (at >= ch.nw);
+			x = need ? (y << 16) | word : y;
+			p += __popc(ballot);
 		}
-		const uint32_t ballot = __ballot_sync(FULL, need);
-		if (need) {
-			const uint32_t at = p + __popc(ballot & ((1u << lane) - 1u)); /* < q + 64 */
-			if (at < ch.nw)
-				x = (x << 16) | ring[at & (RING - 1)];
-			else
-				bad = 1;
-		}
-		p += __popc(ballot);
 	}
 	if (!live)
 		return;
@@ -230,78 +236,87 @@ __global__ void tx_dc(const wcc_tx_image *__restrict__ imgs, uint32_t *status)
 		status[im->job] = 1u;
 }
 
-/* ---- 4. inverse DCT: a thread a row of a block ------------------------------ */
+/* ---- 4. inverse DCT: 32 blocks a thread block ------------------------------ */
 
-/* 32 blocks a thread block; thread t takes row t / 32 of block t % 32, so
- * a warp reads one coefficient of 32 neighbouring blocks at once (their
- * symbols lie a band's width apart) and writes one row of 32 blocks, 256
- * contiguous bytes. */
+/* Thread t takes block t % 32 of the thread block's 32: first its row
+ * t / 32 (8 coefficients read from the symbols, the row pass), then its
+ * column t / 32 (the column pass), then its row of output bytes. A warp's
+ * row (or column) number is the same in all its lanes, so the zigzag
+ * tables are read from constant memory at one address a warp, and it
+ * writes one row of 32 blocks: 256 contiguous bytes. */
 #define IDCT_BLOCKS 32
 #define TPAD (8 * 9 + 1) /* a block's rows padded: 9 words a row, 73 a block, no bank conflicts */
-__global__ void tx_idct(const wcc_tx_image *__restrict__ imgs, uint32_t *status)
+#define OPAD 72          /* a block's output bytes: 8 rows of 8, blocks 72 bytes apart */
+/* For natural position k: its band (0 DC, 1, 2, 3) in bits 8-9, its place
+ * in that band (zigzag index - the band's first) in bits 0-7. */
+__constant__ uint16_t BAND_OF[64] = {
+	0x000, 0x100, 0x104, 0x200, 0x208, 0x209, 0x306, 0x307, 0x101, 0x103, 0x201, 0x207, 0x20a, 0x305, 0x308, 0x315,
+	0x102, 0x202, 0x206, 0x20b, 0x304, 0x309, 0x314, 0x316, 0x203, 0x205, 0x20c, 0x303, 0x30a, 0x313, 0x317, 0x320,
+	0x204, 0x20d, 0x302, 0x30b, 0x312, 0x318, 0x31f, 0x321, 0x20e, 0x301, 0x30c, 0x311, 0x319, 0x31e, 0x322, 0x327,
+	0x300, 0x30d, 0x310, 0x31a, 0x31d, 0x323, 0x326, 0x328, 0x30e, 0x30f, 0x31b, 0x31c, 0x324, 0x325, 0x329, 0x32a,
+};
+__global__ void __launch_bounds__(8 * IDCT_BLOCKS) tx_idct(const wcc_tx_image *__restrict__ imgs, uint32_t *status)
 {
-	/* The basis and zigzag in shared memory (constant memory would
-	 * serialise the threads' different zigzag places). */
-	__shared__ int32_t sB[64];
-	__shared__ uint8_t sZ[64];
 	__shared__ int32_t T[IDCT_BLOCKS * TPAD];
+	__shared__ __align__(8) uint8_t O[IDCT_BLOCKS * OPAD];
 	const wcc_tx_image *im = &imgs[blockIdx.y];
-	if (threadIdx.x < 64) {
-		sB[threadIdx.x] = B[threadIdx.x / 8][threadIdx.x % 8];
-		sZ[threadIdx.x] = ZZ_OF[threadIdx.x];
-	}
-	__syncthreads();
 	const uint32_t mw = im->mw, nl = 4 * mw * im->mh, nc = mw * im->mh, nb = nl + 2 * nc;
 	const uint32_t sub = threadIdx.x % IDCT_BLOCKS, r = threadIdx.x / IDCT_BLOCKS;
 	const uint32_t kb = blockIdx.x * IDCT_BLOCKS + sub;
 	const bool live = kb < nb;
 	const uint32_t comp = kb < nl ? 0 : kb < nl + nc ? 1 : 2;
-	const uint32_t k = comp == 0 ? kb : comp == 1 ? kb - nl : kb - nl - nc; /* in its component */
+	const uint32_t kc = comp == 0 ? kb : kb - nl; /* Cb's blocks then Cr's in the chroma planes */
 	int32_t *t = T + sub * TPAD;
 	int bad = 0;
-	if (live) { /* row r: its 8 coefficients, then the row pass (horizontal frequencies) */
-		const uint32_t kc = comp == 2 ? nc + k : k; /* Cb's blocks then Cr's in the chroma planes */
+	{ /* row r: its 8 coefficients times the step, then the row pass (horizontal frequencies) */
 		const int32_t step = (int32_t)(comp ? im->step_chroma : im->step_luma);
 		const uint32_t *start = im->start + (comp ? 4 : 0);
-		int32_t X[8];
+		const uint32_t b1 = start[1] + kc * 5, b2 = start[2] + kc * 15, b3 = start[3] + kc * 43;
+		uint32_t raw[8], at[8];
 #pragma unroll
 		for (int u = 0; u < 8; u++) {
-			const uint32_t z = sZ[r * 8 + u];
+			const uint32_t info = BAND_OF[r * 8 + u], band = info >> 8;
+			at[u] = (band == 1 ? b1 : band == 2 ? b2 : b3) + (info & 255u);
+			raw[u] = !live ? 0u : band == 0 ? (uint32_t)im->dc[kb] : (uint32_t)im->sym[at[u]];
+		}
+		int32_t X[8], any = 0;
+#pragma unroll
+		for (int u = 0; u < 8; u++) {
 			int32_t v;
-			if (z == 0) {
-				v = im->dc[kb];
-			} else {
-				const uint32_t b = z < 6 ? 1 : z < 21 ? 2 : 3, first = b == 1 ? 1 : b == 2 ? 6 : 21;
-				const uint32_t width = b == 1 ? 5 : b == 2 ? 15 : 43;
-				v = value_at(im, start[b] + kc * width + (z - first), &bad);
-			}
+			if (!live || (BAND_OF[r * 8 + u] >> 8) == 0)
+				v = (int32_t)raw[u];
+			else if (raw[u] < 253u)
+				v = raw[u] & 1u ? -(int32_t)((raw[u] + 1) >> 1) : (int32_t)(raw[u] >> 1);
+			else
+				v = value_at(im, at[u], &bad); /* an escape, or a bad symbol */
 			const int32_t x = v * step;
 			X[u] = x > 32767 ? 32767 : x < -32768 ? -32768 : x;
+			any |= X[u];
 		}
+		int32_t Y[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+		if (any)
+			idct8(X, Y);
 #pragma unroll
-		for (int n = 0; n < 8; n++) {
-			int32_t s = 1 << 11;
-#pragma unroll
-			for (int u = 0; u < 8; u++)
-				s += sB[u * 8 + n] * X[u];
-			t[r * 9 + n] = fs(s, 12);
-		}
+		for (int n = 0; n < 8; n++)
+			t[r * 9 + n] = fs(Y[n] + (1 << 11), 12);
 	}
 	__syncthreads();
-	if (live) { /* output row m = r: the column pass (vertical frequencies) */
-		uint32_t lo = 0, hi = 0;
+	{ /* column n = r: the column pass (vertical frequencies), bytes into O */
+		const uint32_t n = r;
+		int32_t C[8];
 #pragma unroll
-		for (int n = 0; n < 8; n++) {
-			int32_t s = 1 << 14;
+		for (int q = 0; q < 8; q++)
+			C[q] = t[q * 9 + n];
+		int32_t Y[8];
+		idct8(C, Y);
+		uint8_t *ob = O + sub * OPAD + n;
 #pragma unroll
-			for (int q = 0; q < 8; q++)
-				s += sB[q * 8 + r] * t[q * 9 + n];
-			const uint32_t v = (uint32_t)clamp255(fs(s, 15) + 128);
-			if (n < 4)
-				lo |= v << (8 * n);
-			else
-				hi |= v << (8 * (n - 4));
-		}
+		for (int m = 0; m < 8; m++)
+			ob[m * 8] = (uint8_t)clamp255(fs(Y[m] + (1 << 14), 15) + 128);
+	}
+	__syncthreads();
+	if (live) { /* output row r of block sub */
+		const uint32_t k = comp == 0 ? kb : comp == 1 ? kb - nl : kb - nl - nc; /* in its component */
 		const uint32_t pw = 16 * mw, cw = 8 * mw;
 		uint8_t *row;
 		if (comp == 0) {
@@ -312,71 +327,83 @@ __global__ void tx_idct(const wcc_tx_image *__restrict__ imgs, uint32_t *status)
 			row = im->planes + (size_t)pw * 16 * im->mh + (comp == 2 ? (size_t)cw * 8 * im->mh : 0) +
 			      (size_t)(by * 8 + r) * cw + bx * 8;
 		}
-		*(uint2 *)row = make_uint2(lo, hi); /* planes 16-byte aligned, rows a multiple of 8 */
+		*(uint2 *)row = *(const uint2 *)(O + sub * OPAD + r * 8); /* planes 16-byte aligned, rows a multiple of 8 */
 	}
 	if (bad)
 		status[im->job] = 1u;
 }
 
-/* ---- 5. colour: a thread a pixel ------------------------------------------- */
+/* ---- 5. colour: a thread 8 pixels ------------------------------------------ */
 
-/* The vertical filter of chroma row pair (i, o) at column j (6.8 step 3). */
-__device__ __forceinline__ int32_t vfilt(const uint8_t *c, uint32_t cw, uint32_t i, uint32_t o, uint32_t j)
+/* Chroma of pixels x0..x0+7 of a row (x0 = 2 j0, j0 a multiple of 4) from
+ * chroma rows i and o of a plane cw samples wide (6.8 step 3): columns
+ * j0..j0+3 of each row read as one word, their neighbours j0 - 1 and j0 + 4
+ * (clamped to the plane) as bytes; each column filtered vertically once. */
+__device__ __forceinline__ void chroma8(const uint8_t *c, uint32_t cw, uint32_t i, uint32_t o, uint32_t j0,
+					int32_t out[8])
 {
-	return 3 * c[i * cw + j] + c[o * cw + j];
+	const uint8_t *ri = c + (size_t)i * cw, *ro = c + (size_t)o * cw;
+	const uint32_t a = *(const uint32_t *)(ri + j0), b = *(const uint32_t *)(ro + j0);
+	const uint32_t jl = j0 > 0 ? j0 - 1 : 0, jr = j0 + 4 < cw ? j0 + 4 : cw - 1;
+	int32_t v[6];
+	v[0] = 3 * ri[jl] + ro[jl];
+#pragma unroll
+	for (int m = 0; m < 4; m++)
+		v[m + 1] = 3 * (int32_t)((a >> (8 * m)) & 255u) + (int32_t)((b >> (8 * m)) & 255u);
+	v[5] = 3 * ri[jr] + ro[jr];
+#pragma unroll
+	for (int m = 0; m < 4; m++) {
+		out[2 * m] = fs(3 * v[m + 1] + v[m] + 8, 4);
+		out[2 * m + 1] = fs(3 * v[m + 1] + v[m + 2] + 8, 4);
+	}
 }
 
-/* Chroma of pixels x0..x0+3 (x0 a multiple of 4) of row y, from a plane of
- * cw x ch samples: columns j0 - 1 .. j0 + 2 filtered once for the four. */
-__device__ __forceinline__ void chroma4(const uint8_t *c, uint32_t cw, uint32_t ch, uint32_t y, uint32_t x0,
-					int32_t out[4])
-{
-	const uint32_t i = y / 2, o = y & 1 ? (i + 1 < ch ? i + 1 : i) : (i > 0 ? i - 1 : 0);
-	const uint32_t j0 = x0 / 2; /* j0 + 1 < cw: the planes cover the macroblocks */
-	const int32_t vm = vfilt(c, cw, i, o, j0 > 0 ? j0 - 1 : 0), v0 = vfilt(c, cw, i, o, j0),
-		      v1 = vfilt(c, cw, i, o, j0 + 1), v2 = vfilt(c, cw, i, o, j0 + 2 < cw ? j0 + 2 : j0 + 1);
-	out[0] = fs(3 * v0 + vm + 8, 4);
-	out[1] = fs(3 * v0 + v1 + 8, 4);
-	out[2] = fs(3 * v1 + v0 + 8, 4);
-	out[3] = fs(3 * v1 + v2 + 8, 4);
-}
-
-/* A thread 4 pixels of a row (6.8 steps 3-4), stored as words where the
- * row and the layout allow. */
+/* A thread 8 pixels of a row (6.8 steps 3-4): the luma as 8 bytes, the
+ * chroma as above, stored as 8-byte words where the layout allows (bytes,
+ * widths a multiple of 8), else a value at a time. */
 #define COLOUR_THREADS 256
-__global__ void tx_colour(const wcc_tx_image *__restrict__ imgs)
+__global__ void __launch_bounds__(COLOUR_THREADS) tx_colour(const wcc_tx_image *__restrict__ imgs)
 {
 	const wcc_tx_image *im = &imgs[blockIdx.y];
 	const uint32_t w = im->w, h = im->h, npix = w * h, pw = 16 * im->mw, cw = 8 * im->mw, ch = 8 * im->mh;
 	const uint8_t *Y = im->planes, *cb = Y + (size_t)pw * 16 * im->mh, *cr = cb + (size_t)cw * ch;
-	const uint32_t quads = (w + 3) / 4;
-	for (uint32_t q = blockIdx.x * blockDim.x + threadIdx.x; q < quads * h; q += gridDim.x * blockDim.x) {
-		const uint32_t y = q / quads, x0 = (q - y * quads) * 4, px0 = y * w + x0;
-		const uint32_t ly = *(const uint32_t *)(Y + (size_t)y * pw + x0); /* rows of the Y plane: 16-aligned */
-		int32_t b[4], r[4];
-		chroma4(cb, cw, ch, y, x0, b);
-		chroma4(cr, cw, ch, y, x0, r);
-		uint32_t v[3] = {0, 0, 0}; /* the 4 pixels' R, G, B bytes */
-		for (unsigned k = 0; k < 4; k++) {
-			const int32_t l = (ly >> (8 * k)) & 255, bb = b[k] - 128, rr = r[k] - 128;
-			v[0] |= (uint32_t)clamp255(l + fs(91881 * rr + (1 << 15), 16)) << (8 * k);
-			v[1] |= (uint32_t)clamp255(l + fs(-22554 * bb - 46802 * rr + (1 << 15), 16)) << (8 * k);
-			v[2] |= (uint32_t)clamp255(l + fs(116130 * bb + (1 << 15), 16)) << (8 * k);
+	const uint32_t per = (w + 7) / 8;
+	const bool words = !im->f32 && w % 8 == 0 && (uintptr_t)im->out % 8 == 0;
+	for (uint32_t q = blockIdx.x * blockDim.x + threadIdx.x; q < per * h; q += gridDim.x * blockDim.x) {
+		const uint32_t y = q / per, x0 = (q - y * per) * 8, px0 = y * w + x0;
+		const uint2 ly = *(const uint2 *)(Y + (size_t)y * pw + x0); /* rows of the Y plane: 16-aligned */
+		const uint32_t i = y / 2, o = y & 1 ? (i + 1 < ch ? i + 1 : i) : (i > 0 ? i - 1 : 0);
+		int32_t b[8], r[8];
+		chroma8(cb, cw, i, o, x0 / 2, b);
+		chroma8(cr, cw, i, o, x0 / 2, r);
+		uint32_t v[3][2] = {{0, 0}, {0, 0}, {0, 0}}; /* the 8 pixels' R, G, B bytes */
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			const int32_t l = ((k < 4 ? ly.x : ly.y) >> (8 * (k % 4))) & 255, bb = b[k] - 128, rr = r[k] - 128;
+			const int s = 8 * (k % 4);
+			v[0][k / 4] |= (uint32_t)clamp255(l + fs(91881 * rr + (1 << 15), 16)) << s;
+			v[1][k / 4] |= (uint32_t)clamp255(l + fs(-22554 * bb - 46802 * rr + (1 << 15), 16)) << s;
+			v[2][k / 4] |= (uint32_t)clamp255(l + fs(116130 * bb + (1 << 15), 16)) << s;
 		}
-		const bool whole = x0 + 4 <= w && px0 % 4 == 0 && !im->f32 && (uintptr_t)im->out % 4 == 0;
-		if (whole && im->chw && npix % 4 == 0) {
-			for (unsigned c = 0; c < 3; c++)
-				*(uint32_t *)(im->out + (size_t)c * npix + px0) = v[c];
-		} else if (whole && !im->chw) { /* RGBRGBRGBRGB as three words */
-			uint32_t *o = (uint32_t *)(im->out + (size_t)3 * px0);
-			const uint32_t p0 = v[0] & 255, g0 = v[1] & 255, b0 = v[2] & 255;
-			o[0] = p0 | g0 << 8 | b0 << 16 | (v[0] >> 8 & 255) << 24;
-			o[1] = (v[1] >> 8 & 255) | (v[2] >> 8 & 255) << 8 | (v[0] >> 16 & 255) << 16 | (v[1] >> 16 & 255) << 24;
-			o[2] = (v[2] >> 16 & 255) | (v[0] >> 24) << 8 | (v[1] >> 24) << 16 | (v[2] >> 24) << 24;
+		if (words && im->chw) {
+#pragma unroll
+			for (int c = 0; c < 3; c++)
+				*(uint2 *)(im->out + (size_t)c * npix + px0) = make_uint2(v[c][0], v[c][1]);
+		} else if (words) { /* RGBRGB...: 24 bytes as three 8-byte words */
+			uint32_t o6[6] = {0, 0, 0, 0, 0, 0};
+#pragma unroll
+			for (int k = 0; k < 8; k++)
+#pragma unroll
+				for (int c = 0; c < 3; c++)
+					o6[(3 * k + c) / 4] |= ((v[c][k / 4] >> (8 * (k % 4))) & 255u) << (8 * ((3 * k + c) % 4));
+			uint2 *d = (uint2 *)(im->out + (size_t)3 * px0);
+			d[0] = make_uint2(o6[0], o6[1]);
+			d[1] = make_uint2(o6[2], o6[3]);
+			d[2] = make_uint2(o6[4], o6[5]);
 		} else {
-			for (uint32_t k = 0; k < 4 && x0 + k < w; k++)
+			for (uint32_t k = 0; k < 8 && x0 + k < w; k++)
 				for (unsigned c = 0; c < 3; c++) {
-					const uint32_t byte = (v[c] >> (8 * k)) & 255, px = px0 + k;
+					const uint32_t byte = (v[c][k / 4] >> (8 * (k % 4))) & 255, px = px0 + k;
 					const size_t at = im->chw ? (size_t)c * npix + px : (size_t)3 * px + c;
 					if (im->f32) /* rounded after the multiply and after the add, as torch's x.float() * s + b */
 						((float *)im->out)[at] = __fadd_rn(__fmul_rn((float)byte, im->scale[c]), im->bias[c]);
@@ -457,7 +484,7 @@ extern "C" int wcc_tx_launch(const wcc_tx_image *imgs, uint32_t nimg, const wcc_
 		tx_dc<<<dim3(3, cnt), DC_THREADS, 0, st>>>(im, status);
 		/* grid.x (up to 2^31 - 1) covers the 1.5 M blocks of a 16384 x 16384 image */
 		tx_idct<<<dim3((max_blocks + IDCT_BLOCKS - 1) / IDCT_BLOCKS, cnt), 8 * IDCT_BLOCKS, 0, st>>>(im, status);
-		const uint32_t gp = (max_pixels / 4 + max_pixels / 64 + COLOUR_THREADS) / COLOUR_THREADS; /* quads, odd rows */
+		const uint32_t gp = (max_pixels / 8 + max_pixels / 64 + COLOUR_THREADS) / COLOUR_THREADS; /* 8 pixels a thread */
 		tx_colour<<<dim3(gp < 4096 ? gp : 4096, cnt), COLOUR_THREADS, 0, st>>>(im);
 		cudaError_t e = cudaGetLastError();
 		if (e != cudaSuccess)
