@@ -78,11 +78,16 @@ EXPORT wc_err wcodec_cuda_tx_resident_create(wc_backend *be, wc_tile_job *jobs, 
 	return wcc_tx_resident_create(((cuda_backend *)be)->gpu, jobs, n, max_bytes, (wcc_tx_resident **)out);
 }
 
-EXPORT wc_err wcodec_cuda_tx_resident_decode(void *r, const int64_t *idx, size_t n, int chw, int f32,
+EXPORT wc_err wcodec_cuda_tx_resident_launch(void *r, const int64_t *idx, size_t n, int chw, int f32,
 					     const float scale[3], const float bias[3], void *out, size_t out_stride,
-					     void *stream)
+					     void *stream, uint64_t *ticket)
 {
-	return wcc_tx_resident_decode(r, idx, n, chw, f32, scale, bias, out, out_stride, stream);
+	return wcc_tx_resident_launch(r, idx, n, chw, f32, scale, bias, out, out_stride, stream, ticket);
+}
+
+EXPORT wc_err wcodec_cuda_tx_resident_wait(void *r, uint64_t ticket)
+{
+	return wcc_tx_resident_wait(r, ticket);
 }
 
 EXPORT void wcodec_cuda_tx_resident_free(void *r)

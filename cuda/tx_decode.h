@@ -119,13 +119,19 @@ void wcc_tx_resident_free(wcc_tx_resident *r);
 /* Images idx[0..n) (int64, device memory) of a resident archive decoded
  * into out (device memory; place k at out + k * out_stride bytes; chw
  * planes or HWC rows; f32: floats value * scale[c] + bias[c]) by kernel
- * launches alone, ordered after `stream`'s work and before its later work,
- * one synchronisation (on the archive's own stream) to read the statuses
- * back. Calls on one archive take turns. Errors: WC_E_RANGE (an index past
- * the archive), WC_E_CORRUPT (a stream failed its checks), WC_E_BACKEND,
- * WC_E_NOMEM. */
-wc_err wcc_tx_resident_decode(wcc_tx_resident *r, const int64_t *idx, size_t n, int chw, int f32,
-			      const float scale[3], const float bias[3], void *out, size_t out_stride, void *stream);
+ * launches alone, ordered after `stream`'s work and before its later work;
+ * *ticket names the batch for wcc_tx_resident_wait, which must come before
+ * the pixels are used (its statuses say whether they may be). Two batches
+ * may be in flight. Errors: WC_E_INVAL (n 0, or two batches in flight),
+ * WC_E_BACKEND, WC_E_NOMEM. */
+wc_err wcc_tx_resident_launch(wcc_tx_resident *r, const int64_t *idx, size_t n, int chw, int f32,
+			      const float scale[3], const float bias[3], void *out, size_t out_stride, void *stream,
+			      uint64_t *ticket);
+/* Wait for batch `ticket` (one synchronisation) and read its statuses.
+ * Errors: WC_E_RANGE (an index past the archive), WC_E_CORRUPT (a stream
+ * failed its checks: the batch's pixels are not to be used), WC_E_INVAL (no
+ * such batch in flight), WC_E_BACKEND. */
+wc_err wcc_tx_resident_wait(wcc_tx_resident *r, uint64_t ticket);
 
 /* Whether any of jobs[0..n) is a WC_JOB_TX job (the plugin's dispatch,
  * which sees no format's header). */

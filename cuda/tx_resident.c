@@ -3,7 +3,9 @@
  * (tx_decode.h, wcc_tx_resident_*): the payloads uploaded and every image
  * parsed once; a batch is then its image numbers (device memory), a kernel
  * that builds its descriptors from them, the five decode kernels and one
- * synchronisation.
+ * synchronisation. A batch can be launched before the one ahead of it is
+ * waited for: two are in flight at most, each with its own statuses, so
+ * the GPU has the next batch queued while the caller takes the last.
  */
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -16,11 +18,23 @@
 
 #define A16(x) (((size_t)(x) + 15u) & ~(size_t)15u)
 
+/* A batch in flight: its statuses (page-locked, copied after its kernels)
+ * and the event after that copy. */
+typedef struct tx_slot {
+	uint32_t *h_status;
+	size_t cap, n;
+	cudaEvent_t done;
+	uint64_t ticket;
+	int pending;
+} tx_slot;
+
 struct wcc_tx_resident {
 	int gpu;
-	pthread_mutex_t mu; /* decode calls take turns: one set of batch buffers */
+	pthread_mutex_t mu; /* launches take turns: one set of batch buffers, used in stream order */
 	cudaStream_t stream;
-	cudaEvent_t before, after;
+	cudaEvent_t before;
+	tx_slot slot[2];
+	uint64_t next; /* the next batch's ticket */
 	uint8_t *d_pay;
 	uint32_t *d_tab;
 	wcc_tx_image *d_all;
@@ -31,7 +45,7 @@ struct wcc_tx_resident {
 	uint8_t *d_scratch;
 	wcc_tx_image *d_batch;
 	wcc_tx_chunk *d_bchunks;
-	uint32_t *d_status, *h_status;
+	uint32_t *d_status;
 	size_t cap;
 };
 
@@ -50,13 +64,15 @@ void wcc_tx_resident_free(wcc_tx_resident *r)
 	cudaFree(r->d_batch);
 	cudaFree(r->d_bchunks);
 	cudaFree(r->d_status);
-	cudaFreeHost(r->h_status);
+	for (unsigned k = 0; k < 2; k++) {
+		cudaFreeHost(r->slot[k].h_status);
+		if (r->slot[k].done)
+			cudaEventDestroy(r->slot[k].done);
+	}
 	if (r->stream)
 		cudaStreamDestroy(r->stream);
 	if (r->before)
 		cudaEventDestroy(r->before);
-	if (r->after)
-		cudaEventDestroy(r->after);
 	pthread_mutex_destroy(&r->mu);
 	free(r);
 }
@@ -168,8 +184,8 @@ wc_err wcc_tx_resident_create(int gpu, wc_tile_job *jobs, size_t n, uint64_t max
 		ce = cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking);
 	if (!e && ce == cudaSuccess)
 		ce = cudaEventCreateWithFlags(&r->before, cudaEventDisableTiming);
-	if (!e && ce == cudaSuccess)
-		ce = cudaEventCreateWithFlags(&r->after, cudaEventDisableTiming);
+	for (unsigned k = 0; k < 2 && !e && ce == cudaSuccess; k++)
+		ce = cudaEventCreateWithFlags(&r->slot[k].done, cudaEventDisableTiming);
 	if (!e && ce != cudaSuccess)
 		e = wc_fail(ce == cudaErrorMemoryAllocation ? WC_E_RANGE : WC_E_BACKEND,
 			    "cuda transform: a resident archive of %zu bytes on GPU %d: %s", total, gpu,
@@ -186,7 +202,8 @@ out:
 	return e;
 }
 
-/* The batch buffers for n images (grown, never shrunk). */
+/* The device buffers of a batch of n images (grown, never shrunk; a batch
+ * in flight has copied its statuses out once the stream is idle). */
 static cudaError_t grow(wcc_tx_resident *r, size_t n)
 {
 	if (n <= r->cap)
@@ -196,8 +213,7 @@ static cudaError_t grow(wcc_tx_resident *r, size_t n)
 	cudaFree(r->d_batch);
 	cudaFree(r->d_bchunks);
 	cudaFree(r->d_status);
-	cudaFreeHost(r->h_status);
-	r->d_scratch = NULL, r->d_batch = NULL, r->d_bchunks = NULL, r->d_status = NULL, r->h_status = NULL;
+	r->d_scratch = NULL, r->d_batch = NULL, r->d_bchunks = NULL, r->d_status = NULL;
 	r->cap = 0;
 	cudaError_t ce = cudaMalloc((void **)&r->d_scratch, n * (r->sym_b + r->dc_b + r->plane_b));
 	if (ce == cudaSuccess)
@@ -207,24 +223,41 @@ static cudaError_t grow(wcc_tx_resident *r, size_t n)
 	if (ce == cudaSuccess)
 		ce = cudaMalloc((void **)&r->d_status, n * sizeof *r->d_status);
 	if (ce == cudaSuccess)
-		ce = cudaMallocHost((void **)&r->h_status, n * sizeof *r->h_status);
-	if (ce == cudaSuccess)
 		r->cap = n;
 	return ce;
 }
 
-wc_err wcc_tx_resident_decode(wcc_tx_resident *r, const int64_t *idx, size_t n, int chw, int f32,
-			      const float scale[3], const float bias[3], void *out, size_t out_stride, void *stream)
+/* A slot's statuses for n images (its batch waited for). */
+static cudaError_t grow_slot(tx_slot *s, size_t n)
 {
-	if (n == 0)
-		return WC_OK;
-	if (!idx || !out || n > UINT32_MAX / 8)
+	if (n <= s->cap)
+		return cudaSuccess;
+	cudaFreeHost(s->h_status);
+	s->h_status = NULL;
+	s->cap = 0;
+	cudaError_t ce = cudaMallocHost((void **)&s->h_status, n * sizeof *s->h_status);
+	if (ce == cudaSuccess)
+		s->cap = n;
+	return ce;
+}
+
+wc_err wcc_tx_resident_launch(wcc_tx_resident *r, const int64_t *idx, size_t n, int chw, int f32,
+			      const float scale[3], const float bias[3], void *out, size_t out_stride, void *stream,
+			      uint64_t *ticket)
+{
+	if (!idx || !out || !ticket || n == 0 || n > UINT32_MAX / 8)
 		return wc_fail(WC_E_INVAL, "cuda transform: a batch of %zu images", n);
 	pthread_mutex_lock(&r->mu);
-	wc_err e = WC_OK;
+	tx_slot *sl = &r->slot[r->next % 2];
+	if (sl->pending) {
+		pthread_mutex_unlock(&r->mu);
+		return wc_fail(WC_E_INVAL, "cuda transform: two batches in flight: wait for one first");
+	}
 	cudaError_t ce = cudaSetDevice(r->gpu);
 	if (ce == cudaSuccess)
 		ce = grow(r, n);
+	if (ce == cudaSuccess)
+		ce = grow_slot(sl, n);
 	wcc_tx_batch b = {.scratch = r->d_scratch, .sym_bytes = r->sym_b, .dc_bytes = r->dc_b,
 			  .plane_bytes = r->plane_b, .out = out, .out_stride = out_stride, .chw = chw ? 1u : 0u,
 			  .f32 = f32 ? 1u : 0u};
@@ -232,7 +265,8 @@ wc_err wcc_tx_resident_decode(wcc_tx_resident *r, const int64_t *idx, size_t n, 
 		b.scale[c] = scale ? scale[c] : 1.0f;
 		b.bias[c] = bias ? bias[c] : 0.0f;
 	}
-	/* after the caller's stream's work; the caller's later work after ours */
+	/* after the caller's stream's work; the caller's later work after ours.
+	 * The batch buffers are reused in the order of r->stream. */
 	if (ce == cudaSuccess)
 		ce = cudaEventRecord(r->before, (cudaStream_t)stream);
 	if (ce == cudaSuccess)
@@ -244,21 +278,46 @@ wc_err wcc_tx_resident_decode(wcc_tx_resident *r, const int64_t *idx, size_t n, 
 		ce = (cudaError_t)wcc_tx_launch(r->d_batch, (uint32_t)n, r->d_bchunks, (uint32_t)n * r->per, (uint32_t)n,
 						r->d_tab, r->max_blocks, r->w * r->h, r->max_esc, r->d_status, r->stream);
 	if (ce == cudaSuccess)
-		ce = cudaMemcpyAsync(r->h_status, r->d_status, n * sizeof *r->h_status, cudaMemcpyDeviceToHost, r->stream);
+		ce = cudaMemcpyAsync(sl->h_status, r->d_status, n * sizeof *sl->h_status, cudaMemcpyDeviceToHost,
+				     r->stream);
 	if (ce == cudaSuccess)
-		ce = cudaEventRecord(r->after, r->stream);
+		ce = cudaEventRecord(sl->done, r->stream);
 	if (ce == cudaSuccess)
-		ce = cudaStreamWaitEvent((cudaStream_t)stream, r->after, 0);
-	if (ce == cudaSuccess)
-		ce = cudaStreamSynchronize(r->stream); /* the one synchronisation: the statuses */
-	if (ce != cudaSuccess)
+		ce = cudaStreamWaitEvent((cudaStream_t)stream, sl->done, 0);
+	wc_err e = WC_OK;
+	if (ce != cudaSuccess) {
 		e = wc_fail(WC_E_BACKEND, "cuda transform: resident batch: %s", cudaGetErrorString(ce));
-	for (size_t k = 0; !e && k < n; k++)
-		if (r->h_status[k])
-			e = r->h_status[k] == 2 ? wc_fail(WC_E_RANGE, "cuda transform: batch place %zu: an image number past "
-							  "the archive's %u", k, r->nimg)
-						: wc_fail(WC_E_CORRUPT, "cuda transform: batch place %zu: the image's stream "
-							  "failed its checks", k);
+	} else {
+		sl->n = n;
+		sl->ticket = r->next++;
+		sl->pending = 1;
+		*ticket = sl->ticket;
+	}
+	pthread_mutex_unlock(&r->mu);
+	return e;
+}
+
+wc_err wcc_tx_resident_wait(wcc_tx_resident *r, uint64_t ticket)
+{
+	pthread_mutex_lock(&r->mu);
+	tx_slot *sl = &r->slot[ticket % 2];
+	if (!sl->pending || sl->ticket != ticket) {
+		pthread_mutex_unlock(&r->mu);
+		return wc_fail(WC_E_INVAL, "cuda transform: no batch %llu in flight", (unsigned long long)ticket);
+	}
+	pthread_mutex_unlock(&r->mu);
+	/* the one synchronisation: the statuses (the slot stays this batch's until it is released below) */
+	cudaError_t ce = cudaEventSynchronize(sl->done);
+	wc_err e = ce == cudaSuccess ? WC_OK
+				     : wc_fail(WC_E_BACKEND, "cuda transform: resident batch: %s", cudaGetErrorString(ce));
+	for (size_t k = 0; !e && k < sl->n; k++)
+		if (sl->h_status[k])
+			e = sl->h_status[k] == 2 ? wc_fail(WC_E_RANGE, "cuda transform: batch place %zu: an image number "
+							   "past the archive's %u", k, r->nimg)
+						 : wc_fail(WC_E_CORRUPT, "cuda transform: batch place %zu: the image's stream "
+							   "failed its checks", k);
+	pthread_mutex_lock(&r->mu);
+	sl->pending = 0;
 	pthread_mutex_unlock(&r->mu);
 	return e;
 }

@@ -303,16 +303,23 @@ wc_err wcodec_cuda_vq_place(wc_backend *be, wc_tile_job *jobs, size_t n, const v
  * past max_bytes, or past the GPU's free memory), WC_E_CORRUPT,
  * WC_E_BACKEND, WC_E_NOMEM, WC_E_INVAL (be not this plugin's backend). */
 wc_err wcodec_cuda_tx_resident_create(wc_backend *be, wc_tile_job *jobs, size_t n, uint64_t max_bytes, void **out);
-/* Decode images idx[0..n) (int64 image numbers in device memory) into out
- * (device memory, place k at out + k * out_stride bytes; chw: three planes,
- * else rows of RGB; f32: floats value * scale[c] + bias[c], each operation
- * rounded on its own) with kernel launches alone, after the work on
- * `stream` (a cudaStream_t, NULL the default stream) and before its later
- * work; the call returns once the statuses are read back (one
- * synchronisation). Errors: WC_E_RANGE (an image number past the archive),
- * WC_E_CORRUPT, WC_E_BACKEND, WC_E_NOMEM, WC_E_INVAL. */
-wc_err wcodec_cuda_tx_resident_decode(void *r, const int64_t *idx, size_t n, int chw, int f32, const float scale[3],
-				      const float bias[3], void *out, size_t out_stride, void *stream);
+/* Launch the decode of images idx[0..n) (int64 image numbers in device
+ * memory) into out (device memory, place k at out + k * out_stride bytes;
+ * chw: three planes, else rows of RGB; f32: floats value * scale[c] +
+ * bias[c], each operation rounded on its own) with kernel launches alone,
+ * after the work on `stream` (a cudaStream_t, NULL the default stream) and
+ * before its later work. *ticket names the batch for
+ * wcodec_cuda_tx_resident_wait, which reads its statuses back (one
+ * synchronisation) and must come before its pixels are used. Two batches
+ * may be in flight: the next can be launched before the last is waited
+ * for. Errors: WC_E_INVAL (n 0, two batches in flight), WC_E_BACKEND,
+ * WC_E_NOMEM. */
+wc_err wcodec_cuda_tx_resident_launch(void *r, const int64_t *idx, size_t n, int chw, int f32, const float scale[3],
+				      const float bias[3], void *out, size_t out_stride, void *stream, uint64_t *ticket);
+/* Wait for batch `ticket`. Errors: WC_E_RANGE (an image number past the
+ * archive), WC_E_CORRUPT (its pixels are not to be used), WC_E_INVAL (no
+ * such batch in flight), WC_E_BACKEND. */
+wc_err wcodec_cuda_tx_resident_wait(void *r, uint64_t ticket);
 void wcodec_cuda_tx_resident_free(void *r);
 
 #ifdef __cplusplus

@@ -313,6 +313,24 @@ class TransformTorchImages(TorchImages):
             with self.assertRaises(wcodec.WcodecError) as cm:
                 s.read_resident(idx.data_ptr(), 2, out.data_ptr(), 3 * 16 * 24, "CHW")
             self.assertEqual(cm.exception.code, "RANGE")
+            # batches launched, then waited for: two in flight at most, each with its own errors
+            good = torch.tensor([3, 5], dtype=torch.int64, device="cuda")
+            ref = torch.empty_like(out)
+            s.read_resident(good.data_ptr(), 2, ref.data_ptr(), 3 * 16 * 24, "CHW")
+            a, b = torch.zeros_like(out), torch.zeros_like(out)
+            t1 = s.read_resident(good.data_ptr(), 2, a.data_ptr(), 3 * 16 * 24, "CHW", wait=False)
+            t2 = s.read_resident(idx.data_ptr(), 2, b.data_ptr(), 3 * 16 * 24, "CHW", wait=False)
+            with self.assertRaises(wcodec.WcodecError) as cm:
+                s.read_resident(good.data_ptr(), 2, b.data_ptr(), 3 * 16 * 24, "CHW", wait=False)
+            self.assertEqual(cm.exception.code, "INVAL")
+            s.finish_resident(t1)
+            self.assertTrue(torch.equal(a, ref))
+            with self.assertRaises(wcodec.WcodecError) as cm:
+                s.finish_resident(t2)
+            self.assertEqual(cm.exception.code, "RANGE")
+            with self.assertRaises(wcodec.WcodecError) as cm:
+                s.finish_resident(t2)  # no longer in flight
+            self.assertEqual(cm.exception.code, "INVAL")
         # several sizes, or the codebook mode: read as without it
         ld = wpt.QVQLoader(self.qvq, batch_size=4, device="cuda", backend="cuda", pad=True, resident=True)
         self.assertFalse(ld.resident)

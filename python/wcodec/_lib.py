@@ -145,6 +145,9 @@ LIB_FUNCTIONS = {
     "wc_image_set_resident": (c.c_int, [_vp, c.c_uint64]),
     "wc_image_set_decode_resident": (c.c_int, [_vp, _vp, c.c_size_t, c.c_int, _P(c.c_float), _P(c.c_float), _vp,
                                                c.c_size_t, _vp]),
+    "wc_image_set_decode_resident_start": (c.c_int, [_vp, _vp, c.c_size_t, c.c_int, _P(c.c_float), _P(c.c_float),
+                                                     _vp, c.c_size_t, _vp, _P(c.c_uint64)]),
+    "wc_image_set_decode_resident_finish": (c.c_int, [_vp, c.c_uint64]),
     "wc_image_set_decode_device_f32": (c.c_int, [_vp, _P(c.c_uint32), c.c_size_t, c.c_int, _P(c.c_float),
                                                  _P(c.c_float), _P(_vp), _vp]),
 }

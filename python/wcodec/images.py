@@ -154,17 +154,20 @@ class ImageSet:
         self.resident = True
 
     def read_resident(self, indices_address, n, address, stride, layout="CHW", stream=None, scale=None,
-                      bias=None):
+                      bias=None, wait=True):
         """Decode n images of a resident archive on the GPU: indices_address
         is the device address of n int64 image numbers (a CUDA tensor's
         data_ptr()), image k goes to the device address address + k * stride
         (bytes), laid out "HWC" or "CHW"; with scale and bias, float32
         pixels as read_into_device writes them. Kernel launches only: the
         call follows the work on `stream` (a cudaStream_t, None the default
-        stream), that stream's later work follows it, and it returns after
-        one synchronisation. Errors: WcodecError ("INVAL" before
-        make_resident; "RANGE" for an image number past the archive;
-        "CORRUPT")."""
+        stream) and that stream's later work follows it. With wait (the
+        default) it returns after one synchronisation; with wait=False it
+        returns a ticket at once, and finish_resident(ticket) does the
+        synchronisation: the pixels are not to be used before it returns.
+        At most two batches are in flight. Errors: WcodecError ("INVAL"
+        before make_resident, or a third batch in flight; "RANGE" for an
+        image number past the archive; "CORRUPT")."""
         if layout not in ("HWC", "CHW"):
             raise ValueError(f"layout {layout!r}: 'HWC' or 'CHW'")
         f3 = ctypes.c_float * 3
@@ -172,9 +175,20 @@ class ImageSet:
         if scale is not None or bias is not None:
             sc, bi = (f3(*[float(v) for v in _np.broadcast_to(x, 3)]) for x in
                       (1.0 if scale is None else scale, 0.0 if bias is None else bias))
-        check(self._L.wc_image_set_decode_resident(self._h, int(indices_address), int(n),
-                                                   0 if layout == "HWC" else 1, sc, bi, int(address),
-                                                   int(stride), stream))
+        args = (self._h, int(indices_address), int(n), 0 if layout == "HWC" else 1, sc, bi, int(address), int(stride),
+                stream)
+        if wait:
+            check(self._L.wc_image_set_decode_resident(*args))
+            return None
+        ticket = ctypes.c_uint64()
+        check(self._L.wc_image_set_decode_resident_start(*args, ctypes.byref(ticket)))
+        return ticket.value
+
+    def finish_resident(self, ticket):
+        """Wait for the batch read_resident(..., wait=False) named `ticket`
+        (one synchronisation) and raise its errors: WcodecError ("CORRUPT",
+        "RANGE"; "INVAL" for a ticket not in flight)."""
+        check(self._L.wc_image_set_decode_resident_finish(self._h, int(ticket)))
 
     def read(self, indices=None, layout="HWC"):
         """Images `indices` (default: all) as a list of uint8 arrays of shape

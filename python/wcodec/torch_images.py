@@ -290,21 +290,43 @@ class QVQLoader:
                        _fused(self.dtype, self.mean, self.std)), batch
 
     def _resident_batches(self, idx):
-        """Batches of a resident archive: the GPU indexes and decodes."""
+        """Batches of a resident archive: the GPU indexes and decodes. The
+        next batch is launched before the last is waited for and handed
+        out, so the GPU has work queued while the caller takes a batch."""
         order = _torch.as_tensor(idx, dtype=_torch.int64).to(self.dev)
         h, w = (int(v) for v in self.set.sizes[0])
         chw = self.layout == "NCHW"
         fused = _fused(self.dtype, self.mean, self.std)
         kw = {"scale": fused[0].tolist(), "bias": fused[1].tolist()} if fused is not None else {}
-        for b in range(0, len(order), self.batch_size):
+        stream = _torch.cuda.current_stream(self.dev).cuda_stream
+
+        def launch(b):
             ii = order[b:b + self.batch_size]
             n = len(ii)
             out = _torch.empty((n, 3, h, w) if chw else (n, h, w, 3),
                                dtype=_torch.float32 if fused is not None else _torch.uint8, device=self.dev)
-            stream = _torch.cuda.current_stream(self.dev).cuda_stream
-            self.set.read_resident(ii.data_ptr(), n, out.data_ptr(), 3 * h * w * out.element_size(),
-                                   "CHW" if chw else "HWC", stream, **kw)
-            yield _finish(out, self.dev, self.dtype, self.mean, self.std, chw), self._labels[ii]
+            ticket = self.set.read_resident(ii.data_ptr(), n, out.data_ptr(), 3 * h * w * out.element_size(),
+                                            "CHW" if chw else "HWC", stream, wait=False, **kw)
+            return ticket, out, ii
+
+        pending = _collections.deque()  # (ticket, out, image numbers), launched, not yet waited for
+        try:
+            for b in range(0, len(order), self.batch_size):
+                pending.append(launch(b))
+                if len(pending) == 2:
+                    t, out, ii = pending.popleft()
+                    self.set.finish_resident(t)
+                    yield _finish(out, self.dev, self.dtype, self.mean, self.std, chw), self._labels[ii]
+            while pending:
+                t, out, ii = pending.popleft()
+                self.set.finish_resident(t)
+                yield _finish(out, self.dev, self.dtype, self.mean, self.std, chw), self._labels[ii]
+        finally:  # a batch left in flight (an error, or the caller stopped early)
+            for t, _, _ in pending:
+                try:
+                    self.set.finish_resident(t)
+                except WcodecError:
+                    pass
 
     def __iter__(self):
         idx = self.indices()

@@ -129,6 +129,20 @@ wc_err wc_image_set_resident(wc_image_set *s, uint64_t max_bytes);
 wc_err wc_image_set_decode_resident(wc_image_set *s, const int64_t *idx, size_t n, wc_image_layout layout,
 				    const float *scale, const float *bias, void *dst, size_t dst_stride, void *stream);
 
+/* wc_image_set_decode_resident in two halves, so that the GPU has the next
+ * batch queued while the caller takes the last: _start launches the batch
+ * (n >= 1; the arguments as above) and names it in *ticket; _finish waits
+ * for it (the one synchronisation) and gives its errors. A batch's pixels
+ * are not to be used before its _finish returns WC_OK. At most two batches
+ * are in flight: a third _start before a _finish is WC_E_INVAL. Errors:
+ * _start: WC_E_INVAL (no resident archive, n 0, two in flight),
+ * WC_E_BACKEND, WC_E_NOMEM; _finish: WC_E_RANGE, WC_E_CORRUPT, WC_E_INVAL
+ * (no such batch in flight), WC_E_BACKEND. */
+wc_err wc_image_set_decode_resident_start(wc_image_set *s, const int64_t *idx, size_t n, wc_image_layout layout,
+					  const float *scale, const float *bias, void *dst, size_t dst_stride, void *stream,
+					  uint64_t *ticket);
+wc_err wc_image_set_decode_resident_finish(wc_image_set *s, uint64_t ticket);
+
 #ifdef __cplusplus
 }
 #endif

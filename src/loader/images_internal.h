@@ -11,9 +11,10 @@
 #include "qvq/qvq.h"
 
 /* The CUDA plugin's resident-archive decode (cuda/wcodec_cuda.h). */
-typedef wc_err (*wcodec_tx_resident_decode_fn)(void *r, const int64_t *idx, size_t n, int chw, int f32,
+typedef wc_err (*wcodec_tx_resident_launch_fn)(void *r, const int64_t *idx, size_t n, int chw, int f32,
 					       const float scale[3], const float bias[3], void *out, size_t out_stride,
-					       void *stream);
+					       void *stream, uint64_t *ticket);
+typedef wc_err (*wcodec_tx_resident_wait_fn)(void *r, uint64_t ticket);
 
 /* A batch's buffer (payloads, then decoded tiles), kept for the next call:
  * mapping and faulting in tens of MiB per batch cost more than decoding
@@ -34,7 +35,8 @@ struct wc_image_set {
 	unsigned nfree;
 	/* a resident archive (images_resident.c): the plugin's handle and calls */
 	void *resident;
-	wcodec_tx_resident_decode_fn resident_decode;
+	wcodec_tx_resident_launch_fn resident_launch;
+	wcodec_tx_resident_wait_fn resident_wait;
 	void (*resident_free)(void *r);
 };
 

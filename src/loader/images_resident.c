@@ -21,10 +21,12 @@ wc_err wc_image_set_resident(wc_image_set *s, uint64_t max_bytes)
 	}
 	pthread_mutex_unlock(&s->lock);
 	resident_create_fn create = (resident_create_fn)wc_backend_symbol(s->be, "wcodec_cuda_tx_resident_create");
-	wcodec_tx_resident_decode_fn decode =
-		(wcodec_tx_resident_decode_fn)wc_backend_symbol(s->be, "wcodec_cuda_tx_resident_decode");
+	wcodec_tx_resident_launch_fn launch =
+		(wcodec_tx_resident_launch_fn)wc_backend_symbol(s->be, "wcodec_cuda_tx_resident_launch");
+	wcodec_tx_resident_wait_fn wait =
+		(wcodec_tx_resident_wait_fn)wc_backend_symbol(s->be, "wcodec_cuda_tx_resident_wait");
 	void (*release)(void *) = (void (*)(void *))wc_backend_symbol(s->be, "wcodec_cuda_tx_resident_free");
-	if (!create || !decode || !release)
+	if (!create || !launch || !wait || !release)
 		return wc_fail(WC_E_UNSUPPORTED, "%s: the %s decode backend keeps no archive in GPU memory", s->path,
 			       s->be->ops->name);
 	if (wc_qvq_header_of(s->q)->mode != WC_QVQ_MODE_DCT)
@@ -65,21 +67,41 @@ wc_err wc_image_set_resident(wc_image_set *s, uint64_t max_bytes)
 		release(r);
 		return WC_OK;
 	}
-	s->resident_decode = decode;
+	s->resident_launch = launch;
+	s->resident_wait = wait;
 	s->resident_free = release;
 	s->resident = r;
 	pthread_mutex_unlock(&s->lock);
 	return WC_OK;
 }
 
-wc_err wc_image_set_decode_resident(wc_image_set *s, const int64_t *idx, size_t n, wc_image_layout layout,
-				    const float *scale, const float *bias, void *dst, size_t dst_stride, void *stream)
+wc_err wc_image_set_decode_resident_start(wc_image_set *s, const int64_t *idx, size_t n, wc_image_layout layout,
+					  const float *scale, const float *bias, void *dst, size_t dst_stride, void *stream,
+					  uint64_t *ticket)
 {
 	if (!s->resident)
 		return wc_fail(WC_E_INVAL, "%s: no archive in GPU memory (wc_image_set_resident first)", s->path);
 	if (layout != WC_IMAGE_HWC && layout != WC_IMAGE_CHW)
 		return wc_fail(WC_E_INVAL, "image layout %d", (int)layout);
-	wc_err e = s->resident_decode(s->resident, idx, n, layout == WC_IMAGE_CHW, scale != NULL, scale, bias, dst,
-				      dst_stride, stream);
+	wc_err e = s->resident_launch(s->resident, idx, n, layout == WC_IMAGE_CHW, scale != NULL, scale, bias, dst,
+				      dst_stride, stream, ticket);
 	return e ? wc_fail_context(e, "%s", s->path) : WC_OK;
+}
+
+wc_err wc_image_set_decode_resident_finish(wc_image_set *s, uint64_t ticket)
+{
+	if (!s->resident)
+		return wc_fail(WC_E_INVAL, "%s: no archive in GPU memory (wc_image_set_resident first)", s->path);
+	wc_err e = s->resident_wait(s->resident, ticket);
+	return e ? wc_fail_context(e, "%s", s->path) : WC_OK;
+}
+
+wc_err wc_image_set_decode_resident(wc_image_set *s, const int64_t *idx, size_t n, wc_image_layout layout,
+				    const float *scale, const float *bias, void *dst, size_t dst_stride, void *stream)
+{
+	uint64_t ticket;
+	if (n == 0 && s->resident)
+		return WC_OK;
+	wc_err e = wc_image_set_decode_resident_start(s, idx, n, layout, scale, bias, dst, dst_stride, stream, &ticket);
+	return e ? e : wc_image_set_decode_resident_finish(s, ticket);
 }
