@@ -16,6 +16,10 @@ for the JPEG rows; a GPU for the cuda rows.
       torchvision's JPEG DataLoader (16 workers) and the CPU backend at the
       largest batch. Pixels of a batch checked against the
       CPU decoder's.
+  bench_images.py kernels DIR [--batches 512,1024]
+      A transform-mode archive resident in GPU memory: ImageSet.read_resident
+      alone (random image numbers on the GPU, 30 batches, best of 3), then
+      each kernel's GPU time in a batch of the first size (torch profiler).
   bench_images.py train DIR [--steps 300] [--batch 512] [--mount MNT]
       The small CNN (conv 7x7 stride 2, 64 channels, ReLU, global average
       pool, linear 10, SGD) fed by (a) QVQLoader, (b) the JPEG DataLoader,
@@ -137,6 +141,47 @@ def decode(d, batches, workers):
     rate(lambda: dl, 1, lambda: None, limit=4)
     print(f"| JPEG q=90, torchvision DataLoader, 16 workers (PIL) | {b} | "
           f"{rate(lambda: dl, 1, lambda: None):,.0f} |", flush=True)
+
+
+def kernels(d, batches):
+    from torch.profiler import ProfilerActivity, profile
+
+    from wcodec.images import ImageSet
+    s = ImageSet(os.path.join(d, "set.qvq"), backend="cuda")
+    s.make_resident(1 << 33)
+    n = len(s)
+    h, w = (int(v) for v in s.sizes[0])
+    out = torch.empty((max(batches), 3, h, w), dtype=torch.uint8, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    g = torch.Generator(device="cuda")
+    g.manual_seed(0)
+    idx = [torch.randperm(n, device="cuda", generator=g)[:max(batches)].contiguous() for _ in range(30)]
+
+    def run(b, k):
+        s.read_resident(idx[k].data_ptr(), b, out.data_ptr(), 3 * h * w, "CHW", stream)
+
+    print(f"archive {d}/set.qvq: {n} images, {os.path.getsize(os.path.join(d, 'set.qvq')) / n:,.0f} bytes each")
+    print("| ImageSet.read_resident, batch | images/s |\n|---:|---:|")
+    for b in batches:
+        for k in range(3):
+            run(b, k)
+        torch.cuda.synchronize()
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            for k in range(30):
+                run(b, k)
+            torch.cuda.synchronize()
+            best = min(best, (time.perf_counter() - t0) / 30)
+        print(f"| {b} | {b / best:,.0f} |", flush=True)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for k in range(10):
+            run(batches[0], k)
+        torch.cuda.synchronize()
+    print(f"\n| kernel, batch {batches[0]} | us |\n|---|---:|")
+    for e in prof.key_averages():
+        if "tx_" in e.key:
+            print(f"| {e.key.split('(')[0]} | {e.device_time_total / e.count:.0f} |")
 
 
 class SmallCNN(torch.nn.Module):
@@ -264,6 +309,9 @@ def main():
     r.add_argument("dir")
     r.add_argument("--batches", default="64,128,256,512,1024")
     r.add_argument("--workers", type=int, default=4, help="QVQLoader's decoding threads")
+    k = sub.add_parser("kernels")
+    k.add_argument("dir")
+    k.add_argument("--batches", default="512,1024")
     t = sub.add_parser("train")
     t.add_argument("dir")
     t.add_argument("--steps", type=int, default=300)
@@ -274,6 +322,8 @@ def main():
         gen(a.dir, a.photos, a.images, a.k, a.quality)
     elif a.cmd == "decode":
         decode(a.dir, [int(x) for x in a.batches.split(",")], a.workers)
+    elif a.cmd == "kernels":
+        kernels(a.dir, [int(x) for x in a.batches.split(",")])
     else:
         train(a.dir, a.steps, a.batch, a.mount)
 
