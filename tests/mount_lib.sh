@@ -91,9 +91,24 @@ wait_gone() {
 	i=0
 	while kill -0 "$1" 2>/dev/null; do
 		i=$((i + 1))
-		[ $i -lt 50 ] || fail "daemon $1 of $2 still running 5 s after unmount"
+		if [ $i -ge 50 ]; then
+			daemon_state "$1" "$2"
+			fail "daemon $1 of $2 still running 5 s after unmount"
+		fi
 		sleep 0.1
 	done
+}
+
+# What a daemon that will not end is doing: its signal masks, pending
+# signals, and each thread's name, state and kernel wait channel.
+daemon_state() {
+	grep -E '^(SigPnd|ShdPnd|SigBlk|SigCgt)' "/proc/$1/status" 2>/dev/null | sed 's/^/# /'
+	for t in /proc/"$1"/task/*; do
+		echo "# thread ${t##*/} $(cat "$t/comm" 2>/dev/null): state $(cut -d' ' -f3 "$t/stat" 2>/dev/null)," \
+			"wchan $(cat "$t/wchan" 2>/dev/null), $(grep -E '^(SigPnd|SigBlk)' "$t/status" 2>/dev/null | tr '\n\t' '  ')"
+	done
+	grep -qs " $2 fuse" /proc/mounts && echo "# $2 still mounted"
+	return 0
 }
 
 sha() { sha256sum < "$1" | cut -d' ' -f1; }
