@@ -60,13 +60,17 @@ if [ "$(id -u)" = 0 ] && [ -r "$conn/max_background" ]; then
 		fail "max_background is $(cat "$conn/max_background"), expected 64"
 fi
 
-# SIGTERM and SIGINT unmount cleanly and end the daemon.
-for sig in TERM INT; do
+# SIGTERM, SIGINT and SIGHUP unmount cleanly and end the daemon, also one
+# started with SIGINT and SIGHUP ignored, as a shell's & and nohup leave
+# them (a daemon starts from the default dispositions).
+for sig in TERM INT HUP; do
 	pid=$(daemon_pid_of "$M") || fail "no daemon pid for $M"
 	kill -s $sig "$pid"
 	wait_gone "$pid" "$M"
 	grep -qs " $M fuse" /proc/mounts && fail "still mounted after SIG$sig"
-	[ "$sig" = TERM ] && mount_fs "$S" "$M"
+	[ "$sig" = HUP ] && break
+	(trap '' INT HUP && exec "$WCODECFS" "$S" "$M") || fail "wcodecfs with SIGINT and SIGHUP ignored exited with $?"
+	grep -qs " $M fuse" /proc/mounts || fail "$M is not mounted after wcodecfs returned"
 done
 
 # Foreground mode: -f stays attached and logs to stderr, under its own name.

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,41 @@
  * (fs.nr_open, when privileged enough to raise the hard limit), else up to
  * the hard limit. The limit is logged at debug level. Returns it (0 if
  * unlimited or unknown). */
+/* Block (how SIG_BLOCK) or unblock the signals whose libfuse handlers end
+ * the loop: SIGHUP, SIGINT, SIGTERM. A handler ends the loop only when it
+ * runs in the thread the loop waits in, the main one (libfuse blocks them
+ * in its own workers); run in a decode or cache thread, it would leave the
+ * daemon serving until the next request. So they are blocked before the
+ * daemon makes any thread, which inherits the block, and unblocked in the
+ * main thread alone just before the loop (a signal sent meanwhile waits). */
+static int stop_signals(int how)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	return pthread_sigmask(how, &set, NULL);
+}
+
+/* libfuse installs its handlers only over the default disposition, and a
+ * shell starts a program run with & with SIGINT ignored (nohup: SIGHUP),
+ * which would leave the documented SIGINT and SIGHUP unmount inert. So
+ * SIGINT and SIGTERM start from the default; so does SIGHUP for a daemon,
+ * which has no terminal to hang up (daemon(7)), while in the foreground
+ * an ignored SIGHUP (nohup) is kept. */
+static void default_stop_dispositions(int daemon)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = SIG_DFL;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	if (daemon)
+		sigaction(SIGHUP, &sa, NULL);
+}
+
 static uint64_t raise_fd_limit(void)
 {
 	struct rlimit rl;
@@ -221,6 +257,10 @@ int main(int argc, char **argv)
 	 * (stats.h). */
 	if (wcfs_stats_block_signal() != 0)
 		wc_log(WC_LOG_WARN, "cannot block SIGUSR1: it will end the daemon");
+	default_stop_dispositions(!o.foreground);
+	int merr = stop_signals(SIG_BLOCK);
+	if (merr != 0)
+		wc_log(WC_LOG_WARN, "cannot keep SIGTERM from the daemon's threads: %s", strerror(merr));
 	rc = WCFS_EXIT_BACKEND;
 	wc_backend_opts bo = { .threads = o.threads, .gpu = o.gpu, .gpu_memory_limit = o.gpu_memory };
 	wc_err e = wc_backend_create(o.backend, &bo, &fs.backend);
@@ -308,6 +348,7 @@ int main(int argc, char **argv)
 	}
 
 	int loop;
+	stop_signals(SIG_UNBLOCK);
 	if (o.singlethread) {
 		loop = fuse_session_loop(se);
 	} else {
