@@ -156,8 +156,8 @@ extern "C" wc_err wcc_vq_decode(wcc_vq *vq, wc_tile_job *jobs, size_t n)
 
 		wcc_slot *s = wcc_slots_take(&vq->slots);
 		cudaError_t ce = cudaSetDevice(vq->gpu);
-		if (ce == cudaSuccess && wcc_slot_grow(s, dbytes, hbytes))
-			ce = cudaErrorMemoryAllocation;
+		if (ce == cudaSuccess)
+			ce = wcc_slot_grow(s, dbytes, hbytes);
 
 		uint8_t *d_idx = s->d_buf, *d_rgb = d_idx + idx_total;
 		wcc_vq_image *d_desc = (wcc_vq_image *)(d_rgb + rgb_total);
@@ -323,8 +323,8 @@ extern "C" wc_err wcc_vq_place(wcc_vq *vq, wc_tile_job *jobs, size_t n, const wc
 	size_t desc_bytes = A16(ndst * sizeof(wcc_vq_image)), status_bytes = A16(n * 4);
 	wcc_slot *s = wcc_slots_take(&vq->slots);
 	cudaError_t ce = cudaSetDevice(vq->gpu);
-	if (ce == cudaSuccess && wcc_slot_grow(s, idx_total + desc_bytes + status_bytes, status_bytes + desc_bytes))
-		ce = cudaErrorMemoryAllocation;
+	if (ce == cudaSuccess)
+		ce = wcc_slot_grow(s, idx_total + desc_bytes + status_bytes, status_bytes + desc_bytes);
 	uint8_t *d_idx = s->d_buf;
 	wcc_vq_image *d_desc = (wcc_vq_image *)(d_idx + idx_total);
 	uint32_t *d_status = (uint32_t *)((uint8_t *)d_desc + desc_bytes);

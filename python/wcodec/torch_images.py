@@ -310,17 +310,19 @@ class QVQLoader:
             return ticket, out, ii
 
         pending = _collections.deque()  # (ticket, out, image numbers), launched, not yet waited for
+
+        def take():
+            t, out, ii = pending.popleft()
+            self.set.finish_resident(t)
+            return _finish(out, self.dev, self.dtype, self.mean, self.std, chw), self._labels[ii]
+
         try:
             for b in range(0, len(order), self.batch_size):
                 pending.append(launch(b))
                 if len(pending) == 2:
-                    t, out, ii = pending.popleft()
-                    self.set.finish_resident(t)
-                    yield _finish(out, self.dev, self.dtype, self.mean, self.std, chw), self._labels[ii]
+                    yield take()
             while pending:
-                t, out, ii = pending.popleft()
-                self.set.finish_resident(t)
-                yield _finish(out, self.dev, self.dtype, self.mean, self.std, chw), self._labels[ii]
+                yield take()
         finally:  # a batch left in flight (an error, or the caller stopped early)
             for t, _, _ in pending:
                 try:

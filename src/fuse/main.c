@@ -32,12 +32,6 @@
 #include "fuse/prefetch.h"
 #include "fuse/stats.h"
 
-/* Every directory and container the kernel has looked up holds an O_PATH
- * descriptor while the limit allows (past a cap they are found again by
- * name, which is slower; vtree.h): allow as many as the system does
- * (fs.nr_open, when privileged enough to raise the hard limit), else up to
- * the hard limit. The limit is logged at debug level. Returns it (0 if
- * unlimited or unknown). */
 /* Block (how SIG_BLOCK) or unblock the signals whose libfuse handlers end
  * the loop: SIGHUP, SIGINT, SIGTERM. A handler ends the loop only when it
  * runs in the thread the loop waits in, the main one (libfuse blocks them
@@ -73,6 +67,12 @@ static void default_stop_dispositions(int daemon)
 		sigaction(SIGHUP, &sa, NULL);
 }
 
+/* Every directory and container the kernel has looked up holds an O_PATH
+ * descriptor while the limit allows (past a cap they are found again by
+ * name, which is slower; vtree.h): allow as many as the system does
+ * (fs.nr_open, when privileged enough to raise the hard limit), else up to
+ * the hard limit. The limit is logged at debug level. Returns it (0 if
+ * unlimited or unknown). */
 static uint64_t raise_fd_limit(void)
 {
 	struct rlimit rl;

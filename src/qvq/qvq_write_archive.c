@@ -10,10 +10,10 @@
 #include "core/fileio.h"
 #include "core/hash.h"
 #include "core/le.h"
+#include "core/limits.h"
 #include "qvq/qvq.h"
 #include "qvq/qvq_names.h"
 #include "qvq/qvq_parallel.h"
-#include "core/limits.h"
 
 wc_err qvq_write_check_images(const wc_qvq_write_input *in)
 {
